@@ -1,0 +1,129 @@
+//! GPU buffers with stable identities.
+//!
+//! Bind groups are cached by the identities of the buffers they bind, so a
+//! decode step that binds the same buffers as the last one creates nothing.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use wgpu::util::DeviceExt;
+
+use super::context::{GpuContext, GpuCounters};
+use super::error::GpuError;
+
+static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A storage buffer and its identity. Shared with `Arc` between the model
+/// (weights), the pipeline (activations, KV cache) and the bind-group cache.
+#[derive(Debug)]
+pub struct GpuBuffer {
+    id: u64,
+    label: String,
+    raw: wgpu::Buffer,
+}
+
+pub type BufferRef = Arc<GpuBuffer>;
+
+impl GpuBuffer {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+    pub fn size(&self) -> u64 {
+        self.raw.size()
+    }
+    pub fn raw(&self) -> &wgpu::Buffer {
+        &self.raw
+    }
+}
+
+/// Usage of every storage buffer: kernels read and write it, and it can be
+/// copied to and from (uploads, readback, tests).
+const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+impl GpuContext {
+    fn check_buffer_size(&self, label: &str, size: u64) -> Result<(), GpuError> {
+        let checks = [
+            (
+                "max_storage_buffer_binding_size",
+                self.limits.max_storage_buffer_binding_size,
+            ),
+            ("max_buffer_size", self.limits.max_buffer_size),
+        ];
+        for (limit_name, limit) in checks {
+            if size > limit {
+                return Err(GpuError::BufferTooLarge {
+                    label: label.to_string(),
+                    size,
+                    limit_name,
+                    limit,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn wrap(&self, label: &str, raw: wgpu::Buffer) -> BufferRef {
+        GpuCounters::add(&self.counters.buffers_created, 1);
+        Arc::new(GpuBuffer {
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+            label: label.to_string(),
+            raw,
+        })
+    }
+
+    /// A zero-filled storage buffer of at least `size` bytes (rounded up to 4,
+    /// and never 0, so that any kernel may bind it).
+    pub fn create_storage(&self, label: &str, size: u64) -> Result<BufferRef, GpuError> {
+        let size = size.max(4).next_multiple_of(4);
+        self.check_buffer_size(label, size)?;
+        let raw = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: STORAGE_USAGE,
+            mapped_at_creation: false,
+        });
+        Ok(self.wrap(label, raw))
+    }
+
+    /// A storage buffer holding `bytes` (zero-padded to a multiple of 4).
+    pub fn upload_bytes(&self, label: &str, bytes: &[u8]) -> Result<BufferRef, GpuError> {
+        let padded_len = (bytes.len() as u64).max(4).next_multiple_of(4);
+        self.check_buffer_size(label, padded_len)?;
+        let raw = if padded_len == bytes.len() as u64 {
+            self.device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(label),
+                    contents: bytes,
+                    usage: STORAGE_USAGE,
+                })
+        } else {
+            let mut padded = bytes.to_vec();
+            padded.resize(padded_len as usize, 0);
+            self.device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(label),
+                    contents: &padded,
+                    usage: STORAGE_USAGE,
+                })
+        };
+        Ok(self.wrap(label, raw))
+    }
+
+    pub fn upload_f32(&self, label: &str, values: &[f32]) -> Result<BufferRef, GpuError> {
+        self.upload_bytes(label, bytemuck::cast_slice(values))
+    }
+
+    pub fn upload_u32(&self, label: &str, values: &[u32]) -> Result<BufferRef, GpuError> {
+        self.upload_bytes(label, bytemuck::cast_slice(values))
+    }
+
+    /// Overwrites part of a buffer; ordered before the next submit.
+    pub fn write(&self, buffer: &GpuBuffer, offset: u64, bytes: &[u8]) {
+        self.queue.write_buffer(&buffer.raw, offset, bytes);
+    }
+}

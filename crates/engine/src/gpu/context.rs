@@ -1,0 +1,184 @@
+//! The GPU context: adapter, device, queue, and what they granted.
+//!
+//! Every later choice (which kernel variant, how big a buffer may be, whether
+//! timestamps can be taken) reads the `GpuFeatures` and `wgpu::Limits` recorded
+//! here, once, at start-up.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::error::GpuError;
+use super::pipeline::PipelineCache;
+use super::recorder::UniformArena;
+
+/// What the adapter is, as reported to users (`wick info`, `engine.info()`).
+#[derive(Clone, Debug)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    /// A CPU implementation (lavapipe, SwiftShader, WARP): correct but slow.
+    pub is_software: bool,
+}
+
+/// Optional features wick can use, as granted by the device.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GpuFeatures {
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    pub timestamp_query: bool,
+}
+
+/// Counters that tests and benchmarks read: they prove "one submit per step"
+/// and "nothing allocated per token" instead of trusting it.
+#[derive(Debug, Default)]
+pub struct GpuCounters {
+    pub submits: AtomicU64,
+    pub dispatches: AtomicU64,
+    pub buffers_created: AtomicU64,
+    pub bind_groups_created: AtomicU64,
+    pub pipelines_created: AtomicU64,
+    pub bytes_read_back: AtomicU64,
+}
+
+/// A plain copy of `GpuCounters` at one moment; subtract two to measure a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CounterSnapshot {
+    pub submits: u64,
+    pub dispatches: u64,
+    pub buffers_created: u64,
+    pub bind_groups_created: u64,
+    pub pipelines_created: u64,
+    pub bytes_read_back: u64,
+}
+
+impl CounterSnapshot {
+    pub fn since(self, earlier: CounterSnapshot) -> CounterSnapshot {
+        CounterSnapshot {
+            submits: self.submits - earlier.submits,
+            dispatches: self.dispatches - earlier.dispatches,
+            buffers_created: self.buffers_created - earlier.buffers_created,
+            bind_groups_created: self.bind_groups_created - earlier.bind_groups_created,
+            pipelines_created: self.pipelines_created - earlier.pipelines_created,
+            bytes_read_back: self.bytes_read_back - earlier.bytes_read_back,
+        }
+    }
+}
+
+impl GpuCounters {
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CounterSnapshot {
+            submits: get(&self.submits),
+            dispatches: get(&self.dispatches),
+            buffers_created: get(&self.buffers_created),
+            bind_groups_created: get(&self.bind_groups_created),
+            pipelines_created: get(&self.pipelines_created),
+            bytes_read_back: get(&self.bytes_read_back),
+        }
+    }
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: AdapterSummary,
+    pub features: GpuFeatures,
+    pub limits: wgpu::Limits,
+    pub counters: GpuCounters,
+    pub(crate) pipelines: PipelineCache,
+    pub(crate) arena: Mutex<UniformArena>,
+}
+
+impl GpuContext {
+    /// Opens the best adapter: a high-performance GPU first; a software adapter
+    /// (lavapipe, SwiftShader) is accepted and reported as such. `WGPU_BACKEND`
+    /// narrows the backends natively, as in every wgpu program.
+    pub async fn new() -> Result<GpuContext, GpuError> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        if cfg!(target_arch = "wasm32") {
+            desc.backends = wgpu::Backends::BROWSER_WEBGPU;
+        }
+        let backends = format!("{:?}", desc.backends);
+        let instance = wgpu::Instance::new(desc);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                ..Default::default()
+            })
+            .await
+            .map_err(|_| GpuError::NoAdapter { backends })?;
+        Self::from_adapter(adapter).await
+    }
+
+    async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuContext, GpuError> {
+        let info = adapter.get_info();
+        let summary = AdapterSummary {
+            name: info.name.clone(),
+            backend: format!("{:?}", info.backend),
+            device_type: format!("{:?}", info.device_type),
+            driver: info.driver.clone(),
+            driver_info: info.driver_info.clone(),
+            is_software: info.device_type == wgpu::DeviceType::Cpu,
+        };
+        let offered = adapter.features();
+        let wanted = wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::TIMESTAMP_QUERY;
+        let required_features = offered & wanted;
+        // Ask for everything the adapter offers: model weights need the
+        // largest storage bindings and buffers it can give.
+        let required_limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wick"),
+                required_features,
+                required_limits: required_limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::RequestDevice {
+                adapter: summary.name.clone(),
+                message: e.to_string(),
+            })?;
+        let granted = device.features();
+        let features = GpuFeatures {
+            shader_f16: granted.contains(wgpu::Features::SHADER_F16),
+            subgroups: granted.contains(wgpu::Features::SUBGROUP),
+            timestamp_query: granted.contains(wgpu::Features::TIMESTAMP_QUERY),
+        };
+        let limits = device.limits();
+        let arena = UniformArena::new(&device, &limits);
+        Ok(GpuContext {
+            device,
+            queue,
+            adapter: summary,
+            features,
+            limits,
+            counters: GpuCounters::default(),
+            pipelines: PipelineCache::default(),
+            arena: Mutex::new(arena),
+        })
+    }
+
+    /// The largest buffer one kernel binding may see: the smaller of the
+    /// storage-binding and buffer limits.
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+    }
+
+    /// Waits for all submitted work (native only; in the browser the event
+    /// loop drives completion and readbacks await their own promises).
+    pub fn wait_idle(&self) {
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+    }
+}

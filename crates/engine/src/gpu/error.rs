@@ -1,0 +1,34 @@
+//! Typed errors of the GPU layer: every failure names what and where.
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no GPU adapter found (backends tried: {backends}); natively install a Vulkan driver such as Mesa's lavapipe (`apt-get install mesa-vulkan-drivers`), in a browser enable WebGPU")]
+    NoAdapter { backends: String },
+    #[error("could not open the GPU device on adapter '{adapter}': {message}")]
+    RequestDevice { adapter: String, message: String },
+    #[error("shader for kernel '{kernel}' failed to compile: {message}")]
+    ShaderCompile { kernel: String, message: String },
+    #[error("GPU validation failed while recording {what}: {message}")]
+    Validation { what: String, message: String },
+    #[error("buffer '{label}' of {size} bytes exceeds the adapter's {limit_name} ({limit} bytes)")]
+    BufferTooLarge {
+        label: String,
+        size: u64,
+        limit_name: &'static str,
+        limit: u64,
+    },
+    #[error("kernel '{kernel}': {message}")]
+    Shape { kernel: &'static str, message: String },
+    #[error("one step recorded {needed} kernel parameter slots, over the uniform arena's {capacity}")]
+    UniformArenaFull { needed: usize, capacity: usize },
+    #[error("reading back from the GPU failed: {0}")]
+    Readback(String),
+}
+
+/// Shorthand used by every kernel's shape checks.
+pub(crate) fn shape_err(kernel: &'static str, message: impl Into<String>) -> GpuError {
+    GpuError::Shape {
+        kernel,
+        message: message.into(),
+    }
+}

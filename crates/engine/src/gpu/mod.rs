@@ -1,0 +1,15 @@
+//! The GPU core: context, buffers, pipelines, the command recorder, readback.
+
+pub mod buffer;
+pub mod context;
+pub mod error;
+pub mod pipeline;
+pub mod readback;
+pub mod recorder;
+
+pub use buffer::{BufferRef, GpuBuffer};
+pub use context::{AdapterSummary, CounterSnapshot, GpuContext, GpuFeatures};
+pub use error::GpuError;
+pub use pipeline::{workgroups_for, Access, KernelSpec};
+pub use readback::Readback;
+pub use recorder::Recorder;

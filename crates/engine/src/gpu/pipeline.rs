@@ -1,0 +1,190 @@
+//! Compute pipelines, built once per kernel variant and cached by name.
+//!
+//! Every kernel has the same binding shape: binding 0 is its parameter block
+//! (a uniform with a dynamic offset into the step's uniform arena), bindings
+//! 1.. are storage buffers, read-only or read-write as its spec says. Explicit
+//! layouts (not `layout: None`) keep a binding that a variant happens not to
+//! use from silently vanishing from the layout.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::context::{GpuContext, GpuCounters};
+
+/// How a kernel uses one storage binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// One kernel variant: its WGSL (the concatenation of `sources`, with every
+/// `{{NAME}}` replaced by its define), entry point and storage bindings.
+pub struct KernelSpec<'a> {
+    /// Unique per variant: it is the cache key.
+    pub name: &'a str,
+    pub sources: &'a [&'static str],
+    pub defines: &'a [(&'a str, String)],
+    pub entry: &'a str,
+    pub storage: &'a [Access],
+}
+
+/// Size of one kernel's parameter block in the uniform arena.
+pub const PARAMS_BYTES: u64 = 256;
+
+pub struct CachedPipeline {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    pub(crate) layout: wgpu::BindGroupLayout,
+}
+
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    pipelines: Mutex<HashMap<String, Arc<CachedPipeline>>>,
+    bind_groups: Mutex<HashMap<(u64, Vec<u64>), wgpu::BindGroup>>,
+}
+
+/// A pipeline that was just created, with the future of its compile errors.
+pub(crate) type CompileCheck =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Option<wgpu::Error>>>>;
+
+impl PipelineCache {
+    pub(crate) fn forget(&self, name: &str) {
+        self.pipelines.lock().unwrap().remove(name);
+    }
+
+    pub(crate) fn bind_group(
+        &self,
+        ctx: &GpuContext,
+        pipeline: &CachedPipeline,
+        buffers: &[&super::buffer::GpuBuffer],
+        uniform: &wgpu::Buffer,
+    ) -> wgpu::BindGroup {
+        let key = (pipeline.id, buffers.iter().map(|b| b.id()).collect());
+        let mut cache = self.bind_groups.lock().unwrap();
+        if let Some(group) = cache.get(&key) {
+            return group.clone();
+        }
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: uniform,
+                offset: 0,
+                size: wgpu::BufferSize::new(PARAMS_BYTES),
+            }),
+        }];
+        for (i, b) in buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: b.raw().as_entire_binding(),
+            });
+        }
+        let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(&pipeline.name),
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        GpuCounters::add(&ctx.counters.bind_groups_created, 1);
+        cache.insert(key, group.clone());
+        group
+    }
+
+    /// Returns the cached pipeline for `spec`, creating it if needed; a new
+    /// pipeline comes with the future of its compile/validation errors.
+    pub(crate) fn get_or_create(
+        &self,
+        ctx: &GpuContext,
+        spec: &KernelSpec,
+    ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
+        if let Some(p) = self.pipelines.lock().unwrap().get(spec.name) {
+            return (p.clone(), None);
+        }
+        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let created = Arc::new(create_pipeline(ctx, spec));
+        let check: CompileCheck = Box::pin(scope.pop());
+        GpuCounters::add(&ctx.counters.pipelines_created, 1);
+        self.pipelines
+            .lock()
+            .unwrap()
+            .insert(spec.name.to_string(), created.clone());
+        (created, Some(check))
+    }
+}
+
+/// The WGSL text of a spec: sources joined, defines substituted.
+pub fn kernel_source(spec: &KernelSpec) -> String {
+    let mut text = spec.sources.join("\n");
+    for (name, value) in spec.defines {
+        text = text.replace(&format!("{{{{{name}}}}}"), value);
+    }
+    text
+}
+
+fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec) -> CachedPipeline {
+    static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let device = &ctx.device;
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(spec.name),
+        source: wgpu::ShaderSource::Wgsl(kernel_source(spec).into()),
+    });
+    let mut entries = vec![wgpu::BindGroupLayoutEntry {
+        binding: 0,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: true,
+            min_binding_size: None,
+        },
+        count: None,
+    }];
+    for (i, access) in spec.storage.iter().enumerate() {
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: i as u32 + 1,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: *access == Access::Read,
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+    }
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(spec.name),
+        entries: &entries,
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(spec.name),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(spec.name),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some(spec.entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    CachedPipeline {
+        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        name: spec.name.to_string(),
+        pipeline,
+        layout,
+    }
+}
+
+/// Shape of a 1-D dispatch: enough workgroups of `group` invocations to cover
+/// `n` items, spread over x and y when x alone would pass the 65535 limit.
+pub fn workgroups_for(n: u32, group: u32) -> [u32; 3] {
+    let groups = n.div_ceil(group).max(1);
+    if groups <= 65535 {
+        [groups, 1, 1]
+    } else {
+        let y = groups.div_ceil(65535);
+        [groups.div_ceil(y), y, 1]
+    }
+}

@@ -1,0 +1,198 @@
+//! The command recorder: the one way kernels reach the GPU.
+//!
+//! A step (one prefill chunk or one decode step, for one sequence or a batch)
+//! is recorded into one command encoder and submitted once. Each dispatch's
+//! parameters go into the next slot of a uniform arena, a single buffer written
+//! with one `queue.write_buffer` just before the submit, and are bound through a
+//! dynamic offset. Bind groups are therefore keyed by (pipeline, buffers) alone,
+//! and a decode step that binds what the last one bound creates nothing.
+//!
+//! All recording happens inside a validation error scope: a binding of the
+//! wrong size, a shader that fails to compile or any other GPU validation error
+//! comes back from `submit` as a typed error, never as a panic.
+
+use std::sync::MutexGuard;
+
+use super::buffer::GpuBuffer;
+use super::context::{GpuContext, GpuCounters};
+use super::error::GpuError;
+use super::pipeline::{CompileCheck, KernelSpec, PARAMS_BYTES};
+
+/// The per-step parameter storage: a uniform buffer of fixed slots and its CPU
+/// mirror. One exists per context; a recorder holds it while it records.
+pub(crate) struct UniformArena {
+    buffer: wgpu::Buffer,
+    stride: u64,
+    capacity: usize,
+    staging: Vec<u8>,
+}
+
+/// Slots per step: a decode step of a 30-layer model uses ~20 per layer.
+const ARENA_SLOTS: usize = 8192;
+
+impl UniformArena {
+    pub(crate) fn new(device: &wgpu::Device, limits: &wgpu::Limits) -> UniformArena {
+        let stride = PARAMS_BYTES.max(limits.min_uniform_buffer_offset_alignment as u64);
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("uniform arena"),
+            size: stride * ARENA_SLOTS as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        UniformArena {
+            buffer,
+            stride,
+            capacity: ARENA_SLOTS,
+            staging: Vec::with_capacity(stride as usize * 64),
+        }
+    }
+}
+
+pub struct Recorder<'c> {
+    ctx: &'c GpuContext,
+    arena: MutexGuard<'c, UniformArena>,
+    encoder: wgpu::CommandEncoder,
+    pass: Option<wgpu::ComputePass<'static>>,
+    slots: usize,
+    dispatches: u64,
+    scope: Option<wgpu::ErrorScopeGuard>,
+    compile_checks: Vec<(String, CompileCheck)>,
+    first_error: Option<GpuError>,
+}
+
+impl<'c> Recorder<'c> {
+    /// Starts a step. Only one recorder records at a time per context (the
+    /// engine is single-threaded, on the web and natively).
+    pub fn new(ctx: &'c GpuContext) -> Recorder<'c> {
+        let mut arena = ctx.arena.lock().unwrap_or_else(|e| e.into_inner());
+        arena.staging.clear();
+        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+        Recorder {
+            ctx,
+            arena,
+            encoder,
+            pass: None,
+            slots: 0,
+            dispatches: 0,
+            scope: Some(scope),
+            compile_checks: Vec::new(),
+            first_error: None,
+        }
+    }
+
+    pub fn ctx(&self) -> &'c GpuContext {
+        self.ctx
+    }
+
+    /// Dispatches recorded so far in this step.
+    pub fn dispatches(&self) -> u64 {
+        self.dispatches
+    }
+
+    /// Records one dispatch of `spec` with parameter block `params` (at most
+    /// 256 bytes, laid out as the kernel's WGSL `Params` struct) and storage
+    /// buffers bound at 1.. in order.
+    pub fn dispatch<P: bytemuck::Pod>(
+        &mut self,
+        spec: &KernelSpec,
+        params: &P,
+        buffers: &[&GpuBuffer],
+        workgroups: [u32; 3],
+    ) {
+        let bytes = bytemuck::bytes_of(params);
+        assert!(bytes.len() as u64 <= PARAMS_BYTES, "{}: params over 256 bytes", spec.name);
+        debug_assert_eq!(buffers.len(), spec.storage.len(), "{}: binding count", spec.name);
+        if self.slots == self.arena.capacity {
+            self.first_error.get_or_insert(GpuError::UniformArenaFull {
+                needed: self.slots + 1,
+                capacity: self.arena.capacity,
+            });
+            return;
+        }
+        if workgroups.contains(&0) {
+            return; // nothing to do; an empty dispatch is legal but wasteful
+        }
+        let offset = self.slots as u64 * self.arena.stride;
+        self.arena.staging.resize(offset as usize, 0);
+        self.arena.staging.extend_from_slice(bytes);
+        self.slots += 1;
+
+        let (pipeline, check) = self.ctx.pipelines.get_or_create(self.ctx, spec);
+        if let Some(check) = check {
+            self.compile_checks.push((spec.name.to_string(), check));
+        }
+        let group = self
+            .ctx
+            .pipelines
+            .bind_group(self.ctx, &pipeline, buffers, &self.arena.buffer);
+        let pass = self.pass.get_or_insert_with(|| {
+            self.encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("step"),
+                    timestamp_writes: None,
+                })
+                .forget_lifetime()
+        });
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &group, &[offset as u32]);
+        pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+        self.dispatches += 1;
+    }
+
+    /// Records a buffer-to-buffer copy (ends the open compute pass).
+    pub fn copy_buffer(
+        &mut self,
+        src: &GpuBuffer,
+        src_offset: u64,
+        dst: &wgpu::Buffer,
+        dst_offset: u64,
+        len: u64,
+    ) {
+        self.pass = None;
+        self.encoder
+            .copy_buffer_to_buffer(src.raw(), src_offset, dst, dst_offset, len);
+    }
+
+    /// Finishes the step: writes the parameter blocks, submits the one command
+    /// buffer, and reports any validation or shader-compile error raised while
+    /// recording.
+    pub async fn submit(mut self) -> Result<(), GpuError> {
+        self.pass = None;
+        let ctx = self.ctx;
+        if !self.arena.staging.is_empty() {
+            ctx.queue.write_buffer(&self.arena.buffer, 0, &self.arena.staging);
+        }
+        let encoder = std::mem::replace(
+            &mut self.encoder,
+            ctx.device.create_command_encoder(&Default::default()),
+        );
+        let commands = encoder.finish();
+        for (name, check) in self.compile_checks.drain(..) {
+            if let Some(e) = check.await {
+                ctx.pipelines.forget(&name);
+                self.first_error.get_or_insert(GpuError::ShaderCompile {
+                    kernel: name,
+                    message: e.to_string(),
+                });
+            }
+        }
+        let scope = self.scope.take().expect("scope popped once");
+        if let Some(e) = self.first_error.take() {
+            drop(scope.pop());
+            return Err(e);
+        }
+        ctx.queue.submit([commands]);
+        if let Some(e) = scope.pop().await {
+            return Err(GpuError::Validation {
+                what: "a step".into(),
+                message: e.to_string(),
+            });
+        }
+        GpuCounters::add(&ctx.counters.submits, 1);
+        GpuCounters::add(&ctx.counters.dispatches, self.dispatches);
+        Ok(())
+    }
+}

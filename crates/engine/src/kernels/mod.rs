@@ -1,0 +1,29 @@
+//! One Rust file per WGSL kernel family: each checks shapes, then records a
+//! dispatch. Every kernel takes a row count: a single sequence is a batch of one.
+
+pub mod add;
+
+use crate::gpu::{error::shape_err, GpuBuffer, GpuError};
+
+/// Checks that `buffer` holds at least `elems` 32-bit elements.
+pub(crate) fn check_elems(
+    kernel: &'static str,
+    what: &str,
+    buffer: &GpuBuffer,
+    elems: usize,
+) -> Result<(), GpuError> {
+    let have = buffer.size() / 4;
+    if (elems as u64) > have {
+        return Err(shape_err(
+            kernel,
+            format!(
+                "{what} ('{}') holds {have} elements, the call needs {elems}",
+                buffer.label()
+            ),
+        ));
+    }
+    if elems > u32::MAX as usize {
+        return Err(shape_err(kernel, format!("{what}: {elems} elements overflow u32 indexing")));
+    }
+    Ok(())
+}

@@ -1,0 +1,38 @@
+//! Shared helpers for the engine's unit tests: one GPU context per test
+//! process, seeded random data, and closeness checks that say where they fail.
+
+use std::sync::OnceLock;
+
+use rand::{Rng, SeedableRng};
+
+use crate::gpu::GpuContext;
+
+/// The test process's GPU context. Tests that need a GPU fail, loudly, when
+/// none is found: CI always has lavapipe, so a missing adapter is a setup bug.
+pub fn ctx() -> &'static GpuContext {
+    static CTX: OnceLock<GpuContext> = OnceLock::new();
+    CTX.get_or_init(|| match pollster::block_on(GpuContext::new()) {
+        Ok(ctx) => ctx,
+        Err(e) => panic!(
+            "GPU tests need an adapter: {e}. Install mesa-vulkan-drivers and set WGPU_BACKEND=vulkan"
+        ),
+    })
+}
+
+/// Uniform values in [-1, 1) from a fixed seed.
+pub fn random_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect()
+}
+
+/// Fails naming the first index where |got - want| > tol * max(1, |want|).
+pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let err = (g - w).abs();
+        assert!(
+            err <= tol * w.abs().max(1.0) && g.is_finite() == w.is_finite(),
+            "{what}: index {i}: got {g}, want {w} (|err| {err}, tol {tol})"
+        );
+    }
+}

