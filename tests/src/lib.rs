@@ -1,1 +1,154 @@
+//! Shared helpers for wick's end-to-end tests: where the model files and the
+//! llama.cpp reference outputs are, one GPU context per test process, and the
+//! comparison rules of the golden README (tests/fixtures/golden/README.md).
 
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use serde::Deserialize;
+use wick::gpu::GpuContext;
+use wick::pipeline::PipelineOptions;
+use wick::Engine;
+
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A real model file from `scripts/fetch-models.sh` (or `WICK_MODELS_DIR`).
+/// Missing files fail the test: CI always fetches them.
+pub fn model_path(file: &str) -> PathBuf {
+    let dir = std::env::var_os("WICK_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("models"));
+    let fixtures = workspace_root().join("tests/fixtures/models").join(file);
+    let path = dir.join(file);
+    if path.exists() {
+        path
+    } else if fixtures.exists() {
+        fixtures
+    } else {
+        panic!(
+            "model file {} not found: run scripts/fetch-models.sh",
+            path.display()
+        )
+    }
+}
+
+pub fn gpu() -> Arc<GpuContext> {
+    static CTX: OnceLock<Arc<GpuContext>> = OnceLock::new();
+    CTX.get_or_init(|| match pollster::block_on(GpuContext::new()) {
+        Ok(ctx) => Arc::new(ctx),
+        Err(e) => panic!("GPU tests need an adapter: {e}. Install mesa-vulkan-drivers and set WGPU_BACKEND=vulkan"),
+    })
+    .clone()
+}
+
+pub fn load_engine(file: &str, ctx_len: usize) -> Engine {
+    let path = model_path(file);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let opts = PipelineOptions {
+        ctx_len: Some(ctx_len),
+        ..Default::default()
+    };
+    pollster::block_on(Engine::load(gpu(), &bytes, &opts, &mut |_| {}))
+        .unwrap_or_else(|e| panic!("loading {file}: {e}"))
+}
+
+#[derive(Deserialize)]
+pub struct GoldenModel {
+    pub model: String,
+    pub architecture: String,
+    pub n_vocab: usize,
+    pub cases: Vec<GoldenCase>,
+}
+
+#[derive(Deserialize)]
+pub struct GoldenCase {
+    pub prompt: String,
+    pub add_bos: bool,
+    pub prompt_ids: Vec<u32>,
+    pub greedy_ids: Vec<u32>,
+    pub greedy_text: String,
+    /// Absent in the short-prompt file, which covers every position from 0.
+    #[serde(default)]
+    pub first_position: usize,
+    /// Per position: the reference's 20 highest logits as (id, logit).
+    pub topk_per_position: Vec<Vec<(u32, f32)>>,
+}
+
+/// The reference cases for `model` from a golden file (`llamacpp_public.json`
+/// or `llamacpp_long_public.json`).
+pub fn golden(file: &str, model: &str) -> GoldenModel {
+    let path = workspace_root().join("tests/fixtures/golden").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let all: Vec<GoldenModel> = serde_json::from_str(&text).expect("golden JSON");
+    all.into_iter()
+        .find(|m| m.model == model)
+        .unwrap_or_else(|| panic!("no golden cases for {model} in {file}"))
+}
+
+/// How far one position's logits are from the reference.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PositionDiff {
+    /// Largest |ours - reference| over the reference's top-20 tokens.
+    pub max_abs: f32,
+    /// Whether our argmax is the reference's top-1.
+    pub argmax_agrees: bool,
+    /// Reference top-1 minus top-2 logit.
+    pub margin: f32,
+}
+
+pub fn compare_position(ours: &[f32], reference: &[(u32, f32)]) -> PositionDiff {
+    let max_abs = reference
+        .iter()
+        .map(|&(id, logit)| (ours[id as usize] - logit).abs())
+        .fold(0.0, f32::max);
+    let argmax = wick::pipeline::sampling::argmax(ours);
+    PositionDiff {
+        max_abs,
+        argmax_agrees: argmax == reference[0].0,
+        margin: reference[0].1 - reference[1].1,
+    }
+}
+
+/// Teacher-forces `prompt_ids + greedy_ids` and checks every reference
+/// position: each top-20 logit within `tol`, and the argmax equal wherever the
+/// reference's top-1/top-2 margin exceeds `clear_margin`. Returns the largest
+/// deviation seen, for the test's log.
+pub fn check_case(engine: &mut Engine, case: &GoldenCase, tol: f32, clear_margin: f32) -> f32 {
+    let mut ids = case.prompt_ids.clone();
+    ids.extend_from_slice(&case.greedy_ids);
+    // Position p's logits predict token p + 1; the reference covers
+    // first_position .. first_position + len.
+    let positions = case.topk_per_position.len();
+    let needed = case.first_position + positions;
+    assert!(
+        needed <= ids.len(),
+        "{:?}: reference positions past the ids",
+        case.prompt
+    );
+    engine.pipeline.reset();
+    let rows = pollster::block_on(engine.pipeline.prefill(&ids[..needed], positions))
+        .unwrap_or_else(|e| panic!("{:?}: {e}", case.prompt));
+    let mut worst = 0.0f32;
+    for (i, (ours, reference)) in rows.iter().zip(&case.topk_per_position).enumerate() {
+        let pos = case.first_position + i;
+        let d = compare_position(ours, reference);
+        worst = worst.max(d.max_abs);
+        assert!(
+            d.max_abs <= tol,
+            "{:?} position {pos}: a top-20 logit is {} from llama.cpp's (tolerance {tol})",
+            case.prompt,
+            d.max_abs
+        );
+        if d.margin > clear_margin {
+            assert!(
+                d.argmax_agrees,
+                "{:?} position {pos}: argmax differs from llama.cpp's {} (margin {})",
+                case.prompt, reference[0].0, d.margin
+            );
+        }
+    }
+    worst
+}
+pub mod reference;

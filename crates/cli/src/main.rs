@@ -1,1 +1,62 @@
-fn main() {}
+//! `wick`: the native runner. Every subcommand reports errors as one clear
+//! line and a non-zero exit, never a panic.
+
+mod bench;
+mod bench_kernels;
+mod generate;
+mod info;
+mod load;
+mod logits;
+mod tokenize;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "wick",
+    version,
+    about = "Run LLMs on the GPU through WebGPU (wgpu)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the GPU adapter, granted features and limits.
+    Info {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Generate text from a prompt, streamed to stdout.
+    Generate(generate::GenerateArgs),
+    /// Teacher-forced logits of the last positions of an input.
+    Logits(logits::LogitsArgs),
+    /// Tokenize text as generation would.
+    Tokenize(tokenize::TokenizeArgs),
+    /// Measure prefill and decode speed of a model.
+    Bench(bench::BenchArgs),
+    /// Measure GEMV bandwidth per quant type against buffer copy bandwidth.
+    BenchKernels(bench_kernels::BenchKernelsArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info { json } => info::run(json),
+        Command::Generate(args) => generate::run(args),
+        Command::Logits(args) => logits::run(args),
+        Command::Tokenize(args) => tokenize::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::BenchKernels(args) => bench_kernels::run(args),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Errors from any subcommand, printed by `main`.
+pub type CliResult = Result<(), Box<dyn std::error::Error>>;

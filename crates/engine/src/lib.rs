@@ -1,8 +1,17 @@
 //! wick: large language models on the GPU through WebGPU, natively and in the
 //! browser. See DESIGN.md for the architecture.
 
+pub mod engine;
+pub mod error;
+pub mod format;
 pub mod gpu;
 pub mod kernels;
+pub mod model;
+pub mod pipeline;
+pub mod tokenizer;
+
+pub use engine::Engine;
+pub use error::WickError;
 
 #[cfg(test)]
 pub(crate) mod testutil;

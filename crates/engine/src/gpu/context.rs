@@ -128,9 +128,8 @@ impl GpuContext {
             is_software: info.device_type == wgpu::DeviceType::Cpu,
         };
         let offered = adapter.features();
-        let wanted = wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP
-            | wgpu::Features::TIMESTAMP_QUERY;
+        let wanted =
+            wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY;
         let required_features = offered & wanted;
         // Ask for everything the adapter offers: model weights need the
         // largest storage bindings and buffers it can give.

@@ -18,8 +18,13 @@ pub enum GpuError {
         limit: u64,
     },
     #[error("kernel '{kernel}': {message}")]
-    Shape { kernel: &'static str, message: String },
-    #[error("one step recorded {needed} kernel parameter slots, over the uniform arena's {capacity}")]
+    Shape {
+        kernel: &'static str,
+        message: String,
+    },
+    #[error(
+        "one step recorded {needed} kernel parameter slots, over the uniform arena's {capacity}"
+    )]
     UniformArenaFull { needed: usize, capacity: usize },
     #[error("reading back from the GPU failed: {0}")]
     Readback(String),

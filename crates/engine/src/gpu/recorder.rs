@@ -69,7 +69,9 @@ impl<'c> Recorder<'c> {
         let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let encoder = ctx
             .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("step"),
+            });
         Recorder {
             ctx,
             arena,
@@ -103,8 +105,17 @@ impl<'c> Recorder<'c> {
         workgroups: [u32; 3],
     ) {
         let bytes = bytemuck::bytes_of(params);
-        assert!(bytes.len() as u64 <= PARAMS_BYTES, "{}: params over 256 bytes", spec.name);
-        debug_assert_eq!(buffers.len(), spec.storage.len(), "{}: binding count", spec.name);
+        assert!(
+            bytes.len() as u64 <= PARAMS_BYTES,
+            "{}: params over 256 bytes",
+            spec.name
+        );
+        debug_assert_eq!(
+            buffers.len(),
+            spec.storage.len(),
+            "{}: binding count",
+            spec.name
+        );
         if self.slots == self.arena.capacity {
             self.first_error.get_or_insert(GpuError::UniformArenaFull {
                 needed: self.slots + 1,
@@ -163,7 +174,8 @@ impl<'c> Recorder<'c> {
         self.pass = None;
         let ctx = self.ctx;
         if !self.arena.staging.is_empty() {
-            ctx.queue.write_buffer(&self.arena.buffer, 0, &self.arena.staging);
+            ctx.queue
+                .write_buffer(&self.arena.buffer, 0, &self.arena.staging);
         }
         let encoder = std::mem::replace(
             &mut self.encoder,

@@ -75,6 +75,9 @@ mod tests {
         let x = ctx.create_storage("x", 16).unwrap();
         let mut rec = Recorder::new(ctx);
         let err = add_in_place(&mut rec, &x, 0, &x, 0, 5).unwrap_err();
-        assert!(matches!(err, GpuError::Shape { kernel: "add", .. }), "{err}");
+        assert!(
+            matches!(err, GpuError::Shape { kernel: "add", .. }),
+            "{err}"
+        );
     }
 }

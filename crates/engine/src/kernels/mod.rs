@@ -1,7 +1,19 @@
 //! One Rust file per WGSL kernel family: each checks shapes, then records a
 //! dispatch. Every kernel takes a row count: a single sequence is a batch of one.
 
+pub mod activation;
 pub mod add;
+pub mod attention;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod bench;
+pub mod bias;
+pub mod embed;
+pub mod kv;
+pub mod matmul;
+pub mod rmsnorm;
+pub mod rope;
+pub mod softmax;
+pub mod weights;
 
 use crate::gpu::{error::shape_err, GpuBuffer, GpuError};
 
@@ -23,7 +35,10 @@ pub(crate) fn check_elems(
         ));
     }
     if elems > u32::MAX as usize {
-        return Err(shape_err(kernel, format!("{what}: {elems} elements overflow u32 indexing")));
+        return Err(shape_err(
+            kernel,
+            format!("{what}: {elems} elements overflow u32 indexing"),
+        ));
     }
     Ok(())
 }

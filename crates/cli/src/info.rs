@@ -1,0 +1,54 @@
+//! `wick info`: what the GPU adapter is and what it granted.
+
+use serde_json::json;
+use wick::gpu::GpuContext;
+
+use crate::CliResult;
+
+pub fn run(as_json: bool) -> CliResult {
+    let ctx = pollster::block_on(GpuContext::new())?;
+    let report = info_json(&ctx);
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let a = &ctx.adapter;
+        println!("adapter   {} ({}, {})", a.name, a.backend, a.device_type);
+        println!("driver    {} {}", a.driver, a.driver_info);
+        if a.is_software {
+            println!("note      software adapter: correct but slow");
+        }
+        println!("features  {}", report["features"]);
+        println!("limits    {}", report["limits"]);
+    }
+    Ok(())
+}
+
+pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
+    let a = &ctx.adapter;
+    let f = &ctx.features;
+    let l = &ctx.limits;
+    json!({
+        "adapter": {
+            "name": a.name,
+            "backend": a.backend,
+            "device_type": a.device_type,
+            "driver": a.driver,
+            "driver_info": a.driver_info,
+            "software": a.is_software,
+        },
+        "features": {
+            "shader_f16": f.shader_f16,
+            "subgroups": f.subgroups,
+            "timestamp_query": f.timestamp_query,
+        },
+        "limits": {
+            "max_storage_buffer_binding_size": l.max_storage_buffer_binding_size,
+            "max_buffer_size": l.max_buffer_size,
+            "max_compute_workgroup_storage_size": l.max_compute_workgroup_storage_size,
+            "max_compute_invocations_per_workgroup": l.max_compute_invocations_per_workgroup,
+            "max_compute_workgroups_per_dimension": l.max_compute_workgroups_per_dimension,
+            "max_storage_buffers_per_shader_stage": l.max_storage_buffers_per_shader_stage,
+            "min_uniform_buffer_offset_alignment": l.min_uniform_buffer_offset_alignment,
+        },
+    })
+}

@@ -1,0 +1,92 @@
+//! Opening a model file and loading it onto the GPU, with a progress bar.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use memmap2::Mmap;
+use wick::gpu::GpuContext;
+use wick::pipeline::PipelineOptions;
+use wick::Engine;
+
+/// A loaded engine and how long loading took.
+pub struct Loaded {
+    pub engine: Engine,
+    pub load_seconds: f64,
+}
+
+/// Maps the file read-only: the weights are copied to the GPU once and the
+/// mapping is dropped after, so a model is never held twice in memory.
+pub fn map_file(path: &Path) -> Result<Mmap, String> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| format!("cannot open model file '{}': {e}", path.display()))?;
+    // SAFETY: the file is opened read-only and only read while mapped; a
+    // concurrent truncation by another process is outside what we guard.
+    unsafe { Mmap::map(&file) }.map_err(|e| format!("cannot map '{}': {e}", path.display()))
+}
+
+pub fn load(
+    path: &Path,
+    opts: &PipelineOptions,
+    quiet: bool,
+) -> Result<Loaded, Box<dyn std::error::Error>> {
+    let start = std::time::Instant::now();
+    let bytes = map_file(path)?;
+    let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new(bytes.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("loading {msg} {wide_bar} {bytes}/{total_bytes} ({eta})")
+                .expect("static template"),
+        );
+        bar.set_message(
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        bar
+    };
+    let mut on_progress = |p: wick::model::LoadProgress| {
+        bar.set_length(p.total);
+        bar.set_position(p.loaded);
+    };
+    let engine = pollster::block_on(Engine::load(ctx, &bytes, opts, &mut on_progress));
+    bar.finish_and_clear();
+    Ok(Loaded {
+        engine: engine?,
+        load_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// `--ids 1,2,3` parsing for clap.
+pub fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
+    let ids: Result<Vec<u32>, _> = s
+        .split(',')
+        .map(|t| t.trim().parse::<u32>().map_err(|e| format!("'{t}': {e}")))
+        .collect();
+    match ids {
+        Ok(ids) if ids.is_empty() => Err("no ids given".into()),
+        other => other,
+    }
+}
+
+/// The prompt as ids: `--ids` verbatim, or `--prompt` tokenized as llama.cpp
+/// does for a raw prompt. Ids outside the vocabulary are refused.
+pub fn prompt_ids(
+    engine: &Engine,
+    prompt: Option<&str>,
+    ids: Option<&[u32]>,
+) -> Result<Vec<u32>, Box<dyn std::error::Error>> {
+    let ids = match (prompt, ids) {
+        (_, Some(ids)) => ids.to_vec(),
+        (Some(text), None) => engine.tokenize_prompt(text)?,
+        (None, None) => return Err("give --prompt TEXT or --ids 1,2,3".into()),
+    };
+    let vocab = engine.pipeline.model().config.vocab_size;
+    if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+        return Err(format!("token id {bad} is outside the vocabulary of {vocab}").into());
+    }
+    Ok(ids)
+}

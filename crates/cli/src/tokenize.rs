@@ -1,0 +1,36 @@
+//! `wick tokenize`: text to ids, as generation would tokenize it.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+use wick::format::gguf::GgufFile;
+use wick::tokenizer::Tokenizer;
+
+use crate::load::map_file;
+use crate::CliResult;
+
+#[derive(clap::Args)]
+pub struct TokenizeArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    #[arg(long)]
+    pub text: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Needs only the file's header: no GPU, no weights.
+pub fn run(args: TokenizeArgs) -> CliResult {
+    let bytes = map_file(&args.model)?;
+    let gguf = GgufFile::parse(&bytes)?;
+    let tokenizer = Tokenizer::from_gguf(&gguf)?;
+    let ids = tokenizer.encode(&args.text, true, false)?;
+    if args.json {
+        println!("{}", json!({ "ids": ids }));
+    } else {
+        for id in ids {
+            println!("{id:>7} {:?}", tokenizer.token_text(id).unwrap_or_default());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! The engine's error type: every failure a caller can see, typed and named.
+
+use crate::format::gguf::GgufError;
+use crate::gpu::GpuError;
+use crate::model::ModelError;
+use crate::pipeline::sampling::SamplingError;
+use crate::tokenizer::TokenizerError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WickError {
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+    #[error(transparent)]
+    Sampling(#[from] SamplingError),
+    #[error(
+        "{tokens} tokens do not fit the context of {ctx_len} (positions already used: {used})"
+    )]
+    ContextOverflow {
+        tokens: usize,
+        used: usize,
+        ctx_len: usize,
+    },
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+}

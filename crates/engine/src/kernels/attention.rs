@@ -1,0 +1,187 @@
+//! Causal grouped-query attention over the KV cache (see `kv.rs` for its
+//! layout): one kernel for prefill chunks and decode steps, where only `rows`
+//! differs. One workgroup of 64 invocations per (query row, query head); keys
+//! are split across the invocations in tiles of up to 512, with an online
+//! (flash-style) softmax and two barriers per tile. The design is described
+//! in `shaders/attention.wgsl`.
+//!
+//! Masking, for the query row at absolute position `p = pos0 + row`:
+//! - causal: keys at positions `0 ..= p` are visible (earlier chunks from the
+//!   cache and this chunk's rows up to and including its own);
+//! - sliding window `W` (Gemma 3's local layers): additionally, a key at `k` is
+//!   masked when `p - k >= W`, so the visible keys are `max(0, p - W + 1) ..= p`,
+//!   the last `W` positions including itself. This is exactly llama.cpp's
+//!   `LLAMA_SWA_TYPE_STANDARD` (`is_masked_swa`: masked when `p1 - p0 >= n_swa`,
+//!   p0 the key's position, p1 the query's), which Gemma 3 uses, and matches
+//!   HF transformers' `kv_idx > q_idx - sliding_window`.
+//!
+//! Scores are `scale * q.k`, then, with a softcap `c`, `c * tanh(s / c)`.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::check_elems;
+use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, KernelSpec, Recorder};
+
+/// The shape and options of one attention call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionArgs {
+    /// Query tokens in this step: the prompt chunk length, or 1 for decode.
+    pub rows: usize,
+    /// Absolute position of the first query row; row `r` sees keys `0 ..= pos0 + r`.
+    pub pos0: u32,
+    pub q_heads: usize,
+    /// `q_heads % kv_heads == 0`; query head `h` reads KV head `h / (q_heads / kv_heads)`.
+    pub kv_heads: usize,
+    /// A multiple of 4 (K and V are read as vec4s), at most 256 (SmolLM2 64,
+    /// Qwen 128, Gemma 3 256, tiny test models 16).
+    pub head_dim: usize,
+    /// Positions in the cache's layer slice.
+    pub ctx_len: usize,
+    /// Usually `1 / sqrt(head_dim)`; Gemma uses `query_pre_attn_scalar^-0.5`.
+    pub scale: f32,
+    /// Sliding window: the last `window` positions, the row's own included.
+    pub window: Option<u32>,
+    /// Logit softcap (Gemma 2); `None` for the models we run.
+    pub softcap: Option<f32>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    rows: u32,
+    pos0: u32,
+    q_heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    group: u32,
+    window: u32,
+    use_softcap: u32,
+    scale: f32,
+    softcap: f32,
+    q_offset: u32,
+    kv_offset: u32,
+    out_offset: u32,
+    _pad: [u32; 3],
+}
+
+/// Invocations per workgroup in the shader (`WG`).
+const WG: usize = 64;
+/// Largest head_dim: one vec4 of the output per invocation.
+pub const MAX_HEAD_DIM: usize = 4 * WG;
+
+const KERNEL: &str = "attention";
+const SPEC: KernelSpec = KernelSpec {
+    name: KERNEL,
+    sources: &[include_str!("../../../../shaders/attention.wgsl")],
+    defines: &[],
+    entry: "main",
+    storage: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+};
+
+fn check_args(a: &AttentionArgs) -> Result<(), GpuError> {
+    let err = |m: String| Err(shape_err(KERNEL, m));
+    if a.q_heads == 0 || a.kv_heads == 0 || a.q_heads % a.kv_heads != 0 {
+        return err(format!(
+            "q_heads {} must be a positive multiple of kv_heads {}",
+            a.q_heads, a.kv_heads
+        ));
+    }
+    // K and V are read as vec4s: a head's row is whole vec4s.
+    if a.head_dim == 0 || a.head_dim % 4 != 0 || a.head_dim > MAX_HEAD_DIM {
+        return err(format!(
+            "head_dim {} must be a multiple of 4 in 4..={MAX_HEAD_DIM}",
+            a.head_dim
+        ));
+    }
+    if a.pos0 as usize + a.rows > a.ctx_len {
+        return err(format!(
+            "query positions {}..{} exceed the context length {}",
+            a.pos0,
+            a.pos0 as usize + a.rows,
+            a.ctx_len
+        ));
+    }
+    if a.rows > 65535 || a.q_heads > 65535 {
+        return err(format!(
+            "rows {} and q_heads {} must be <= 65535 (dispatch limit)",
+            a.rows, a.q_heads
+        ));
+    }
+    if a.window == Some(0) {
+        return err("a sliding window of 0 positions hides every key".into());
+    }
+    if !a.scale.is_finite() {
+        return err(format!("scale {} is not finite", a.scale));
+    }
+    if let Some(c) = a.softcap {
+        if !(c.is_finite() && c > 0.0) {
+            return err(format!("softcap {c} must be finite and > 0"));
+        }
+    }
+    Ok(())
+}
+
+/// Records attention for `args.rows` query rows: `out[row][h] =
+/// softmax_k(scale * q[row][h] . K[k][h / group]) . V[k][h / group]` over the
+/// visible keys `k` of the layer slice of `k_cache`/`v_cache` at element
+/// `layer_offset`. `q` and `out` are `[rows][q_heads][head_dim]` at their
+/// element offsets; the rows' own keys must already be in the cache
+/// (`kv::kv_write` earlier in the same step). `layer_offset` must be a
+/// multiple of 4, as every `KvLayout::layer_offset` is.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    rec: &mut Recorder,
+    q: &GpuBuffer,
+    q_offset: usize,
+    k_cache: &GpuBuffer,
+    v_cache: &GpuBuffer,
+    layer_offset: usize,
+    out: &GpuBuffer,
+    out_offset: usize,
+    args: &AttentionArgs,
+) -> Result<(), GpuError> {
+    check_args(args)?;
+    let a = args;
+    if layer_offset % 4 != 0 {
+        return Err(shape_err(
+            KERNEL,
+            format!("layer_offset {layer_offset} must be a multiple of 4 (K/V are read as vec4)"),
+        ));
+    }
+    let qo_elems = a.rows * a.q_heads * a.head_dim;
+    let layer_elems = a.ctx_len * a.kv_heads * a.head_dim;
+    check_elems(KERNEL, "q", q, q_offset + qo_elems)?;
+    check_elems(KERNEL, "k_cache", k_cache, layer_offset + layer_elems)?;
+    check_elems(KERNEL, "v_cache", v_cache, layer_offset + layer_elems)?;
+    check_elems(KERNEL, "out", out, out_offset + qo_elems)?;
+    if a.rows == 0 {
+        return Ok(());
+    }
+    let params = Params {
+        rows: a.rows as u32,
+        pos0: a.pos0,
+        q_heads: a.q_heads as u32,
+        kv_heads: a.kv_heads as u32,
+        head_dim: a.head_dim as u32,
+        group: (a.q_heads / a.kv_heads) as u32,
+        window: a.window.unwrap_or(0),
+        use_softcap: a.softcap.is_some() as u32,
+        scale: a.scale,
+        softcap: a.softcap.unwrap_or(1.0),
+        q_offset: q_offset as u32,
+        kv_offset: layer_offset as u32,
+        out_offset: out_offset as u32,
+        _pad: [0; 3],
+    };
+    rec.dispatch(
+        &SPEC,
+        &params,
+        &[q, k_cache, v_cache, out],
+        [a.q_heads as u32, a.rows as u32, 1],
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "attention_tests.rs"]
+mod tests;

@@ -1,0 +1,153 @@
+//! Bandwidth benchmarks: how close the GEMV comes to the memory system's
+//! speed. A decode step is memory bound, so GB/s of weights read by the GEMV
+//! against GB/s of a plain buffer copy (the best a kernel can hope for) says
+//! how much of a step's time the kernels leave on the table.
+//!
+//! Timing is wall clock around many dispatches recorded into a few submits,
+//! after a warm-up that compiles the pipelines and faults in the buffers.
+//! Native only: the browser has no blocking wait.
+
+use std::time::Instant;
+
+use super::matmul::matmul;
+use super::weights::QuantMatrix;
+use crate::format::quant::{quantize, GgmlType};
+use crate::gpu::{GpuBuffer, GpuContext, GpuError, Recorder};
+
+/// Weights rotate over copies adding up to at least this many bytes, so that
+/// repeated GEMVs stream memory instead of re-reading a cached matrix (GPU
+/// L2 caches reach 50-100 MB).
+const ROTATION_BYTES: usize = 192 << 20;
+/// Dispatches per submit: well under the uniform arena's 8192 slots.
+const PER_SUBMIT: usize = 256;
+
+/// One GEMV benchmark's result.
+#[derive(Clone, Debug)]
+pub struct GemvBench {
+    pub dtype: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    /// Stored bytes of one weight matrix: what one GEMV must read.
+    pub weight_bytes: usize,
+    /// Wall-clock seconds per GEMV (one token row).
+    pub seconds: f64,
+    /// Weight bytes read per second, in GB/s (10^9).
+    pub gbps: f64,
+}
+
+/// Deterministic values in [-1, 1) without a rand dependency (a 64-bit LCG):
+/// any spread of values does, the kernel's work does not depend on them.
+fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Times `iters` single-token GEMVs `y = W x` with a `rows x cols` matrix of
+/// `dtype` (cols a whole number of blocks). 2048 x 2048 takes seconds on lavapipe.
+pub async fn gemv_bandwidth(
+    ctx: &GpuContext,
+    dtype: GgmlType,
+    rows: usize,
+    cols: usize,
+    iters: usize,
+) -> Result<GemvBench, GpuError> {
+    let bad = |message: String| crate::gpu::error::shape_err("gemv_bandwidth", message);
+    let bytes = quantize(dtype, &pseudo_random(rows * cols, 1)).map_err(|e| bad(e.to_string()))?;
+    let copies = ROTATION_BYTES.div_ceil(bytes.len().max(1)).clamp(1, 64);
+    let mats = (0..copies)
+        .map(|i| QuantMatrix::upload(ctx, &format!("bench w{i}"), dtype, rows, cols, &bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    let x = ctx.upload_f32("bench x", &pseudo_random(cols, 2))?;
+    let y = ctx.create_storage("bench y", rows as u64 * 4)?;
+    // Warm-up: compiles the pipeline and touches every copy.
+    run_gemvs(ctx, &mats, &x, &y, copies.max(4)).await?;
+    let start = Instant::now();
+    run_gemvs(ctx, &mats, &x, &y, iters.max(1)).await?;
+    let seconds = start.elapsed().as_secs_f64() / iters.max(1) as f64;
+    Ok(GemvBench {
+        dtype,
+        rows,
+        cols,
+        weight_bytes: bytes.len(),
+        seconds,
+        gbps: bytes.len() as f64 / seconds / 1e9,
+    })
+}
+
+/// Records `n` GEMVs over the rotating copies, a few hundred per submit,
+/// and waits for them.
+async fn run_gemvs(
+    ctx: &GpuContext,
+    mats: &[QuantMatrix],
+    x: &GpuBuffer,
+    y: &GpuBuffer,
+    n: usize,
+) -> Result<(), GpuError> {
+    let mut done = 0;
+    while done < n {
+        let end = (done + PER_SUBMIT).min(n);
+        let mut rec = Recorder::new(ctx);
+        for i in done..end {
+            matmul(&mut rec, x, 0, &mats[i % mats.len()], y, 0, 1)?;
+        }
+        rec.submit().await?;
+        done = end;
+    }
+    ctx.wait_idle();
+    Ok(())
+}
+
+/// GB/s (10^9 bytes read per second) of `iters` buffer-to-buffer copies of
+/// `bytes` bytes (rounded up to 4, capped at one binding: 128 MiB on
+/// lavapipe). Give it well over the GPU's last-level cache (e.g. 128 MiB) to
+/// measure memory rather than cache.
+pub async fn copy_bandwidth(ctx: &GpuContext, bytes: u64, iters: usize) -> Result<f64, GpuError> {
+    let bytes = bytes
+        .max(4)
+        .next_multiple_of(4)
+        .min(ctx.max_binding_bytes() / 4 * 4);
+    let src = ctx.create_storage("bench copy src", bytes)?;
+    let dst = ctx.create_storage("bench copy dst", bytes)?;
+    let run = |n: usize| {
+        let mut rec = Recorder::new(ctx);
+        for _ in 0..n {
+            rec.copy_buffer(&src, 0, dst.raw(), 0, bytes);
+        }
+        rec.submit()
+    };
+    run(2).await?;
+    ctx.wait_idle();
+    let iters = iters.max(1);
+    let start = Instant::now();
+    run(iters).await?;
+    ctx.wait_idle();
+    Ok(bytes as f64 * iters as f64 / start.elapsed().as_secs_f64() / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::ctx;
+
+    #[test]
+    fn benchmarks_report_sane_numbers() {
+        let ctx = ctx();
+        let b = pollster::block_on(gemv_bandwidth(ctx, GgmlType::Q8_0, 256, 512, 8)).unwrap();
+        assert_eq!(b.weight_bytes, 256 * 512 / 32 * 34);
+        assert!(
+            b.seconds > 0.0 && b.gbps.is_finite() && b.gbps > 0.0,
+            "{b:?}"
+        );
+        let c = pollster::block_on(copy_bandwidth(ctx, 1 << 20, 4)).unwrap();
+        assert!(c.is_finite() && c > 0.0, "{c}");
+    }
+}

@@ -1,0 +1,189 @@
+//! Tests of `matmul` against a CPU reference built on the CPU dequantizer.
+
+use super::*;
+use crate::format::quant::{dequantize, quantize, GgmlType};
+use crate::kernels::weights::{test_weights, GPU_DTYPES};
+use crate::testutil::{ctx, random_vec};
+
+/// Guard value around the output: a kernel writing outside its range shows.
+const SENTINEL: f32 = 7777.0;
+
+/// `out[t][n] = sum_k x[t][k] * w[n][k]` in f64, and the scale of each
+/// result, `sum_k |x[t][k] * w[n][k]|`, that bounds its rounding error.
+fn reference(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<f64>) {
+    let mut out = Vec::with_capacity(m * n);
+    let mut scale = Vec::with_capacity(m * n);
+    for t in 0..m {
+        for r in 0..n {
+            let (mut s, mut a) = (0.0f64, 0.0f64);
+            for i in 0..k {
+                let p = x[t * k + i] as f64 * w[r * k + i] as f64;
+                s += p;
+                a += p.abs();
+            }
+            out.push(s as f32);
+            scale.push(a);
+        }
+    }
+    (out, scale)
+}
+
+/// The GPU sums k products in f32 in an order unlike the reference's, and
+/// decodes each weight with a rounding or two (the CPU decoder may round
+/// differently, e.g. Q4_K's d*sc*q - dmin*m). Summation errors behave like a
+/// random walk: about sqrt(k) * eps * sum|x w|. The largest seen over all
+/// these cases is 0.31 of that; 4x leaves 13x margin, while one wrong weight
+/// (an error near sum|x w| / k) is 100x over the tolerance even at k = 768.
+fn check(got: &[f32], want: &[f32], scale: &[f64], k: usize, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let tol = 4.0 * (k as f64).sqrt() * f32::EPSILON as f64;
+    for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(scale).enumerate() {
+        let err = (g as f64 - w as f64).abs();
+        assert!(
+            err <= tol * s + 1e-30,
+            "{what}: index {i}: got {g}, want {w} (|err| {err:e}, allowed {:e})",
+            tol * s
+        );
+    }
+}
+
+/// Runs one matmul with the given offsets; returns the m * rows results and
+/// checks the sentinels before and after them.
+#[allow(clippy::too_many_arguments)]
+fn run(w: &QuantMatrix, x: &[f32], m: usize, form: Form, x_off: usize, out_off: usize) -> Vec<f32> {
+    let ctx = ctx();
+    let mut xs = vec![0.5f32; x_off];
+    xs.extend_from_slice(x);
+    let gx = ctx.upload_f32("x", &xs).unwrap();
+    let out_len = out_off + m * w.rows + 3;
+    let gout = ctx.upload_f32("out", &vec![SENTINEL; out_len]).unwrap();
+    let mut rec = Recorder::new(ctx);
+    matmul_form(&mut rec, form, &gx, x_off, w, &gout, out_off, m).unwrap();
+    pollster::block_on(rec.submit()).unwrap();
+    let all = pollster::block_on(ctx.read_f32(&gout, 0, out_len)).unwrap();
+    let guards = all[..out_off].iter().chain(&all[out_off + m * w.rows..]);
+    assert!(
+        guards.into_iter().all(|&v| v == SENTINEL),
+        "matmul wrote outside its output"
+    );
+    all[out_off..out_off + m * w.rows].to_vec()
+}
+
+/// Awkward shapes per format: k a whole number of blocks but not of 64 (or
+/// 512), or for F32/F16 not of the 16-weight unit; n not a multiple of any
+/// tile.
+fn shapes(dtype: GgmlType) -> [(usize, usize); 4] {
+    match dtype.block_elements() {
+        1 => [(7, 1), (37, 7), (100, 67), (53, 300)],
+        32 => [(32, 1), (96, 7), (160, 67), (96, 300)],
+        _ => [(256, 1), (768, 7), (256, 67), (768, 300)],
+    }
+}
+
+fn random_matrix(dtype: GgmlType, n: usize, k: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+    let bytes = quantize(dtype, &test_weights(n * k, seed)).unwrap();
+    let values = dequantize(dtype, &bytes, n * k).unwrap();
+    (bytes, values)
+}
+
+#[test]
+fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
+    let ctx = ctx();
+    for dtype in GPU_DTYPES {
+        for (i, (k, n)) in shapes(dtype).into_iter().enumerate() {
+            let (bytes, wv) = random_matrix(dtype, n, k, 100 + i as u64);
+            let w = QuantMatrix::upload(ctx, "w", dtype, n, k, &bytes).unwrap();
+            for m in [1, 2, 5, 17, 70] {
+                let x = random_vec(m * k, 7 + m as u64);
+                let (want, scale) = reference(&x, &wv, m, n, k);
+                let what = format!("{dtype} k={k} n={n} m={m}");
+                // Both GEMV workgroup heights: the GPU's and lavapipe's.
+                let gemv = run(&w, &x, m, Form::Gemv(4), 3, 5);
+                check(&gemv, &want, &scale, k, &format!("{what} gemv"));
+                let gemv16 = run(&w, &x, m, Form::Gemv(16), 0, 0);
+                check(&gemv16, &want, &scale, k, &format!("{what} gemv16"));
+                let tiled = run(&w, &x, m, Form::Tiled, 0, 1);
+                check(&tiled, &want, &scale, k, &format!("{what} tiled"));
+                // The two forms agree as closely as two results each within
+                // the tolerance of the f64 reference can.
+                let scale2: Vec<f64> = scale.iter().map(|s| 2.0 * s).collect();
+                check(&tiled, &gemv, &scale2, k, &format!("{what} gemv vs tiled"));
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_over_split_parts_matches_unsplit() {
+    let ctx = ctx();
+    for dtype in [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q6_K] {
+        let (k, n) = if dtype.block_elements() == 256 {
+            (256, 67)
+        } else {
+            (96, 67)
+        };
+        let (bytes, _) = random_matrix(dtype, n, k, 11);
+        let whole = QuantMatrix::upload(ctx, "w", dtype, n, k, &bytes).unwrap();
+        let row_bytes = whole.row_bytes() as u64;
+        // 10 rows per part: 7 parts, the last of 7 rows.
+        let split =
+            QuantMatrix::upload_with_limit(ctx, "w", dtype, n, k, &bytes, 10 * row_bytes + 80)
+                .unwrap();
+        assert_eq!(split.parts.len(), 7);
+        for (m, form) in [(1, Form::Gemv(4)), (3, Form::Gemv(16)), (17, Form::Tiled)] {
+            let x = random_vec(m * k, 3);
+            // Each output row is computed the same way whatever part holds
+            // it, so the results are bit-identical.
+            assert_eq!(
+                run(&split, &x, m, form, 2, 4),
+                run(&whole, &x, m, form, 2, 4),
+                "{dtype} m={m}"
+            );
+        }
+        // And `matmul` itself picks a form and covers every part.
+        let x = random_vec(9 * k, 4);
+        let gx = ctx.upload_f32("x", &x).unwrap();
+        let gout = ctx.create_storage("out", (9 * n * 4) as u64).unwrap();
+        let mut rec = Recorder::new(ctx);
+        matmul(&mut rec, &gx, 0, &split, &gout, 0, 9).unwrap();
+        pollster::block_on(rec.submit()).unwrap();
+        let got = pollster::block_on(ctx.read_f32(&gout, 0, 9 * n)).unwrap();
+        assert_eq!(
+            got,
+            run(&whole, &x, 9, Form::Tiled, 0, 0),
+            "{dtype} matmul m=9"
+        );
+    }
+}
+
+#[test]
+fn matmul_rejects_short_buffers() {
+    let ctx = ctx();
+    let (bytes, _) = random_matrix(GgmlType::Q8_0, 4, 64, 1);
+    let w = QuantMatrix::upload(ctx, "w", GgmlType::Q8_0, 4, 64, &bytes).unwrap();
+    let x = ctx.create_storage("x", 64 * 4).unwrap();
+    let out = ctx.create_storage("out", 8 * 4).unwrap();
+    let mut rec = Recorder::new(ctx);
+    let err = matmul(&mut rec, &x, 1, &w, &out, 0, 1).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GpuError::Shape {
+                kernel: "matmul",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = matmul(&mut rec, &x, 0, &w, &out, 0, 3).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GpuError::Shape {
+                kernel: "matmul",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -1,0 +1,255 @@
+//! RMSNorm over rows: `out[r, i] = x[r, i] / sqrt(mean_i(x[r]^2) + eps) * weight[i]`.
+//!
+//! One kernel serves the block norms (rows = tokens, dim = hidden) and the
+//! per-head q/k norms of Qwen3 and Gemma 3 (rows = tokens * heads, dim =
+//! head_dim, weight of length head_dim). Gemma multiplies by `1 + weight`, but
+//! llama.cpp's converter already adds the 1 to Gemma's norm weights when it
+//! writes the GGUF, so plain RMSNorm is right for GGUF weights.
+//!
+//! In place (out in x's buffer at the same offset) is supported: x is then
+//! bound once, read_write (see shaders/rmsnorm.wgsl for why).
+
+use bytemuck::{Pod, Zeroable};
+
+use super::check_elems;
+use crate::gpu::{
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
+};
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    rows: u32,
+    dim: u32,
+    x_offset: u32,
+    out_offset: u32,
+    lanes: u32,
+    eps: f32,
+}
+
+const SOURCE: &str = include_str!("../../../../shaders/rmsnorm.wgsl");
+
+/// Invocations per row for rows of `len` elements: about four elements per
+/// lane, at least 32 (so short rows still read a coalesced block) and at most
+/// the 256 of a workgroup. Shared with softmax, which splits rows the same way.
+pub(crate) fn lanes_for(len: usize) -> u32 {
+    (len.div_ceil(4).next_power_of_two() as u32).clamp(32, 256)
+}
+
+/// Whether element ranges `[a, a + n)` and `[b, b + n)` of one buffer overlap.
+pub(crate) fn overlaps(a: usize, b: usize, n: usize) -> bool {
+    n > 0 && a < b + n && b < a + n
+}
+
+/// Normalises `rows` rows of `dim` elements of `x` (from `x_offset`) into
+/// `out` (from `out_offset`); offsets in f32 elements. `out` may be `x` at the
+/// same offset (in place), or any range of another buffer; a partly
+/// overlapping range of x's own buffer is refused, as is `out` in the weight's
+/// buffer.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm(
+    rec: &mut Recorder,
+    x: &GpuBuffer,
+    x_offset: usize,
+    weight: &GpuBuffer,
+    out: &GpuBuffer,
+    out_offset: usize,
+    rows: usize,
+    dim: usize,
+    eps: f32,
+) -> Result<(), GpuError> {
+    const K: &str = "rmsnorm";
+    if dim == 0 {
+        return Err(shape_err(K, "dim is 0"));
+    }
+    if !(eps >= 0.0 && eps.is_finite()) {
+        return Err(shape_err(
+            K,
+            format!("eps {eps} is not a finite number >= 0"),
+        ));
+    }
+    let n = rows * dim;
+    check_elems(K, "x", x, x_offset + n)?;
+    check_elems(K, "weight", weight, dim)?;
+    check_elems(K, "out", out, out_offset + n)?;
+    if out.id() == weight.id() {
+        return Err(shape_err(K, "out may not live in the weight's buffer"));
+    }
+    let in_place = out.id() == x.id();
+    if in_place && out_offset != x_offset && overlaps(x_offset, out_offset, n) {
+        return Err(shape_err(
+            K,
+            format!("out [{out_offset}, +{n}) partly overlaps x [{x_offset}, +{n}) in one buffer"),
+        ));
+    }
+    let lanes = lanes_for(dim);
+    let params = Params {
+        rows: rows as u32,
+        dim: dim as u32,
+        x_offset: x_offset as u32,
+        out_offset: out_offset as u32,
+        lanes,
+        eps,
+    };
+    let groups = workgroups_for(rows as u32, 256 / lanes);
+    if in_place {
+        let defines = [
+            ("X_ACCESS", "read_write".to_string()),
+            ("SEPARATE_OUT", "// ".to_string()),
+            ("OUT", "x".to_string()),
+        ];
+        let spec = KernelSpec {
+            name: "rmsnorm_inplace",
+            sources: &[SOURCE],
+            defines: &defines,
+            entry: "main",
+            storage: &[Access::Read, Access::ReadWrite],
+        };
+        rec.dispatch(&spec, &params, &[weight, x], groups);
+    } else {
+        let defines = [
+            ("X_ACCESS", "read".to_string()),
+            ("SEPARATE_OUT", String::new()),
+            ("OUT", "dst".to_string()),
+        ];
+        let spec = KernelSpec {
+            name: "rmsnorm",
+            sources: &[SOURCE],
+            defines: &defines,
+            entry: "main",
+            storage: &[Access::Read, Access::Read, Access::ReadWrite],
+        };
+        rec.dispatch(&spec, &params, &[weight, x, out], groups);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{assert_close, ctx, random_vec};
+
+    /// The slow reference, in f64.
+    fn reference(x: &[f32], weight: &[f32], rows: usize, dim: usize, eps: f32) -> Vec<f32> {
+        let mut out = Vec::with_capacity(rows * dim);
+        for r in 0..rows {
+            let row = &x[r * dim..(r + 1) * dim];
+            let mean_sq = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / dim as f64;
+            let scale = 1.0 / (mean_sq + eps as f64).sqrt();
+            out.extend(
+                row.iter()
+                    .zip(weight)
+                    .map(|(&v, &w)| (v as f64 * scale * w as f64) as f32),
+            );
+        }
+        out
+    }
+
+    // The GPU sums squares in f32, each lane over at most dim/lanes <= 9
+    // elements then a tree of log2(lanes) <= 8 levels: relative error at most
+    // ~17 * 2^-24 = 1e-6 (all terms are >= 0, so no cancellation). The square
+    // root halves it, inverseSqrt adds 2 ULP and the two products one ULP each:
+    // under 2e-6 relative. 1e-5 (relative, absolute below 1) leaves margin.
+    const TOL: f32 = 1e-5;
+
+    #[test]
+    fn rms_norm_matches_cpu_on_awkward_shapes() {
+        let ctx = ctx();
+        let shapes = [
+            (1, 1),
+            (3, 7),
+            (37, 64),
+            (5, 63),
+            (3, 257),
+            (2, 576),
+            (1, 2049),
+            (300, 128),
+        ];
+        for (case, (rows, dim)) in shapes.into_iter().enumerate() {
+            let (x_off, out_off) = (case * 3 % 11, case % 5);
+            let x = random_vec(x_off + rows * dim, 10 + case as u64);
+            let w = random_vec(dim, 20 + case as u64);
+            let gx = ctx.upload_f32("x", &x).unwrap();
+            let gw = ctx.upload_f32("w", &w).unwrap();
+            let gout = ctx
+                .create_storage("out", (out_off + rows * dim) as u64 * 4)
+                .unwrap();
+            let mut rec = Recorder::new(ctx);
+            rms_norm(&mut rec, &gx, x_off, &gw, &gout, out_off, rows, dim, 1e-6).unwrap();
+            pollster::block_on(rec.submit()).unwrap();
+            let got = pollster::block_on(ctx.read_f32(&gout, out_off, rows * dim)).unwrap();
+            let want = reference(&x[x_off..], &w, rows, dim, 1e-6);
+            assert_close(&got, &want, TOL, &format!("rms_norm {rows}x{dim}"));
+        }
+    }
+
+    #[test]
+    fn rms_norm_in_place_and_within_one_buffer() {
+        let ctx = ctx();
+        // Per-head q norm shape: many short rows, in place at an offset.
+        let (rows, dim, off) = (37, 64, 5);
+        let x = random_vec(off + rows * dim, 30);
+        let w = random_vec(dim, 31);
+        let gx = ctx.upload_f32("x", &x).unwrap();
+        let gw = ctx.upload_f32("w", &w).unwrap();
+        let mut rec = Recorder::new(ctx);
+        rms_norm(&mut rec, &gx, off, &gw, &gx, off, rows, dim, 1e-5).unwrap();
+        pollster::block_on(rec.submit()).unwrap();
+        let got = pollster::block_on(ctx.read_f32(&gx, 0, off + rows * dim)).unwrap();
+        assert_eq!(
+            &got[..off],
+            &x[..off],
+            "elements before the rows are untouched"
+        );
+        let want = reference(&x[off..], &w, rows, dim, 1e-5);
+        assert_close(&got[off..], &want, TOL, "rms_norm in place");
+
+        // Out in another, disjoint range of x's buffer.
+        let (rows, dim) = (3, 257);
+        let x = random_vec(2 * rows * dim, 32);
+        let w = random_vec(dim, 33);
+        let gx = ctx.upload_f32("x", &x).unwrap();
+        let gw = ctx.upload_f32("w", &w).unwrap();
+        let mut rec = Recorder::new(ctx);
+        rms_norm(&mut rec, &gx, 0, &gw, &gx, rows * dim, rows, dim, 1e-5).unwrap();
+        pollster::block_on(rec.submit()).unwrap();
+        let got = pollster::block_on(ctx.read_f32(&gx, 0, 2 * rows * dim)).unwrap();
+        assert_eq!(
+            &got[..rows * dim],
+            &x[..rows * dim],
+            "the input is untouched"
+        );
+        let want = reference(&x, &w, rows, dim, 1e-5);
+        assert_close(&got[rows * dim..], &want, TOL, "rms_norm into x's buffer");
+    }
+
+    #[test]
+    fn rms_norm_rejects_bad_shapes() {
+        let ctx = ctx();
+        let x = ctx.create_storage("x", 4 * 64).unwrap();
+        let w = ctx.create_storage("w", 4 * 8).unwrap();
+        let out = ctx.create_storage("out", 4 * 64).unwrap();
+        let mut rec = Recorder::new(ctx);
+        let cases: [(&GpuBuffer, usize, &GpuBuffer, usize, usize, usize); 6] = [
+            (&x, 1, &out, 0, 8, 8),  // x too short by one element
+            (&x, 0, &out, 1, 8, 8),  // out too short
+            (&x, 0, &out, 0, 4, 16), // weight too short
+            (&x, 0, &out, 0, 1, 0),  // empty rows
+            (&x, 0, &x, 8, 4, 8),    // in x's buffer, partly overlapping
+            (&x, 0, &w, 0, 1, 8),    // out in the weight's buffer
+        ];
+        for (i, (xb, x_off, ob, o_off, rows, dim)) in cases.into_iter().enumerate() {
+            let err = rms_norm(&mut rec, xb, x_off, &w, ob, o_off, rows, dim, 1e-5).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    GpuError::Shape {
+                        kernel: "rmsnorm",
+                        ..
+                    }
+                ),
+                "case {i}: {err}"
+            );
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Weight matrices on the GPU, kept in their stored (GGUF) format.
+//!
+//! Kernels dequantize while they read, so a matrix costs its stored bytes of
+//! memory and bandwidth, not four bytes per weight. A matrix bigger than one
+//! storage binding may be (lavapipe: 128 MiB; a 151936 x 896 token embedding
+//! in Q8_0 is 137 MiB) is split by rows into parts, each in its own buffer;
+//! kernels record one dispatch per part.
+
+use crate::format::quant::GgmlType;
+use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError};
+
+/// Zero bytes after the last row of every part. Decoders read whole words,
+/// up to one word past their data, and a partial F32/F16 unit at the end of a
+/// row reads a whole unit (64 bytes) past it before masking; 80 covers both.
+const PART_PADDING: u64 = 80;
+
+/// A weight matrix `W[rows, cols]` (rows = output features, GGUF dims[1];
+/// cols = input features, contiguous, GGUF dims[0]) in its stored format.
+#[derive(Debug)]
+pub struct QuantMatrix {
+    pub dtype: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    pub parts: Vec<MatrixPart>,
+}
+
+/// Rows `first_row .. first_row + rows` of a matrix, in one buffer.
+#[derive(Debug, Clone)]
+pub struct MatrixPart {
+    pub first_row: usize,
+    pub rows: usize,
+    pub buffer: BufferRef,
+}
+
+/// How the shaders decode one format: which `decode_*` functions of
+/// quant.wgsl, and the block geometry they assume.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GpuFormat {
+    /// Suffix of the format's functions in quant.wgsl (`decode_q8_0`).
+    pub fmt: &'static str,
+    /// Elements per block; for F32/F16 one 16-element unit.
+    pub qk: u32,
+    pub block_bytes: u32,
+}
+
+/// Every block decodes in units of 16 weights (see quant.wgsl).
+pub(crate) const UNIT: usize = 16;
+
+impl GpuFormat {
+    pub(crate) fn of(dtype: GgmlType) -> Option<GpuFormat> {
+        let fmt = match dtype {
+            GgmlType::F32 => {
+                return Some(GpuFormat {
+                    fmt: "f32",
+                    qk: 16,
+                    block_bytes: 64,
+                })
+            }
+            GgmlType::F16 => {
+                return Some(GpuFormat {
+                    fmt: "f16",
+                    qk: 16,
+                    block_bytes: 32,
+                })
+            }
+            GgmlType::Q8_0 => "q8_0",
+            GgmlType::Q4_0 => "q4_0",
+            GgmlType::Q4_1 => "q4_1",
+            GgmlType::Q5_0 => "q5_0",
+            GgmlType::Q4_K => "q4_k",
+            GgmlType::Q6_K => "q6_k",
+            _ => return None,
+        };
+        Some(GpuFormat {
+            fmt,
+            qk: dtype.block_elements() as u32,
+            block_bytes: dtype.block_bytes() as u32,
+        })
+    }
+
+    /// The defines quant.wgsl's users expect for this format.
+    pub(crate) fn defines(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("FMT", self.fmt.to_string()),
+            ("QK", format!("{}u", self.qk)),
+            ("BLOCK_BYTES", format!("{}u", self.block_bytes)),
+            ("UNITS", format!("{}u", self.qk as usize / UNIT)),
+        ]
+    }
+}
+
+/// The GPU-decodable dtypes, for tests and the benchmark.
+pub const GPU_DTYPES: [GgmlType; 8] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+];
+
+/// The shared decoding source, concatenated in front of each kernel.
+pub(crate) const QUANT_WGSL: &str = include_str!("../../../../shaders/quant.wgsl");
+
+impl QuantMatrix {
+    /// Uploads weights in their stored format (no dequantization), split by
+    /// rows into parts that each fit one storage binding.
+    pub fn upload(
+        ctx: &GpuContext,
+        label: &str,
+        dtype: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+    ) -> Result<QuantMatrix, GpuError> {
+        Self::upload_with_limit(
+            ctx,
+            label,
+            dtype,
+            rows,
+            cols,
+            bytes,
+            ctx.max_binding_bytes(),
+        )
+    }
+
+    /// As `upload`, with parts of at most `max_part_bytes` (padding included):
+    /// tests force small splits with it.
+    pub fn upload_with_limit(
+        ctx: &GpuContext,
+        label: &str,
+        dtype: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+        max_part_bytes: u64,
+    ) -> Result<QuantMatrix, GpuError> {
+        let kernel = "weights upload";
+        if GpuFormat::of(dtype).is_none() {
+            return Err(shape_err(
+                kernel,
+                format!("'{label}': {dtype} weights have no GPU decoder (supported: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K)"),
+            ));
+        }
+        if rows == 0 || cols == 0 {
+            return Err(shape_err(
+                kernel,
+                format!("'{label}': empty {rows} x {cols} matrix"),
+            ));
+        }
+        let row_bytes = dtype.row_bytes(cols as u64).ok_or_else(|| {
+            shape_err(
+                kernel,
+                format!(
+                    "'{label}': {cols} columns is not a whole number of {dtype} blocks of {}",
+                    dtype.block_elements()
+                ),
+            )
+        })?;
+        if rows as u64 * row_bytes != bytes.len() as u64 {
+            return Err(shape_err(
+                kernel,
+                format!(
+                    "'{label}': {rows} x {cols} {dtype} needs {} bytes, got {}",
+                    rows as u64 * row_bytes,
+                    bytes.len()
+                ),
+            ));
+        }
+        if cols > u32::MAX as usize / 4 {
+            return Err(shape_err(
+                kernel,
+                format!("'{label}': {cols} columns overflow u32 indexing"),
+            ));
+        }
+        // Shaders address bytes with u32: keep every part under 4 GiB.
+        let limit = max_part_bytes.min(u32::MAX as u64 - 255);
+        let rows_per_part = limit.saturating_sub(PART_PADDING) / row_bytes;
+        if rows_per_part == 0 {
+            return Err(GpuError::BufferTooLarge {
+                label: format!("{label} (one row)"),
+                size: row_bytes + PART_PADDING,
+                limit_name: "max_storage_buffer_binding_size",
+                limit,
+            });
+        }
+        let mut parts = Vec::new();
+        let mut first_row = 0usize;
+        while first_row < rows {
+            let n = (rows - first_row).min(rows_per_part as usize);
+            let start = first_row as u64 * row_bytes;
+            let data = &bytes[start as usize..(start + n as u64 * row_bytes) as usize];
+            let part_label = if first_row == 0 && n == rows {
+                label.to_string()
+            } else {
+                format!("{label}[rows {first_row}..{}]", first_row + n)
+            };
+            let buffer = ctx.create_storage(&part_label, data.len() as u64 + PART_PADDING)?;
+            // write_buffer wants multiples of 4 bytes: the whole words, then
+            // the last partial word zero-padded (the buffer starts zeroed).
+            let whole = data.len() / 4 * 4;
+            if whole > 0 {
+                ctx.write(&buffer, 0, &data[..whole]);
+            }
+            if whole < data.len() {
+                let mut last = [0u8; 4];
+                last[..data.len() - whole].copy_from_slice(&data[whole..]);
+                ctx.write(&buffer, whole as u64, &last);
+            }
+            parts.push(MatrixPart {
+                first_row,
+                rows: n,
+                buffer,
+            });
+            first_row += n;
+        }
+        Ok(QuantMatrix {
+            dtype,
+            rows,
+            cols,
+            parts,
+        })
+    }
+
+    /// Bytes of one stored row.
+    pub fn row_bytes(&self) -> usize {
+        // Checked at upload.
+        self.dtype.row_bytes(self.cols as u64).unwrap_or(0) as usize
+    }
+
+    /// Total stored bytes (without padding).
+    pub fn bytes(&self) -> usize {
+        self.rows * self.row_bytes()
+    }
+
+    pub(crate) fn format(&self) -> GpuFormat {
+        GpuFormat::of(self.dtype).expect("checked at upload")
+    }
+}
+
+/// Test weights whose K-quant sub-block scales and mins all differ: random
+/// values with a magnitude drawn per 16 elements and an offset per 32. Plain
+/// uniform values give every sub-block nearly the same scale and min, so a
+/// decoder that picks the wrong one would go unnoticed.
+#[cfg(test)]
+pub(crate) fn test_weights(len: usize, seed: u64) -> Vec<f32> {
+    use crate::testutil::random_vec;
+    let r = random_vec(len, seed);
+    let mag = random_vec(len.div_ceil(16), seed + 1000);
+    let off = random_vec(len.div_ceil(32), seed + 2000);
+    (0..len)
+        .map(|i| r[i] * (0.51 + 0.49 * mag[i / 16]) + 0.5 * off[i / 32])
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::quant::quantize;
+    use crate::testutil::{ctx, random_vec};
+
+    #[test]
+    fn upload_splits_by_rows_within_the_limit() {
+        let ctx = ctx();
+        let (rows, cols) = (10, 64);
+        let bytes = quantize(GgmlType::Q8_0, &random_vec(rows * cols, 5)).unwrap();
+        let row_bytes = 68;
+        let m = QuantMatrix::upload_with_limit(
+            ctx,
+            "w",
+            GgmlType::Q8_0,
+            rows,
+            cols,
+            &bytes,
+            3 * row_bytes + PART_PADDING,
+        )
+        .unwrap();
+        let sizes: Vec<(usize, usize)> = m.parts.iter().map(|p| (p.first_row, p.rows)).collect();
+        assert_eq!(sizes, [(0, 3), (3, 3), (6, 3), (9, 1)]);
+        for p in &m.parts {
+            assert!(p.buffer.size() <= 3 * row_bytes + PART_PADDING);
+        }
+        // The stored bytes arrive unchanged, odd tail included.
+        let p = &m.parts[3];
+        let back = pollster::block_on(ctx.read_bytes(&p.buffer, 0, 68)).unwrap();
+        assert_eq!(back, &bytes[9 * 68..]);
+    }
+
+    #[test]
+    fn upload_rejects_bad_inputs() {
+        let ctx = ctx();
+        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q5_1, 1, 32, &[0; 24]).unwrap_err();
+        assert!(err.to_string().contains("Q5_1"), "{err}");
+        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q8_0, 2, 32, &[0; 34]).unwrap_err();
+        assert!(matches!(err, GpuError::Shape { .. }), "{err}");
+        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q4_K, 1, 32, &[0; 18]).unwrap_err();
+        assert!(err.to_string().contains("blocks"), "{err}");
+        let err = QuantMatrix::upload_with_limit(ctx, "w", GgmlType::F32, 2, 64, &[0; 512], 100)
+            .unwrap_err();
+        assert!(matches!(err, GpuError::BufferTooLarge { .. }), "{err}");
+    }
+}

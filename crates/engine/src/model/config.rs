@@ -1,0 +1,99 @@
+//! The shape of a decoder-only transformer, as read from GGUF metadata.
+//!
+//! Each architecture file fills this from its own metadata keys (the loader
+//! never guesses); the shared decoder code reads only this.
+
+use crate::format::gguf::{GgufError, GgufFile};
+use crate::kernels::activation::Activation;
+use crate::kernels::rope::RopeLayout;
+
+#[derive(Clone, Debug)]
+pub struct RopeConfig {
+    pub layout: RopeLayout,
+    /// Dimensions of each head that rotate (the rest pass through).
+    pub n_rot: usize,
+    pub theta: f32,
+    /// Base for sliding-window layers where it differs (Gemma 3: 1e4).
+    pub local_theta: Option<f32>,
+    pub freq_scale: f32,
+}
+
+#[derive(Clone, Debug)]
+pub struct SlidingWindow {
+    pub window: u32,
+    /// Every `pattern`-th layer (1-based) is global; the others slide.
+    pub pattern: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    pub architecture: String,
+    pub n_layers: usize,
+    pub d_model: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn_dim: usize,
+    pub vocab_size: usize,
+    /// Context length the model was trained for.
+    pub ctx_train: usize,
+    pub rms_eps: f32,
+    pub rope: RopeConfig,
+    /// Multiplies q·k (usually 1/sqrt(head_dim)).
+    pub attn_scale: f32,
+    pub sliding_window: Option<SlidingWindow>,
+    pub activation: Activation,
+    /// Multiplies token embeddings (Gemma: sqrt(d_model)).
+    pub embed_scale: f32,
+}
+
+impl ModelConfig {
+    pub fn q_dim(&self) -> usize {
+        self.n_heads * self.head_dim
+    }
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_heads * self.head_dim
+    }
+    /// The sliding window of layer `layer`, if it is a local layer.
+    pub fn window_of(&self, layer: usize) -> Option<u32> {
+        let sw = self.sliding_window.as_ref()?;
+        ((layer + 1) % sw.pattern != 0).then_some(sw.window)
+    }
+    pub fn rope_theta_of(&self, layer: usize) -> f32 {
+        match (self.window_of(layer), self.rope.local_theta) {
+            (Some(_), Some(local)) => local,
+            _ => self.rope.theta,
+        }
+    }
+}
+
+/// Reads `{arch}.{key}` style metadata with errors that name the key.
+pub struct Meta<'a> {
+    pub file: &'a GgufFile,
+    pub arch: &'a str,
+}
+
+impl Meta<'_> {
+    fn key(&self, key: &str) -> String {
+        format!("{}.{}", self.arch, key)
+    }
+    pub fn usize(&self, key: &str) -> Result<usize, GgufError> {
+        let k = self.key(key);
+        self.file.meta_u64(&k).map(|v| v as usize)
+    }
+    pub fn usize_or(&self, key: &str, default: usize) -> Result<usize, GgufError> {
+        match self.file.meta(&self.key(key)) {
+            None => Ok(default),
+            Some(_) => self.usize(key),
+        }
+    }
+    pub fn f32(&self, key: &str) -> Result<f32, GgufError> {
+        self.file.meta_f32(&self.key(key))
+    }
+    pub fn f32_or(&self, key: &str, default: f32) -> Result<f32, GgufError> {
+        match self.file.meta(&self.key(key)) {
+            None => Ok(default),
+            Some(_) => self.f32(key),
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! Timing and GPU counters of one generation, for `--json` and `wick bench`.
+
+use crate::gpu::CounterSnapshot;
+
+#[derive(Clone, Debug, Default)]
+pub struct GenerationStats {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill_seconds: f64,
+    pub decode_seconds: f64,
+    /// From the start of prefill to the first sampled token.
+    pub time_to_first_token: f64,
+    /// GPU counters over all decode steps (not prefill).
+    pub decode_counters: CounterSnapshot,
+    /// Decode steps that ran (the first token comes from prefill).
+    pub decode_steps: usize,
+}
+
+impl GenerationStats {
+    pub fn prefill_tok_s(&self) -> f64 {
+        rate(self.prompt_tokens, self.prefill_seconds)
+    }
+    pub fn decode_tok_s(&self) -> f64 {
+        rate(self.decode_steps, self.decode_seconds)
+    }
+    /// Per decode step, averaged.
+    pub fn per_decode_step(&self, value: u64) -> f64 {
+        if self.decode_steps == 0 {
+            0.0
+        } else {
+            value as f64 / self.decode_steps as f64
+        }
+    }
+}
+
+fn rate(n: usize, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        n as f64 / seconds
+    } else {
+        0.0
+    }
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what wick's native build and tests need, idempotently: Mesa's
+# lavapipe (a Vulkan device on the CPU, so GPU code runs without a GPU) and
+# the real model files. Needs root (or sudo) for apt only when lavapipe is missing.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+if ! dpkg -s mesa-vulkan-drivers >/dev/null 2>&1; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq mesa-vulkan-drivers >/dev/null
+fi
+
+"$root/scripts/fetch-models.sh" "${@:-all}"

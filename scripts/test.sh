@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every check and test: formatting, clippy, and the whole workspace's
+# tests in release (CPU references are ~100x slower in debug) on lavapipe.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+scripts/setup.sh all
+. scripts/env.sh
+
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --release -- -D warnings
+cargo test --workspace --release

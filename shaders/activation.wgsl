@@ -1,0 +1,66 @@
+// Gated activation, elementwise over n: out[i] = act(gate[i]) * up[i], with act
+// SiLU or GELU (tanh approximation), chosen by the ACT define.
+//
+// Bindings come in four variants, by which of gate, up and out share a buffer
+// (the Rust side picks one). WebGPU rejects a dispatch that binds one buffer
+// twice when either binding is writable, so the output's buffer is bound once,
+// read_write, as `dst`, and gate/up read from it when they live there. Each
+// `{{VARIANT}}` prefix below is empty for the chosen variant and `//` for the
+// others; GATE and UP name the array each operand is read from.
+//   split:    1 gate (read) [gate_offset + n]; 2 up (read) [up_offset + n];
+//             3 dst (read_write) [out_offset + n]   (gate and up may share)
+//   gate_out: 1 up (read); 2 dst (read_write): gate and out
+//   up_out:   1 gate (read); 2 dst (read_write): up and out
+//   one:      1 dst (read_write): gate, up and out
+// In place is safe: each invocation reads and writes only element i.
+
+struct Params {
+    n: u32,           // elements
+    gate_offset: u32, // first element of gate
+    up_offset: u32,   // first element of up
+    out_offset: u32,  // first element of out
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+{{SPLIT}}@group(0) @binding(1) var<storage, read> gate: array<f32>;
+{{SPLIT}}@group(0) @binding(2) var<storage, read> up: array<f32>;
+{{SPLIT}}@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+{{GATE_OUT}}@group(0) @binding(1) var<storage, read> up: array<f32>;
+{{GATE_OUT}}@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+{{UP_OUT}}@group(0) @binding(1) var<storage, read> gate: array<f32>;
+{{UP_OUT}}@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+{{ONE}}@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+
+// sigmoid without overflow: exp only ever sees -|v|, so it lies in (0, 1].
+fn sigmoid(v: f32) -> f32 {
+    let e = exp(-abs(v));
+    return select(e / (1.0 + e), 1.0 / (1.0 + e), v >= 0.0);
+}
+
+fn silu(x: f32) -> f32 {
+    return x * sigmoid(x);
+}
+
+// GELU, tanh approximation: 0.5 * x * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3).
+// Computed as x * sigmoid(2u), the same function (0.5 * (1 + tanh(u)) ==
+// sigmoid(2u)) without tanh: some implementations evaluate tanh through
+// exp(2u), which overflows to inf / inf = NaN for u past ~44, and 1 + tanh(u)
+// cancels for negative x. 2u is clamped to [-80, 80] so that x^3 overflowing
+// (|x| > 7e12) cannot feed an infinity in; sigmoid(80) is exactly 1 in f32
+// and sigmoid(-80) = 1.8e-35, where the true value is smaller still, so the
+// clamp changes outputs by less than 1e-34 * |x|.
+fn gelu_tanh(x: f32) -> f32 {
+    let u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    return x * sigmoid(clamp(2.0 * u, -80.0, 80.0));
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = gid.x + gid.y * groups.x * 256u;
+    if (i >= p.n) {
+        return;
+    }
+    let g = {{GATE}}[p.gate_offset + i];
+    let u = {{UP}}[p.up_offset + i];
+    dst[p.out_offset + i] = {{ACT}}(g) * u;
+}

@@ -1,0 +1,78 @@
+// Shared by matmul_gemv.wgsl and matmul_tiled.wgsl (after quant.wgsl):
+// out[t, n] = sum_k x[t, k] * W[n, k] for one matrix part, whose rows are
+// output columns first_row .. first_row + rows (first_row folded into
+// out_offset by the caller).
+
+struct Params {
+    m: u32,          // token rows
+    k: u32,          // input features: x row length, weight row elements
+    rows: u32,       // output features (weight rows) in this part
+    row_bytes: u32,  // bytes of one stored weight row
+    x_offset: u32,   // element of x where token row 0 starts
+    out_offset: u32, // element of out for token 0, this part's first row
+    out_stride: u32, // elements between token rows of out (the whole matrix's rows)
+    full_units: u32, // k / 16: units with all 16 elements inside the row
+    units: u32,      // ceil(k / 16); more than full_units only for F32/F16
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;         // part: [rows * row_bytes] bytes + zero padding
+@group(0) @binding(2) var<storage, read> x: array<f32>;         // [x_offset + m * k]
+@group(0) @binding(3) var<storage, read_write> out: array<f32>; // [out_offset + (m - 1) * out_stride + rows]
+
+const QK: u32 = {{QK}};
+const BLOCK_BYTES: u32 = {{BLOCK_BYTES}};
+const UNITS: u32 = {{UNITS}};
+
+fn x4(i: u32) -> vec4<f32> {
+    return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+}
+
+// One x value of the row at `base`, or 0 past its end (no read past it).
+fn x_masked(base: u32, e: u32) -> f32 {
+    return select(0.0, x[base + min(e, p.k - 1u)], e < p.k);
+}
+fn x4_masked(base: u32, e: u32) -> vec4<f32> {
+    return vec4<f32>(x_masked(base, e), x_masked(base, e + 1u), x_masked(base, e + 2u), x_masked(base, e + 3u));
+}
+
+// The 16 x values matching a unit whose runs start at row elements `e`;
+// `masked` only for the one partial unit of an F32/F16 row.
+fn load_x(base: u32, e: vec2<u32>, masked: bool) -> Unit {
+    if (masked) {
+        return Unit(x4_masked(base, e.x), x4_masked(base, e.x + 4u), x4_masked(base, e.y), x4_masked(base, e.y + 4u));
+    }
+    return Unit(x4(base + e.x), x4(base + e.x + 4u), x4(base + e.y), x4(base + e.y + 4u));
+}
+
+// Zeroes the weights of a partial unit that lie past the row end (they were
+// read from the next row or the padding).
+fn mask_unit(v: Unit, e: vec2<u32>) -> Unit {
+    let i = vec4<u32>(0u, 1u, 2u, 3u);
+    let z = vec4<f32>(0.0);
+    let k = vec4<u32>(p.k);
+    return Unit(
+        select(z, v.a0, vec4<u32>(e.x) + i < k),
+        select(z, v.a1, vec4<u32>(e.x + 4u) + i < k),
+        select(z, v.b0, vec4<u32>(e.y) + i < k),
+        select(z, v.b1, vec4<u32>(e.y + 4u) + i < k),
+    );
+}
+
+fn dot_unit(a: Unit, b: Unit) -> f32 {
+    return dot(a.a0, b.a0) + dot(a.a1, b.a1) + dot(a.b0, b.b0) + dot(a.b1, b.b1);
+}
+
+// Weights of unit U of row `row` of the part, masked if partial.
+fn weight_unit(row: u32, U: u32, e: vec2<u32>, masked: bool) -> Unit {
+    let v = decode_{{FMT}}(row * p.row_bytes + (U / UNITS) * BLOCK_BYTES, U % UNITS);
+    if (masked) {
+        return mask_unit(v, e);
+    }
+    return v;
+}
+
+// Row elements where the two runs of unit U start.
+fn unit_elems(U: u32) -> vec2<u32> {
+    return (U / UNITS) * QK + runs_{{FMT}}(U % UNITS);
+}

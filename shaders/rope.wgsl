@@ -1,0 +1,71 @@
+// Rotary position embedding, in place on x laid out [rows][heads][head_dim].
+// Token t (row t) sits at position pos0 + t. Pair i (0 <= i < n_rot / 2) of
+// every head turns by angle (pos * base^(-2i / n_rot)) * freq_scale; elements
+// at n_rot and past it are left as they are.
+//
+// The pair layout:
+//   interleaved (neox == 0): elements (2i, 2i + 1). llama.cpp's converter
+//     permutes the llama architecture's Q/K weights so that adjacent pairs
+//     (GGML_ROPE_TYPE_NORM) are right for llama GGUFs.
+//   neox (neox == 1): elements (i, i + n_rot / 2), the half split that qwen2,
+//     qwen3 and gemma3 use (GGML_ROPE_TYPE_NEOX).
+//
+// One invocation per pair: it reads and writes only its own two elements.
+
+struct Params {
+    rows: u32,      // tokens
+    heads: u32,     // heads per token
+    head_dim: u32,  // elements per head
+    n_rot: u32,     // rotated elements per head: even, <= head_dim
+    x_offset: u32,  // first element of x
+    pos0: u32,      // position of row 0; a uniform, so a decode step re-records nothing
+    neox: u32,      // 0: interleaved pairs, 1: neox pairs
+    log2_base_step: f32, // 2 * log2(base) / n_rot, computed in f64 on the CPU
+    freq_scale: f32,     // multiplies every angle (1.0 without position scaling)
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>; // [x_offset + rows*heads*head_dim]
+
+// 2*pi split for Cody-Waite reduction: TWO_PI_HI has 8 significant bits, so
+// k * TWO_PI_HI is exact for any k below 2^16 (angles below ~400000 rad), and
+// the small remainder carries the rest of 2*pi's bits.
+const TWO_PI_HI: f32 = 6.28125;
+const TWO_PI_LO: f32 = 0.0019353071795864769;
+const INV_TWO_PI: f32 = 0.15915494309189535;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let half = p.n_rot / 2u;
+    let idx = gid.x + gid.y * groups.x * 256u;
+    if (idx >= p.rows * p.heads * half) {
+        return;
+    }
+    let i = idx % half;
+    let head = idx / half; // token * heads + head
+    let token = head / p.heads;
+    let base = p.x_offset + head * p.head_dim;
+    var a = base + 2u * i;
+    var b = a + 1u;
+    if (p.neox != 0u) {
+        a = base + i;
+        b = a + half;
+    }
+
+    // freq = base^(-2i / n_rot) = exp2(-i * log2_base_step). Positions are
+    // integers below 2^24, so f32(pos) is exact.
+    let freq = exp2(-f32(i) * p.log2_base_step);
+    let angle = f32(p.pos0 + token) * freq * p.freq_scale;
+    // WGSL bounds sin/cos error only on [-pi, pi]: reduce first. The product
+    // k * TWO_PI_HI is exact, and so is the subtraction (Sterbenz), so the
+    // reduction adds only ~k * 2^-24 * TWO_PI_LO of error.
+    let k = round(angle * INV_TWO_PI);
+    let r = (angle - k * TWO_PI_HI) - k * TWO_PI_LO;
+    let c = cos(r);
+    let s = sin(r);
+
+    let x0 = x[a];
+    let x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+}

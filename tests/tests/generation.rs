@@ -1,0 +1,79 @@
+//! Generation behaviour on a real model: greedy equals the argmax of the
+//! teacher-forced logits, a fixed seed reproduces, and bad input is refused.
+
+use wick::pipeline::sampling::{argmax, SamplingParams};
+use wick::pipeline::stopping::StopCriteria;
+use wick::WickError;
+use wick_tests::load_engine;
+
+const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn generate(
+    engine: &mut wick::Engine,
+    prompt: &[u32],
+    sampling: &SamplingParams,
+    n: usize,
+) -> Vec<u32> {
+    let stop = StopCriteria {
+        stop_ids: Vec::new(),
+        max_tokens: n,
+    };
+    pollster::block_on(
+        engine
+            .pipeline
+            .generate(prompt, sampling, &stop, &mut |_| true),
+    )
+    .unwrap()
+    .ids
+}
+
+#[test]
+fn greedy_generation_equals_argmax_of_logits() {
+    let mut engine = load_engine(MODEL, 64);
+    let prompt = engine.tokenize_prompt("The capital of France is").unwrap();
+    let generated = generate(&mut engine, &prompt, &SamplingParams::default(), 6);
+    let mut ids = prompt.clone();
+    ids.extend_from_slice(&generated);
+    engine.pipeline.reset();
+    let rows = pollster::block_on(
+        engine
+            .pipeline
+            .prefill(&ids[..ids.len() - 1], generated.len()),
+    )
+    .unwrap();
+    let argmaxes: Vec<u32> = rows.iter().map(|r| argmax(r)).collect();
+    assert_eq!(argmaxes, generated);
+}
+
+#[test]
+fn seeded_sampling_is_reproducible() {
+    let mut engine = load_engine(MODEL, 64);
+    let prompt = engine.tokenize_prompt("Once upon a time").unwrap();
+    let params = SamplingParams {
+        temperature: 0.9,
+        top_k: 40,
+        top_p: 0.95,
+        seed: 7,
+    };
+    let a = generate(&mut engine, &prompt, &params, 8);
+    let b = generate(&mut engine, &prompt, &params, 8);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn prompt_over_the_context_is_a_typed_error() {
+    let mut engine = load_engine(MODEL, 16);
+    let prompt: Vec<u32> = (0..17).map(|i| 100 + i).collect();
+    let err = pollster::block_on(engine.pipeline.prefill(&prompt, 1)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WickError::ContextOverflow {
+                tokens: 17,
+                ctx_len: 16,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
