@@ -44,13 +44,19 @@ pub fn gpu() -> Arc<GpuContext> {
 }
 
 pub fn load_engine(file: &str, ctx_len: usize) -> Engine {
+    load_engine_on(gpu(), file, ctx_len)
+}
+
+/// Loads onto a given context: a test that reads the GPU counters needs a
+/// context of its own, since tests in one process run in parallel.
+pub fn load_engine_on(ctx: Arc<GpuContext>, file: &str, ctx_len: usize) -> Engine {
     let path = model_path(file);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let opts = PipelineOptions {
         ctx_len: Some(ctx_len),
         ..Default::default()
     };
-    pollster::block_on(Engine::load(gpu(), &bytes, &opts, &mut |_| {}))
+    pollster::block_on(Engine::load(ctx, &bytes, &opts, &mut |_| {}))
         .unwrap_or_else(|e| panic!("loading {file}: {e}"))
 }
 

@@ -21,9 +21,6 @@ pub struct RefLayer {
 }
 
 pub struct RefLlama {
-    /// Emulate llama.cpp's CPU numerics: 8-bit activations into quantized
-    /// matmuls, f16 K/V cache and f16 attention operands.
-    pub emulate_llama_cpp: bool,
     d: usize,
     heads: usize,
     kv_heads: usize,
@@ -57,27 +54,6 @@ fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
                 .sum::<f64>() as f32
         })
         .collect()
-}
-
-/// What llama.cpp's CPU backend does to an activation row before a quantized
-/// dot product: blocks of 32 scaled by amax/127, rounded to 8 bits, with the
-/// scale stored as f16.
-fn q8(x: &[f32]) -> Vec<f32> {
-    x.chunks(32)
-        .flat_map(|b| {
-            let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            let dh = half::f16::from_f32(d).to_f32();
-            b.iter()
-                .map(move |v| (v * id).round() * dh)
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn f16r(x: &[f32]) -> Vec<f32> {
-    x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect()
 }
 
 fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
@@ -133,7 +109,6 @@ impl RefLlama {
             })
             .collect();
         RefLlama {
-            emulate_llama_cpp: false,
             d,
             heads,
             kv_heads: u("attention.head_count_kv"),
@@ -154,21 +129,6 @@ impl RefLlama {
     }
 
     /// Logits at every position of `ids` (teacher forcing).
-    fn mv(&self, w: &[f32], x: &[f32]) -> Vec<f32> {
-        if self.emulate_llama_cpp {
-            matvec(w, &q8(x))
-        } else {
-            matvec(w, x)
-        }
-    }
-    fn h16(&self, x: Vec<f32>) -> Vec<f32> {
-        if self.emulate_llama_cpp {
-            f16r(&x)
-        } else {
-            x
-        }
-    }
-
     pub fn forward(&self, ids: &[u32]) -> Vec<Vec<f32>> {
         let (d, hd) = (self.d, self.head_dim);
         let kv_dim = self.kv_heads * hd;
@@ -180,13 +140,11 @@ impl RefLlama {
             let mut x = self.embd[id as usize * d..(id as usize + 1) * d].to_vec();
             for (l, w) in self.layers.iter().enumerate() {
                 let h = rms_norm(&x, &w.attn_norm, self.eps);
-                let mut q = self.mv(&w.wq, &h);
-                let mut k = self.mv(&w.wk, &h);
-                let v = self.h16(self.mv(&w.wv, &h));
+                let mut q = matvec(&w.wq, &h);
+                let mut k = matvec(&w.wk, &h);
+                let v = matvec(&w.wv, &h);
                 rope(&mut q, hd, pos, self.theta);
                 rope(&mut k, hd, pos, self.theta);
-                let q = self.h16(q);
-                let k = self.h16(k);
                 k_cache[l].extend_from_slice(&k);
                 v_cache[l].extend_from_slice(&v);
                 let mut attn = vec![0f32; self.heads * hd];
@@ -213,22 +171,22 @@ impl RefLlama {
                         attn[head * hd + i] = (acc / total) as f32;
                     }
                 }
-                let o = self.mv(&w.wo, &attn);
+                let o = matvec(&w.wo, &attn);
                 x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
                 let h = rms_norm(&x, &w.ffn_norm, self.eps);
-                let g = self.mv(&w.gate, &h);
-                let u = self.mv(&w.up, &h);
+                let g = matvec(&w.gate, &h);
+                let u = matvec(&w.up, &h);
                 let act: Vec<f32> = g
                     .iter()
                     .zip(&u)
                     .map(|(&g, &u)| ((g as f64 / (1.0 + (-g as f64).exp())) * u as f64) as f32)
                     .collect();
                 debug_assert_eq!(act.len(), self.ffn);
-                let o = self.mv(&w.down, &act);
+                let o = matvec(&w.down, &act);
                 x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
             }
             let h = rms_norm(&x, &self.out_norm, self.eps);
-            let logits = self.mv(&self.output, &h);
+            let logits = matvec(&self.output, &h);
             debug_assert_eq!(logits.len(), self.vocab);
             all.push(logits);
         }

@@ -4,7 +4,7 @@
 use wick::pipeline::sampling::{argmax, SamplingParams};
 use wick::pipeline::stopping::StopCriteria;
 use wick::WickError;
-use wick_tests::load_engine;
+use wick_tests::{load_engine, load_engine_on};
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -76,4 +76,25 @@ fn prompt_over_the_context_is_a_typed_error() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn a_decode_step_is_one_submit_and_allocates_nothing() {
+    let own_ctx = std::sync::Arc::new(pollster::block_on(wick::gpu::GpuContext::new()).unwrap());
+    let mut engine = load_engine_on(own_ctx, MODEL, 32);
+    let prompt = engine.tokenize_prompt("Hello").unwrap();
+    pollster::block_on(engine.pipeline.prefill(&prompt, 1)).unwrap();
+    // The first decode step compiles nothing new but may create bind groups
+    // for the one-row shapes; measure the steady state after it.
+    pollster::block_on(engine.pipeline.decode(42)).unwrap();
+    let ctx = engine.pipeline.ctx().clone();
+    let before = ctx.counters.snapshot();
+    pollster::block_on(engine.pipeline.decode(43)).unwrap();
+    let step = ctx.counters.snapshot().since(before);
+    assert_eq!(step.submits, 1, "{step:?}");
+    assert_eq!(step.buffers_created, 0, "{step:?}");
+    assert_eq!(step.bind_groups_created, 0, "{step:?}");
+    assert_eq!(step.pipelines_created, 0, "{step:?}");
+    let vocab = engine.pipeline.model().config.vocab_size as u64;
+    assert_eq!(step.bytes_read_back, 4 * vocab, "{step:?}");
 }

@@ -238,6 +238,37 @@ fn decode_inverts_encode() {
     }
 }
 
+/// llama.cpp's ids for `TEXTS` (Chinese, Arabic, Hindi, emoji, combining
+/// marks, whitespace runs, code, special-token look-alikes), with and without
+/// special-token parsing: tests/data/tokenizer_llamacpp_texts.json, made with
+/// the llama-cpp-python version behind shared/golden (see its "about").
+#[test]
+fn multilingual_ids_match_llama_cpp() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tokenizer_llamacpp_texts.json");
+    let reference: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let texts: Vec<&str> = reference["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(texts, TEXTS, "regenerate {} for the new TEXTS", path.display());
+    for (model, cases) in reference["models"].as_object().unwrap() {
+        let tok = tokenizer(model);
+        for (mode, parse_special) in [("plain", false), ("special", true)] {
+            for (text, want) in TEXTS.iter().zip(cases[mode].as_array().unwrap()) {
+                let got = tok.encode(text, true, parse_special).unwrap();
+                assert_eq!(got, ids_of(want), "{model} ({mode}): {text:?}");
+            }
+        }
+    }
+}
+
+/// SmolLM2's vocab has no token for some bytes (0x04, 0xF1, 0xF2 ...).
+/// llama.cpp drops them, and does not merge the bytes on either side across them.
+#[test]
+fn bytes_without_a_token_are_dropped_as_llama_cpp_does() {
+    let tok = tokenizer(SMOLLM);
+    let got = tok.encode("gn\u{99f66}\u{425ff} x", true, false).unwrap();
+    assert_eq!(got, [3662, 243, 138, 116, 220, 241, 140, 1792]);
+    assert_eq!(tok.encode("a\u{4}b\u{6}c", true, false).unwrap(), [81, 82, 83]);
+}
+
 /// Whether some token in `ids` ends inside a UTF-8 character.
 fn splits_a_character(tok: &Tokenizer, ids: &[u32]) -> bool {
     let mut bytes = Vec::new();

@@ -3,15 +3,29 @@
 //! output head. It is the plain case of `decoder`: no biases, no q/k norms, no
 //! post-norms. Other architectures state how they differ from this file.
 
+use crate::format::gguf::GgufFile;
 use crate::kernels::activation::Activation;
 use crate::kernels::rope::RopeLayout;
 
 use super::config::{Meta, ModelConfig, RopeConfig};
 use super::decoder::{AttentionWeights, Block, Decoder, MlpWeights};
-use super::loader::{Loader, Need};
+use super::loader::{Need, TensorStore};
 use super::ModelError;
 
-pub fn config(meta: &Meta) -> Result<ModelConfig, ModelError> {
+pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
+    if file.meta("llama.expert_count").is_some() {
+        return Err(ModelError::UnsupportedArchitecture(
+            "llama with experts (Mixtral-style mixture of experts)".into(),
+        ));
+    }
+    base_config(&Meta {
+        file,
+        arch: "llama",
+    })
+}
+
+/// The metadata every Llama-like architecture shares, under its own prefix.
+pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
     let d_model = meta.usize("embedding_length")?;
     let n_heads = meta.usize("attention.head_count")?;
     let n_kv_heads = meta.usize_or("attention.head_count_kv", n_heads)?;
@@ -21,9 +35,9 @@ pub fn config(meta: &Meta) -> Result<ModelConfig, ModelError> {
         )));
     }
     let head_dim = meta.usize_or("attention.key_length", d_model / n_heads)?;
-    let file = meta.file;
     let vocab_size =
-        file.tensor("token_embd.weight")
+        meta.file
+            .tensor("token_embd.weight")
             .and_then(|t| t.dims.get(1).copied())
             .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))? as usize;
     Ok(ModelConfig {
@@ -53,17 +67,27 @@ pub fn config(meta: &Meta) -> Result<ModelConfig, ModelError> {
     })
 }
 
-/// The tensors of a decoder with Llama's naming (`blk.N.attn_q.weight`, ...),
-/// the optional ones only where the file has them.
-pub fn needs(cfg: &ModelConfig, loader: &Loader) -> Vec<Need> {
-    let (d, q, kv, ffn) = (cfg.d_model, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
+/// The tensors of a decoder with Llama's naming (`blk.N.attn_q.weight`, ...).
+/// The optional ones (biases, q/k norms, post-norms, a separate output head)
+/// are needed where the file has them, so variations of Llama reuse this.
+pub fn needs(cfg: &ModelConfig, file: &GgufFile) -> Vec<Need> {
+    let (d, q, kv, ffn, hd) = (
+        cfg.d_model,
+        cfg.q_dim(),
+        cfg.kv_dim(),
+        cfg.ffn_dim,
+        cfg.head_dim,
+    );
     let mut needs = vec![
         Need::matrix("token_embd.weight", cfg.vocab_size, d),
         Need::vector("output_norm.weight", d),
     ];
-    if loader.has("output.weight") {
-        needs.push(Need::matrix("output.weight", cfg.vocab_size, d));
-    }
+    let optional = [Need::matrix("output.weight", cfg.vocab_size, d)];
+    needs.extend(
+        optional
+            .into_iter()
+            .filter(|n| file.tensor(&n.name).is_some()),
+    );
     for l in 0..cfg.n_layers {
         let n = |s: &str| format!("blk.{l}.{s}");
         needs.extend([
@@ -77,68 +101,58 @@ pub fn needs(cfg: &ModelConfig, loader: &Loader) -> Vec<Need> {
             Need::matrix(n("ffn_up.weight"), ffn, d),
             Need::matrix(n("ffn_down.weight"), d, ffn),
         ]);
+        let optional = [
+            Need::vector(n("attn_q.bias"), q),
+            Need::vector(n("attn_k.bias"), kv),
+            Need::vector(n("attn_v.bias"), kv),
+            Need::vector(n("attn_q_norm.weight"), hd),
+            Need::vector(n("attn_k_norm.weight"), hd),
+            Need::vector(n("post_attention_norm.weight"), d),
+            Need::vector(n("post_ffw_norm.weight"), d),
+        ];
+        needs.extend(
+            optional
+                .into_iter()
+                .filter(|n| file.tensor(&n.name).is_some()),
+        );
     }
     needs
 }
 
-/// Uploads a decoder's weights with Llama's tensor names. Optional tensors
-/// (biases, q/k norms, post-norms, a separate output head) are taken when
-/// present, so variations of Llama reuse this with their own config.
-pub fn load_weights(cfg: ModelConfig, loader: &mut Loader) -> Result<Decoder, ModelError> {
-    loader.check_all(&needs(&cfg, loader))?;
-    let (d, q, kv, ffn) = (cfg.d_model, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
-    let token_embd = loader.matrix("token_embd.weight", cfg.vocab_size, d)?;
+/// Builds the decoder from the uploaded tensors named as in `needs`.
+pub fn build(cfg: ModelConfig, store: &mut TensorStore) -> Result<Decoder, ModelError> {
     let mut blocks = Vec::with_capacity(cfg.n_layers);
     for l in 0..cfg.n_layers {
         let n = |s: &str| format!("blk.{l}.{s}");
         let attn = AttentionWeights {
-            q: loader.matrix(&n("attn_q.weight"), q, d)?,
-            k: loader.matrix(&n("attn_k.weight"), kv, d)?,
-            v: loader.matrix(&n("attn_v.weight"), kv, d)?,
-            o: loader.matrix(&n("attn_output.weight"), d, q)?,
-            q_bias: loader.optional_vector(&n("attn_q.bias"), q)?,
-            k_bias: loader.optional_vector(&n("attn_k.bias"), kv)?,
-            v_bias: loader.optional_vector(&n("attn_v.bias"), kv)?,
-            q_norm: loader.optional_vector(&n("attn_q_norm.weight"), cfg.head_dim)?,
-            k_norm: loader.optional_vector(&n("attn_k_norm.weight"), cfg.head_dim)?,
+            q: store.matrix(&n("attn_q.weight"))?,
+            k: store.matrix(&n("attn_k.weight"))?,
+            v: store.matrix(&n("attn_v.weight"))?,
+            o: store.matrix(&n("attn_output.weight"))?,
+            q_bias: store.optional_vector(&n("attn_q.bias")),
+            k_bias: store.optional_vector(&n("attn_k.bias")),
+            v_bias: store.optional_vector(&n("attn_v.bias")),
+            q_norm: store.optional_vector(&n("attn_q_norm.weight")),
+            k_norm: store.optional_vector(&n("attn_k_norm.weight")),
         };
         blocks.push(Block {
-            attn_norm: loader.vector(&n("attn_norm.weight"), d)?,
+            attn_norm: store.vector(&n("attn_norm.weight"))?,
             attn,
-            post_attn_norm: loader.optional_vector(&n("post_attention_norm.weight"), d)?,
-            mlp_norm: loader.vector(&n("ffn_norm.weight"), d)?,
+            post_attn_norm: store.optional_vector(&n("post_attention_norm.weight")),
+            mlp_norm: store.vector(&n("ffn_norm.weight"))?,
             mlp: MlpWeights {
-                gate: loader.matrix(&n("ffn_gate.weight"), ffn, d)?,
-                up: loader.matrix(&n("ffn_up.weight"), ffn, d)?,
-                down: loader.matrix(&n("ffn_down.weight"), d, ffn)?,
+                gate: store.matrix(&n("ffn_gate.weight"))?,
+                up: store.matrix(&n("ffn_up.weight"))?,
+                down: store.matrix(&n("ffn_down.weight"))?,
             },
-            post_mlp_norm: loader.optional_vector(&n("post_ffw_norm.weight"), d)?,
+            post_mlp_norm: store.optional_vector(&n("post_ffw_norm.weight")),
         });
     }
-    let output = if loader.has("output.weight") {
-        Some(loader.matrix("output.weight", cfg.vocab_size, d)?)
-    } else {
-        None
-    };
     Ok(Decoder {
-        output_norm: loader.vector("output_norm.weight", d)?,
+        token_embd: store.matrix("token_embd.weight")?,
+        output_norm: store.vector("output_norm.weight")?,
+        output: store.optional_matrix("output.weight"),
         config: cfg,
-        token_embd,
         blocks,
-        output,
     })
-}
-
-pub fn load(loader: &mut Loader) -> Result<Decoder, ModelError> {
-    let file = loader.file;
-    if file.meta("llama.expert_count").is_some() {
-        return Err(ModelError::UnsupportedArchitecture(
-            "llama with experts (Mixtral-style mixture of experts)".into(),
-        ));
-    }
-    let cfg = config(&Meta {
-        file,
-        arch: "llama",
-    })?;
-    load_weights(cfg, loader)
 }

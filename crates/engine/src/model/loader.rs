@@ -1,9 +1,14 @@
-//! Uploading a model's tensors from a GGUF file, checked first.
+//! Loading a model's tensors onto the GPU, checked first, in file order.
 //!
-//! Architectures ask for tensors by name and expected shape. Every tensor an
-//! architecture needs is checked (present, shape, a type the GPU kernels
-//! support) before the first byte is uploaded, so a bad file fails fast with
-//! the tensor's name instead of half-way through a long upload.
+//! An architecture says which tensors it needs (name, kind, shape) from the
+//! header alone. Every one is checked (present, shape, a type the kernels
+//! decode) before the first byte is uploaded, so a bad file fails fast naming
+//! the tensor. Tensors are then uploaded in the order they lie in the file, so
+//! a source that arrives as a stream (a `fetch()` body in the browser) is
+//! uploaded tensor by tensor and never held whole in memory. The architecture
+//! finally takes its uploaded tensors out of the `TensorStore` by name.
+
+use std::collections::HashMap;
 
 use crate::format::gguf::{GgufFile, TensorInfo};
 use crate::format::quant::{dequantize, GgmlType};
@@ -24,136 +29,130 @@ pub const GPU_TYPES: [GgmlType; 8] = [
     GgmlType::Q6_K,
 ];
 
-/// Progress of a load, reported as bytes of tensor data uploaded.
-#[derive(Clone, Copy, Debug)]
+/// Progress of a load, in bytes of the file.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct LoadProgress {
     pub loaded: u64,
     pub total: u64,
 }
 
-/// A tensor an architecture needs: name and GGUF dims (contiguous first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NeedKind {
+    /// A weight matrix, kept in its stored format: `rows` outputs by `cols` inputs.
+    Matrix { rows: usize, cols: usize },
+    /// A norm weight or bias, dequantized to f32 (small, read often).
+    Vector { len: usize },
+}
+
+/// A tensor an architecture needs.
 #[derive(Clone, Debug)]
 pub struct Need {
     pub name: String,
-    pub dims: Vec<u64>,
+    pub kind: NeedKind,
 }
 
 impl Need {
     pub fn matrix(name: impl Into<String>, rows: usize, cols: usize) -> Need {
         Need {
             name: name.into(),
-            dims: vec![cols as u64, rows as u64],
+            kind: NeedKind::Matrix { rows, cols },
         }
     }
     pub fn vector(name: impl Into<String>, len: usize) -> Need {
         Need {
             name: name.into(),
-            dims: vec![len as u64],
+            kind: NeedKind::Vector { len },
+        }
+    }
+    /// GGUF dims (contiguous first) the tensor must have.
+    fn dims(&self) -> Vec<u64> {
+        match self.kind {
+            NeedKind::Matrix { rows, cols } => vec![cols as u64, rows as u64],
+            NeedKind::Vector { len } => vec![len as u64],
         }
     }
 }
 
-pub struct Loader<'a> {
-    pub ctx: &'a GpuContext,
-    pub file: &'a GgufFile,
-    bytes: &'a [u8],
-    progress: &'a mut dyn FnMut(LoadProgress),
-    loaded: u64,
-    total: u64,
-}
-
-impl<'a> Loader<'a> {
-    pub fn new(
-        ctx: &'a GpuContext,
-        file: &'a GgufFile,
-        bytes: &'a [u8],
-        progress: &'a mut dyn FnMut(LoadProgress),
-    ) -> Loader<'a> {
-        let total = file.tensors.iter().map(|t| t.n_bytes).sum();
-        Loader {
-            ctx,
-            file,
-            bytes,
-            progress,
-            loaded: 0,
-            total,
-        }
-    }
-
-    pub fn has(&self, name: &str) -> bool {
-        self.file.tensor(name).is_some()
-    }
-
-    /// Checks every needed tensor before anything is uploaded.
-    pub fn check_all(&self, needs: &[Need]) -> Result<(), ModelError> {
-        for need in needs {
-            self.check(need)?;
-        }
-        Ok(())
-    }
-
-    fn check(&self, need: &Need) -> Result<&'a TensorInfo, ModelError> {
-        let info = self
-            .file
+/// Checks every needed tensor against the header; returns them in file order.
+pub fn check_needs<'f>(
+    file: &'f GgufFile,
+    needs: &[Need],
+) -> Result<Vec<(&'f TensorInfo, Need)>, ModelError> {
+    let mut found = Vec::with_capacity(needs.len());
+    for need in needs {
+        let info = file
             .tensor(&need.name)
             .ok_or_else(|| ModelError::MissingTensor(need.name.clone()))?;
-        if info.dims != need.dims {
+        if info.dims != need.dims() {
             return Err(ModelError::TensorShape {
                 name: need.name.clone(),
-                expected: need.dims.clone(),
+                expected: need.dims(),
                 found: info.dims.clone(),
             });
         }
-        if !GPU_TYPES.contains(&info.dtype) {
+        let usable = match need.kind {
+            NeedKind::Matrix { .. } => GPU_TYPES.contains(&info.dtype),
+            NeedKind::Vector { .. } => info.dtype.can_dequantize(),
+        };
+        if !usable {
             return Err(ModelError::UnsupportedQuant {
                 tensor: need.name.clone(),
                 dtype: info.dtype.name().to_string(),
             });
         }
-        Ok(info)
+        found.push((info, need.clone()));
     }
+    found.sort_by_key(|(info, _)| info.offset);
+    Ok(found)
+}
 
-    fn data(&mut self, info: &TensorInfo) -> Result<&'a [u8], ModelError> {
-        let data = self.file.tensor_bytes(self.bytes, info)?;
-        self.loaded += info.n_bytes;
-        (self.progress)(LoadProgress {
-            loaded: self.loaded,
-            total: self.total,
-        });
-        Ok(data)
-    }
+/// Uploaded tensors, taken out by name as the architecture builds itself.
+#[derive(Default)]
+pub struct TensorStore {
+    matrices: HashMap<String, QuantMatrix>,
+    vectors: HashMap<String, BufferRef>,
+}
 
-    /// A weight matrix of `rows` outputs by `cols` inputs, in its stored format.
-    pub fn matrix(
+impl TensorStore {
+    /// Uploads one tensor from its complete bytes.
+    pub fn upload(
         &mut self,
-        name: &str,
-        rows: usize,
-        cols: usize,
-    ) -> Result<QuantMatrix, ModelError> {
-        let info = self.check(&Need::matrix(name, rows, cols))?;
-        let data = self.data(info)?;
-        Ok(QuantMatrix::upload(
-            self.ctx, name, info.dtype, rows, cols, data,
-        )?)
-    }
-
-    /// A vector (norm weight, bias) dequantized to f32: small, read often.
-    pub fn vector(&mut self, name: &str, len: usize) -> Result<BufferRef, ModelError> {
-        let info = self.check(&Need::vector(name, len))?;
-        let data = self.data(info)?;
-        let values = dequantize(info.dtype, data, len)?;
-        Ok(self.ctx.upload_f32(name, &values)?)
-    }
-
-    pub fn optional_vector(
-        &mut self,
-        name: &str,
-        len: usize,
-    ) -> Result<Option<BufferRef>, ModelError> {
-        if self.has(name) {
-            self.vector(name, len).map(Some)
-        } else {
-            Ok(None)
+        ctx: &GpuContext,
+        info: &TensorInfo,
+        need: &Need,
+        bytes: &[u8],
+    ) -> Result<(), ModelError> {
+        match need.kind {
+            NeedKind::Matrix { rows, cols } => {
+                let m = QuantMatrix::upload(ctx, &need.name, info.dtype, rows, cols, bytes)?;
+                self.matrices.insert(need.name.clone(), m);
+            }
+            NeedKind::Vector { len } => {
+                let values = dequantize(info.dtype, bytes, len)?;
+                self.vectors
+                    .insert(need.name.clone(), ctx.upload_f32(&need.name, &values)?);
+            }
         }
+        Ok(())
+    }
+
+    pub fn matrix(&mut self, name: &str) -> Result<QuantMatrix, ModelError> {
+        self.matrices
+            .remove(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+    }
+
+    pub fn vector(&mut self, name: &str) -> Result<BufferRef, ModelError> {
+        self.vectors
+            .remove(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+    }
+
+    pub fn optional_vector(&mut self, name: &str) -> Option<BufferRef> {
+        self.vectors.remove(name)
+    }
+
+    pub fn optional_matrix(&mut self, name: &str) -> Option<QuantMatrix> {
+        self.matrices.remove(name)
     }
 }

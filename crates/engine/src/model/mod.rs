@@ -15,7 +15,7 @@ use crate::gpu::GpuError;
 
 pub use config::ModelConfig;
 pub use decoder::{Decoder, Forward};
-pub use loader::LoadProgress;
+pub use loader::{LoadProgress, TensorStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -31,6 +31,8 @@ pub enum ModelError {
     },
     #[error("tensor '{tensor}' is stored as {dtype}, which wick's GPU kernels do not support")]
     UnsupportedQuant { tensor: String, dtype: String },
+    #[error("the model file is incomplete: {0}")]
+    Truncated(String),
     #[error("invalid model metadata: {0}")]
     Config(String),
     #[error(transparent)]
@@ -41,18 +43,34 @@ pub enum ModelError {
     Gpu(#[from] GpuError),
 }
 
-/// Reads the architecture from metadata and builds that architecture's model.
-/// Refuses an unknown architecture by name before anything is uploaded.
-pub fn load(
-    ctx: &crate::gpu::GpuContext,
-    file: &GgufFile,
-    bytes: &[u8],
-    progress: &mut dyn FnMut(LoadProgress),
-) -> Result<Decoder, ModelError> {
-    let arch = file.architecture()?.to_string();
-    let mut loader = loader::Loader::new(ctx, file, bytes, progress);
-    match arch.as_str() {
-        "llama" => llama::load(&mut loader),
-        other => Err(ModelError::UnsupportedArchitecture(other.to_string())),
+/// What loading a file will build: the architecture's config and the
+/// tensors it needs, decided from the header alone.
+pub struct Plan {
+    pub config: ModelConfig,
+    pub needs: Vec<loader::Need>,
+    build: fn(ModelConfig, &mut TensorStore) -> Result<Decoder, ModelError>,
+}
+
+impl Plan {
+    /// Reads the architecture from metadata and asks that architecture for its
+    /// config and tensors. An unknown architecture is refused by name before
+    /// anything is uploaded.
+    pub fn for_file(file: &GgufFile) -> Result<Plan, ModelError> {
+        let arch = file.architecture()?;
+        let (config, build): (_, fn(_, &mut _) -> _) = match arch {
+            "llama" => (llama::config(file)?, llama::build),
+            other => return Err(ModelError::UnsupportedArchitecture(other.to_string())),
+        };
+        let needs = llama::needs(&config, file);
+        Ok(Plan {
+            config,
+            needs,
+            build,
+        })
+    }
+
+    /// Builds the model from its uploaded tensors.
+    pub fn build(self, store: &mut TensorStore) -> Result<Decoder, ModelError> {
+        (self.build)(self.config, store)
     }
 }

@@ -24,6 +24,7 @@ impl FinishReason {
     }
 }
 
+#[derive(Clone, Debug)]
 pub struct StopCriteria {
     pub stop_ids: Vec<u32>,
     pub max_tokens: usize,

@@ -177,6 +177,7 @@ pub(crate) fn load(file: &GgufFile) -> Result<(Vocab, tokenizers::Tokenizer), To
         Some(pre) => {
             let merges = strings(file, "tokenizer.ggml.merges")?
                 .ok_or_else(|| TokenizerError::MissingMetadata("tokenizer.ggml.merges".into()))?;
+            v.barrier = Some(v.len() as u32);
             byte_level_tokenizer(&v, &merges, pre)?
         }
         None => sentencepiece_tokenizer(&v, scores.as_deref())?,
@@ -251,6 +252,9 @@ pub(crate) fn byte_level_pre_tokenizer(
     Ok(Sequence::new(steps).into())
 }
 
+/// The unknown-symbol text; no byte-level character or merge can produce it.
+const BARRIER_TEXT: &str = "\u{0}unknown\u{0}";
+
 fn byte_level_tokenizer(
     v: &Vocab,
     merges: &[String],
@@ -268,8 +272,16 @@ fn byte_level_tokenizer(
                 .then(|| (a.to_string(), b.to_string()))
         })
         .collect();
+    // A character with no token stays in the word as an unknown symbol, so
+    // its neighbours do not merge across it, and is then dropped: what
+    // llama.cpp does with bytes a vocab lacks (SmolLM2 has no token for 0xF1,
+    // for instance). The symbol is an id past the vocab that encode removes.
+    let mut vocab = bpe_vocab(v);
+    vocab.insert(BARRIER_TEXT.to_string(), v.len() as u32);
     let bpe = BPE::builder()
-        .vocab_and_merges(bpe_vocab(v), pairs)
+        .vocab_and_merges(vocab, pairs)
+        .unk_token(BARRIER_TEXT.to_string())
+        .fuse_unk(false)
         .ignore_merges(pre.ignore_merges)
         .build()
         .map_err(build_err)?;

@@ -148,7 +148,8 @@ impl Tokenizer {
                         .hf
                         .encode_fast(t.as_str(), false)
                         .map_err(|e| TokenizerError::Encode(e.to_string()))?;
-                    out.extend_from_slice(enc.get_ids());
+                    let ids = enc.get_ids().iter().copied();
+                    out.extend(ids.filter(|&id| Some(id) != v.barrier));
                     after_special = false;
                 }
             }
@@ -169,13 +170,14 @@ impl Tokenizer {
         } else {
             vec![Fragment::Text(text)]
         };
+        let present = BytePairs::of(text);
         for &id in &v.special_cache {
             let a = v.attrs[id as usize];
             if !parse_special && a & (attr::CONTROL | attr::UNKNOWN) != 0 {
                 continue;
             }
             let needle = v.tokens[id as usize].as_str();
-            if !text.contains(needle) {
+            if !present.may_contain(needle.as_bytes()) || !text.contains(needle) {
                 continue;
             }
             let mut next = Vec::with_capacity(fragments.len() + 2);

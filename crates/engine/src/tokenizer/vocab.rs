@@ -134,6 +134,9 @@ pub(crate) struct Vocab {
     pub escape_whitespace: bool,
     /// Decoding drops one leading space from the first piece that has text.
     pub strip_leading_space: bool,
+    /// An id past the vocab that the text model emits for a character it has
+    /// no token for; encoding drops it.
+    pub barrier: Option<u32>,
     /// End-of-generation ids, sorted.
     pub eog: Vec<u32>,
     /// Control, user-defined and unknown tokens, longest text first: the order
@@ -164,6 +167,7 @@ impl Vocab {
             add_space_prefix: false,
             escape_whitespace: false,
             strip_leading_space: false,
+            barrier: None,
             eog: Vec::new(),
             special_cache: Vec::new(),
         }

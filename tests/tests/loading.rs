@@ -1,0 +1,115 @@
+//! Loading: streamed in chunks equals loaded whole, and every bad file is a
+//! typed error naming the problem, found before any weight is uploaded.
+
+use wick::format::gguf::GgufFile;
+use wick::format::gguf_write::GgufWriter;
+use wick::format::quant::GgmlType;
+use wick::format::MetaValue;
+use wick::model::ModelError;
+use wick::pipeline::PipelineOptions;
+use wick::{engine::ModelLoader, WickError};
+use wick_tests::{gpu, model_path};
+
+const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn opts() -> PipelineOptions {
+    PipelineOptions {
+        ctx_len: Some(16),
+        ..Default::default()
+    }
+}
+
+fn load_in_chunks(bytes: &[u8], sizes: &[usize]) -> Result<wick::Engine, WickError> {
+    let mut loader = ModelLoader::new(gpu(), opts());
+    let mut at = 0;
+    let mut i = 0;
+    while at < bytes.len() {
+        let n = sizes[i % sizes.len()].min(bytes.len() - at);
+        loader.push(&bytes[at..at + n])?;
+        at += n;
+        i += 1;
+    }
+    loader.finish()
+}
+
+#[test]
+fn streamed_load_equals_whole_load() {
+    let bytes = std::fs::read(model_path(MODEL)).unwrap();
+    // Odd chunk sizes: the header and most tensors span several chunks.
+    let mut streamed = load_in_chunks(&bytes, &[1, 4093, 65_537, 1 << 20, 7]).unwrap();
+    let mut whole = load_in_chunks(&bytes, &[bytes.len()]).unwrap();
+    let ids = whole.tokenize_prompt("Streaming works").unwrap();
+    let a = pollster::block_on(whole.pipeline.prefill(&ids, 1)).unwrap();
+    let b = pollster::block_on(streamed.pipeline.prefill(&ids, 1)).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn truncated_file_is_a_typed_error() {
+    let bytes = std::fs::read(model_path(MODEL)).unwrap();
+    for cut in [10, 1000, bytes.len() / 2, bytes.len() - 1] {
+        let err = load_in_chunks(&bytes[..cut], &[1 << 20])
+            .err()
+            .expect("truncated file loaded");
+        assert!(
+            matches!(err, WickError::Model(ModelError::Truncated(_))),
+            "cut at {cut}: {err}"
+        );
+    }
+}
+
+/// A GGUF with SmolLM2's header (tokenizer included) but a changed
+/// architecture or one tensor re-typed, and no real weights.
+fn edited_header(arch: &str, retype: Option<(&str, GgmlType)>) -> Vec<u8> {
+    let bytes = std::fs::read(model_path(MODEL)).unwrap();
+    let gguf = GgufFile::parse(&bytes).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in &gguf.metadata {
+        let v = if k == "general.architecture" {
+            MetaValue::String(arch.into())
+        } else {
+            v.clone()
+        };
+        let k = k.replace("llama.", &format!("{arch}."));
+        w = w.meta(&k, v);
+    }
+    for t in &gguf.tensors {
+        let dtype = match retype {
+            Some((name, dtype)) if name == t.name => dtype,
+            _ => t.dtype,
+        };
+        let n = dtype.row_bytes(t.n_elements).unwrap() as usize;
+        w = w.tensor(&t.name, &t.dims, dtype, vec![0u8; n]);
+    }
+    w.to_bytes()
+}
+
+#[test]
+fn unknown_architecture_is_refused_by_name() {
+    let bytes = edited_header("mamba", None);
+    let err = load_in_chunks(&bytes, &[bytes.len()]).err().unwrap();
+    assert!(
+        matches!(&err, WickError::Model(ModelError::UnsupportedArchitecture(a)) if a == "mamba"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unsupported_quant_type_is_refused_by_tensor_name() {
+    let bytes = edited_header("llama", Some(("blk.3.ffn_up.weight", GgmlType::Q5_1)));
+    // A context of its own, so its counters see only this load.
+    let ctx = std::sync::Arc::new(pollster::block_on(wick::gpu::GpuContext::new()).unwrap());
+    let mut loader = ModelLoader::new(ctx.clone(), opts());
+    let err = loader.push(&bytes).err().unwrap();
+    match &err {
+        WickError::Model(ModelError::UnsupportedQuant { tensor, dtype }) => {
+            assert_eq!(
+                (tensor.as_str(), dtype.as_str()),
+                ("blk.3.ffn_up.weight", "Q5_1")
+            );
+        }
+        other => panic!("{other}"),
+    }
+    // Refused from the header, before any tensor was uploaded.
+    assert_eq!(ctx.counters.snapshot().buffers_created, 0);
+}
