@@ -6,8 +6,10 @@
 
 pub mod config;
 pub mod decoder;
+pub mod gemma3;
 pub mod llama;
 pub mod loader;
+pub mod qwen2;
 
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::format::quant::QuantError;
@@ -19,7 +21,7 @@ pub use loader::{LoadProgress, TensorStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("unsupported architecture '{0}' (wick runs: llama)")]
+    #[error("unsupported architecture '{0}' (wick runs: llama, qwen2, gemma3)")]
     UnsupportedArchitecture(String),
     #[error("tensor '{0}' is missing from the model file")]
     MissingTensor(String),
@@ -59,8 +61,11 @@ impl Plan {
         let arch = file.architecture()?;
         let (config, build): (_, fn(_, &mut _) -> _) = match arch {
             "llama" => (llama::config(file)?, llama::build),
+            "qwen2" => (qwen2::config(file)?, llama::build),
+            "gemma3" => (gemma3::config(file)?, llama::build),
             other => return Err(ModelError::UnsupportedArchitecture(other.to_string())),
         };
+        // Every architecture here names its tensors as Llama does.
         let needs = llama::needs(&config, file);
         Ok(Plan {
             config,

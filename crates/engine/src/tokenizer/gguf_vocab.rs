@@ -262,14 +262,18 @@ fn byte_level_tokenizer(
 ) -> Result<tokenizers::Tokenizer, TokenizerError> {
     // "a b" → (a, b), split at the first space after the first character.
     // Merges naming texts outside the vocab could never apply; they are dropped.
+    let mut joined = String::new();
     let pairs: Vec<(String, String)> = merges
         .iter()
         .filter_map(|m| {
             let (at, _) = m.char_indices().skip(1).find(|&(_, c)| c == ' ')?;
             let (a, b) = (&m[..at], &m[at + 1..]);
-            let known = v.ids.contains_key(a) && v.ids.contains_key(b);
-            (known && v.ids.contains_key(&format!("{a}{b}")))
-                .then(|| (a.to_string(), b.to_string()))
+            joined.clear();
+            joined.push_str(a);
+            joined.push_str(b);
+            let ids = &v.ids;
+            let known = ids.contains_key(a) && ids.contains_key(b) && ids.contains_key(&joined);
+            known.then(|| (a.to_string(), b.to_string()))
         })
         .collect();
     // A character with no token stays in the word as an unknown symbol, so
@@ -308,7 +312,7 @@ fn sentencepiece_tokenizer(
             }
         }
     }
-    ranked.sort_by(|a, b| {
+    ranked.sort_unstable_by(|a, b| {
         b.0.total_cmp(&a.0)
             .then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3)))
     });

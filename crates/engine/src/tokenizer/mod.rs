@@ -14,10 +14,13 @@
 //! does not "clean up" spaces before punctuation for the vocabs where llama.cpp
 //! does (`gpt-2`, `llama3`, `default` ...), so `decode(encode(s)) == s`.
 
+pub mod chat_template;
 mod gguf_vocab;
 mod hf_json;
 mod pretok;
 mod stream;
+#[cfg(test)]
+mod tests;
 mod vocab;
 
 pub use stream::StreamDecoder;

@@ -1,0 +1,219 @@
+//! Chat templates against Hugging Face's renderings and llama.cpp's token ids
+//! (`chat_templates_public.json`), plus the jinja2 behaviours templates rely on.
+//!
+//! Golden JSON: `$WICK_GOLDEN_DIR`, else `<workspace>/tests/fixtures/golden`,
+//! else `<workspace>/../shared/golden`. Models: `$WICK_MODELS_DIR`, else
+//! `<workspace>/models`; a missing one fails the test.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use super::*;
+use crate::format::gguf::{GgufError, GgufFile, MetaValue};
+use crate::format::gguf_write::GgufWriter;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn golden() -> Json {
+    let ws = workspace();
+    let dirs: Vec<PathBuf> = std::env::var_os("WICK_GOLDEN_DIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([ws.join("tests/fixtures/golden"), ws.join("../shared/golden")])
+        .collect();
+    let path = dirs
+        .iter()
+        .map(|d| d.join("chat_templates_public.json"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("chat_templates_public.json not found in {dirs:?}"));
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// The header of a model file, read in growing prefixes.
+fn header(name: &str) -> GgufFile {
+    let dir = std::env::var_os("WICK_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("models"));
+    let path = dir.join(name);
+    let mut f = File::open(&path).unwrap_or_else(|e| {
+        panic!("{}: {e} (run scripts/fetch-models.sh all)", path.display())
+    });
+    let mut buf = Vec::new();
+    let mut want: u64 = 8 << 20;
+    loop {
+        let have = buf.len() as u64;
+        (&mut f)
+            .take(want.saturating_sub(have))
+            .read_to_end(&mut buf)
+            .unwrap();
+        match GgufFile::parse_header(&buf) {
+            Ok(h) => return h,
+            Err(GgufError::NeedMoreHeader { needed_at_least })
+                if (buf.len() as u64) < needed_at_least =>
+            {
+                want = needed_at_least.max(want * 2);
+            }
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+}
+
+fn messages_of(case: &Json) -> Vec<ChatMessage> {
+    case["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect()
+}
+
+#[test]
+fn renders_like_hugging_face() {
+    for entry in golden().as_array().unwrap() {
+        let model = entry["model"].as_str().unwrap();
+        let t = ChatTemplate::new(
+            entry["chat_template"].as_str().unwrap(),
+            entry["bos_token"].as_str().unwrap(),
+            entry["eos_token"].as_str().unwrap(),
+        )
+        .unwrap();
+        for case in entry["cases"].as_array().unwrap() {
+            let agp = case["add_generation_prompt"].as_bool().unwrap();
+            let want = case["rendered"].as_str().unwrap();
+            assert_eq!(t.render(&messages_of(case), agp).unwrap(), want, "{model}");
+            let json = case["messages"].to_string();
+            assert_eq!(t.render_json(&json, None, agp).unwrap(), want, "{model}");
+        }
+    }
+}
+
+#[test]
+fn gguf_templates_render_and_tokenize_like_llama_cpp() {
+    for entry in golden().as_array().unwrap() {
+        let model = entry["model"].as_str().unwrap();
+        let file = header(model);
+        let tok = Tokenizer::from_gguf(&file).unwrap();
+        let t = ChatTemplate::from_gguf(&file, &tok).unwrap();
+        assert_eq!(t.source(), entry["chat_template"].as_str().unwrap(), "{model}");
+        assert_eq!(t.eos_token, entry["eos_token"].as_str().unwrap(), "{model}");
+        for case in entry["cases"].as_array().unwrap() {
+            let agp = case["add_generation_prompt"].as_bool().unwrap();
+            let text = t.render(&messages_of(case), agp).unwrap();
+            assert_eq!(text, case["rendered"].as_str().unwrap(), "{model}");
+            let want: Vec<u32> = case["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect();
+            assert_eq!(t.encode(&tok, &text).unwrap(), want, "{model}: {text:?}");
+        }
+        // Generation stops at the template's end of turn.
+        let eot = tok.token_id(&t.eos_token).unwrap();
+        assert!(tok.stop_ids().contains(&eot), "{model}");
+    }
+}
+
+#[test]
+fn missing_template_is_a_typed_error() {
+    let entry = &golden()[0];
+    let tok = Tokenizer::from_gguf(&header(entry["model"].as_str().unwrap())).unwrap();
+    let bytes = GgufWriter::new()
+        .meta("general.architecture", MetaValue::String("llama".into()))
+        .to_bytes();
+    let file = GgufFile::parse(&bytes).unwrap();
+    assert_eq!(
+        ChatTemplate::from_gguf(&file, &tok).unwrap_err(),
+        ChatTemplateError::Missing
+    );
+}
+
+fn render(src: &str, messages: &[ChatMessage]) -> Result<String, ChatTemplateError> {
+    ChatTemplate::new(src, "<s>", "</s>")?.render(messages, true)
+}
+
+#[test]
+fn errors_are_typed() {
+    let msgs = [ChatMessage::new("user", "hi")];
+    assert!(matches!(
+        ChatTemplate::new("{% for m in messages %}", "", ""),
+        Err(ChatTemplateError::Syntax(_))
+    ));
+    let raised = "{% if messages[0].role != 'system' %}{{ raise_exception('System first!') }}{% endif %}";
+    assert_eq!(
+        render(raised, &msgs),
+        Err(ChatTemplateError::Raised("System first!".into()))
+    );
+    assert!(matches!(
+        render("{{ messages | no_such_filter }}", &msgs),
+        Err(ChatTemplateError::Syntax(_) | ChatTemplateError::Render(_))
+    ));
+    assert!(matches!(
+        render("{{ 1 / 0 }}", &msgs),
+        Err(ChatTemplateError::Render(_))
+    ));
+    let t = ChatTemplate::new("{{ messages }}", "", "").unwrap();
+    assert!(matches!(
+        t.render_json("{\"role\": \"user\"}", None, true),
+        Err(ChatTemplateError::Messages(_))
+    ));
+    assert!(matches!(
+        t.render_json("[{\"content\": \"x\"}]", None, true),
+        Err(ChatTemplateError::Messages(_))
+    ));
+    assert!(matches!(
+        t.render_json("not json", None, true),
+        Err(ChatTemplateError::Messages(_))
+    ));
+}
+
+#[test]
+fn jinja2_behaviours() {
+    let msgs = [
+        ChatMessage::new("system", "  Be brief.  "),
+        ChatMessage::new("user", "Hello"),
+    ];
+    // trim_blocks + lstrip_blocks, and the final newline dropped.
+    let src = "{% for m in messages %}\n    {% if m.role == 'user' %}\n[{{ m.content }}]\n    {% endif %}\n{% endfor %}\n";
+    assert_eq!(render(src, &msgs).unwrap(), "[Hello]\n");
+    // Python string methods (pycompat) and loop controls.
+    let src = "{% for m in messages %}{% if m.role == 'user' %}{% break %}{% endif %}\
+               {{ m.content.strip().upper() }}|{{ m.role.startswith('sys') }}{% endfor %}";
+    assert_eq!(render(src, &msgs).unwrap(), "BE BRIEF.|true");
+    // bos/eos and add_generation_prompt.
+    let src = "{{ bos_token }}{% if add_generation_prompt %}go{% endif %}{{ eos_token }}";
+    assert_eq!(render(src, &msgs).unwrap(), "<s>go</s>");
+}
+
+#[test]
+fn tojson_is_pythons_json_dumps() {
+    let t = ChatTemplate::new("{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}", "", "")
+        .unwrap();
+    let tools = r#"[{"name": "f<x>", "b": 1, "a": [1.5, 2.0, "é\"\n", null, true], "e": {}}]"#;
+    let out = t.render_json("[]", Some(tools), false).unwrap();
+    assert_eq!(
+        out,
+        "[{\"name\": \"f<x>\", \"b\": 1, \"a\": [1.5, 2.0, \"é\\\"\\n\", null, true], \"e\": {}}]|{\n  \
+         \"name\": \"f<x>\",\n  \"b\": 1,\n  \"a\": [\n    1.5,\n    2.0,\n    \"é\\\"\\n\",\n    null,\n    true\n  ],\n  \"e\": {}\n}"
+    );
+    assert_eq!(python_float(1e16), "1e+16");
+    assert_eq!(python_float(1.5e-7), "1.5e-07");
+    assert_eq!(python_float(0.1), "0.1");
+    assert_eq!(python_float(-3.0), "-3.0");
+}
+
+#[test]
+fn strftime_formats_utc_dates() {
+    assert_eq!(strftime("%d %b %Y", 0), "01 Jan 1970");
+    // 2023-11-14 22:13:20 UTC, a Tuesday
+    assert_eq!(
+        strftime("%A %a %d %B %m %y %H:%M:%S %-d %%", 1_700_000_000),
+        "Tuesday Tue 14 November 11 23 22:13:20 14 %"
+    );
+    assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+}
