@@ -93,9 +93,21 @@ pub fn golden(file: &str, model: &str) -> GoldenModel {
         .unwrap_or_else(|| panic!("no golden cases for {model} in {file}"))
 }
 
-/// Tolerance on each of the reference's top-20 logits (provisional: see the
-/// closing note; measured differences are up to ~0.85 on SmolLM2).
-pub const TOLERANCE: f32 = 1.0;
+/// Tolerance on each of the reference's top-20 logits.
+///
+/// The reference is llama.cpp's CPU backend, which rounds activations to 8
+/// bits inside quantized dot products and keeps the KV cache in f16; wick
+/// keeps both in f32. How much such numerics alone move these small models'
+/// logits was measured with llama.cpp itself (llama-cpp-python 0.3.36, the
+/// golden files' version): with its defaults it reproduces the golden logits
+/// to 5e-5, and with nothing changed but an f32 KV cache its top-20 logits move
+/// by up to 1.20 (gemma-3-270m), 0.93 (SmolLM2-135M) and 0.53 (Qwen2.5-0.5B)
+/// over the public prompts. wick's measured differences are below those
+/// (0.98, 0.84, 0.36). 1.25 admits that numerical noise and nothing more: a
+/// real error (a wrong RoPE pairing, norm or quant decode) moves logits by
+/// several units and flips argmaxes. The tight end-to-end check is
+/// `reference_smollm2.rs`, against an f64 CPU forward pass (2e-3).
+pub const TOLERANCE: f32 = 1.25;
 /// Where the reference's top-1 leads its top-2 by more than this, the argmax
 /// must agree.
 pub const CLEAR_MARGIN: f32 = 0.5;
@@ -105,6 +117,8 @@ pub const CLEAR_MARGIN: f32 = 0.5;
 pub struct PositionDiff {
     /// Largest |ours - reference| over the reference's top-20 tokens.
     pub max_abs: f32,
+    /// Mean |ours - reference| over them.
+    pub mean_abs: f32,
     /// Whether our argmax is the reference's top-1.
     pub argmax_agrees: bool,
     /// Reference top-1 minus top-2 logit.
@@ -112,13 +126,16 @@ pub struct PositionDiff {
 }
 
 pub fn compare_position(ours: &[f32], reference: &[(u32, f32)]) -> PositionDiff {
-    let max_abs = reference
+    let diffs: Vec<f32> = reference
         .iter()
         .map(|&(id, logit)| (ours[id as usize] - logit).abs())
-        .fold(0.0, f32::max);
+        .collect();
+    let max_abs = diffs.iter().copied().fold(0.0, f32::max);
+    let mean_abs = diffs.iter().sum::<f32>() / diffs.len() as f32;
     let argmax = wick::pipeline::sampling::argmax(ours);
     PositionDiff {
         max_abs,
+        mean_abs,
         argmax_agrees: argmax == reference[0].0,
         margin: reference[0].1 - reference[1].1,
     }
@@ -127,8 +144,13 @@ pub fn compare_position(ours: &[f32], reference: &[(u32, f32)]) -> PositionDiff 
 /// Teacher-forces `prompt_ids + greedy_ids` and checks every reference
 /// position: each top-20 logit within `tol`, and the argmax equal wherever the
 /// reference's top-1/top-2 margin exceeds `clear_margin`. Returns the largest
-/// deviation seen, for the test's log.
-pub fn check_case(engine: &mut Engine, case: &GoldenCase, tol: f32, clear_margin: f32) -> f32 {
+/// and the mean deviation seen, for the test's log.
+pub fn check_case(
+    engine: &mut Engine,
+    case: &GoldenCase,
+    tol: f32,
+    clear_margin: f32,
+) -> (f32, f32) {
     let mut ids = case.prompt_ids.clone();
     ids.extend_from_slice(&case.greedy_ids);
     // Position p's logits predict token p + 1; the reference covers
@@ -144,10 +166,12 @@ pub fn check_case(engine: &mut Engine, case: &GoldenCase, tol: f32, clear_margin
     let rows = pollster::block_on(engine.pipeline.prefill(&ids[..needed], positions))
         .unwrap_or_else(|e| panic!("{:?}: {e}", case.prompt));
     let mut worst = 0.0f32;
+    let mut mean = 0.0f32;
     for (i, (ours, reference)) in rows.iter().zip(&case.topk_per_position).enumerate() {
         let pos = case.first_position + i;
         let d = compare_position(ours, reference);
         worst = worst.max(d.max_abs);
+        mean += d.mean_abs / positions as f32;
         assert!(
             d.max_abs <= tol,
             "{:?} position {pos}: a top-20 logit is {} from llama.cpp's (tolerance {tol})",
@@ -162,6 +186,6 @@ pub fn check_case(engine: &mut Engine, case: &GoldenCase, tol: f32, clear_margin
             );
         }
     }
-    worst
+    (worst, mean)
 }
 pub mod reference;

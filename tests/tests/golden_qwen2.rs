@@ -11,7 +11,10 @@ fn qwen2_matches_llama_cpp() {
     for case in golden("llamacpp_public.json", MODEL).cases {
         let ids = engine.tokenize_prompt(&case.prompt).unwrap();
         assert_eq!(ids, case.prompt_ids, "{:?}", case.prompt);
-        let worst = check_case(&mut engine, &case, TOLERANCE, CLEAR_MARGIN);
-        eprintln!("{:?}: max |logit diff| {worst:.4}", case.prompt);
+        let (worst, mean) = check_case(&mut engine, &case, TOLERANCE, CLEAR_MARGIN);
+        eprintln!(
+            "{:?}: max |logit diff| {worst:.4}, mean {mean:.4}",
+            case.prompt
+        );
     }
 }
