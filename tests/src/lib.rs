@@ -188,4 +188,20 @@ pub fn check_case(
     }
     (worst, mean)
 }
+/// Checks every case of `file` (a golden JSON) for `model`: prompt ids
+/// identical to llama.cpp's, then `check_case` with the shared tolerances.
+pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
+    let mut engine = load_engine(model, ctx_len);
+    for case in golden(file, model).cases {
+        let ids = engine.tokenize_prompt(&case.prompt).unwrap();
+        assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
+        let (worst, mean) = check_case(&mut engine, &case, TOLERANCE, CLEAR_MARGIN);
+        eprintln!(
+            "{model} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}",
+            case.prompt.chars().take(40).collect::<String>(),
+            case.prompt_ids.len()
+        );
+    }
+}
+
 pub mod reference;

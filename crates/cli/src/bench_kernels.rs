@@ -3,9 +3,9 @@
 //! The ratio says how close each decode matmul gets to what the memory allows.
 
 use serde_json::json;
-use wick::format::quant::GgmlType;
 use wick::gpu::GpuContext;
 use wick::kernels::bench::{copy_bandwidth, gemv_bandwidth};
+use wick::kernels::weights::GPU_DTYPES;
 
 use crate::CliResult;
 
@@ -23,17 +23,6 @@ pub struct BenchKernelsArgs {
     pub json: bool,
 }
 
-const TYPES: [GgmlType; 8] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::Q8_0,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q4_K,
-    GgmlType::Q6_K,
-];
-
 pub fn run(args: BenchKernelsArgs) -> CliResult {
     if args.rows == 0 || args.cols == 0 || args.cols % 256 != 0 || args.iters == 0 {
         return Err("--rows and --iters must be >= 1 and --cols a positive multiple of 256".into());
@@ -42,7 +31,7 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
     // 256 MiB copies: larger than any cache, like the GEMV's rotating weights.
     let copy_gbps = pollster::block_on(copy_bandwidth(&ctx, 256 << 20, 16))?;
     let mut rows = Vec::new();
-    for dtype in TYPES {
+    for dtype in GPU_DTYPES {
         let b = pollster::block_on(gemv_bandwidth(
             &ctx, dtype, args.rows, args.cols, args.iters,
         ))?;

@@ -1,28 +1,19 @@
 //! `wick generate`: stream a completion to stdout.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use serde_json::json;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stopping::StopCriteria;
-use wick::pipeline::PipelineOptions;
 use wick::tokenizer::StreamDecoder;
 
-use crate::load::{load, prompt_ids};
+use crate::load::ModelInput;
 use crate::CliResult;
 
 #[derive(clap::Args)]
 pub struct GenerateArgs {
-    /// GGUF model file.
-    #[arg(long)]
-    pub model: PathBuf,
-    /// Prompt text (tokenized with BOS where the model wants it).
-    #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
-    pub prompt: Option<String>,
-    /// Prompt token ids, used verbatim: 1,2,3.
-    #[arg(long, value_parser = crate::load::parse_ids)]
-    pub ids: Option<Vec<u32>>,
+    #[command(flatten)]
+    pub input: ModelInput,
     #[arg(long, default_value_t = 64)]
     pub max_tokens: usize,
     /// 0 samples greedily.
@@ -35,9 +26,6 @@ pub struct GenerateArgs {
     pub top_p: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// KV cache length (default: the model's, capped to what the GPU holds).
-    #[arg(long)]
-    pub ctx_len: Option<usize>,
     /// Print one JSON object at the end instead of streaming text.
     #[arg(long)]
     pub json: bool,
@@ -54,13 +42,9 @@ pub fn run(args: GenerateArgs) -> CliResult {
     if args.max_tokens == 0 {
         return Err("--max-tokens must be at least 1".into());
     }
-    let opts = PipelineOptions {
-        ctx_len: args.ctx_len,
-        ..Default::default()
-    };
-    let loaded = load(&args.model, &opts, args.json)?;
+    let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;
-    let prompt = prompt_ids(&engine, args.prompt.as_deref(), args.ids.as_deref())?;
+    let prompt = args.input.ids(&engine)?;
     let stop = StopCriteria {
         stop_ids: engine.tokenizer.stop_ids(),
         max_tokens: args.max_tokens,

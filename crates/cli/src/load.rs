@@ -60,6 +60,48 @@ pub fn load(
     })
 }
 
+/// What `generate` and `logits` read: a model and an input to run it on.
+#[derive(clap::Args)]
+pub struct ModelInput {
+    /// GGUF model file.
+    #[arg(long)]
+    pub model: std::path::PathBuf,
+    /// Input text, tokenized with BOS where the model wants it.
+    #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
+    pub prompt: Option<String>,
+    /// Input token ids, used verbatim (no BOS added): 1,2,3.
+    #[arg(long, value_parser = parse_ids)]
+    pub ids: Option<Vec<u32>>,
+    /// KV cache length (default: the model's, capped to what the GPU holds).
+    #[arg(long)]
+    pub ctx_len: Option<usize>,
+}
+
+impl ModelInput {
+    pub fn load(&self, quiet: bool) -> Result<Loaded, Box<dyn std::error::Error>> {
+        let opts = PipelineOptions {
+            ctx_len: self.ctx_len,
+            ..Default::default()
+        };
+        load(&self.model, &opts, quiet)
+    }
+
+    /// The input as ids: `--ids` verbatim, or `--prompt` tokenized as
+    /// llama.cpp does for a raw prompt. Ids outside the vocabulary are refused.
+    pub fn ids(&self, engine: &Engine) -> Result<Vec<u32>, Box<dyn std::error::Error>> {
+        let ids = match (&self.prompt, &self.ids) {
+            (_, Some(ids)) => ids.clone(),
+            (Some(text), None) => engine.tokenize_prompt(text)?,
+            (None, None) => return Err("give --prompt TEXT or --ids 1,2,3".into()),
+        };
+        let vocab = engine.pipeline.model().config.vocab_size;
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(format!("token id {bad} is outside the vocabulary of {vocab}").into());
+        }
+        Ok(ids)
+    }
+}
+
 /// `--ids 1,2,3` parsing for clap.
 pub fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
     let ids: Result<Vec<u32>, _> = s
@@ -70,23 +112,4 @@ pub fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
         Ok(ids) if ids.is_empty() => Err("no ids given".into()),
         other => other,
     }
-}
-
-/// The prompt as ids: `--ids` verbatim, or `--prompt` tokenized as llama.cpp
-/// does for a raw prompt. Ids outside the vocabulary are refused.
-pub fn prompt_ids(
-    engine: &Engine,
-    prompt: Option<&str>,
-    ids: Option<&[u32]>,
-) -> Result<Vec<u32>, Box<dyn std::error::Error>> {
-    let ids = match (prompt, ids) {
-        (_, Some(ids)) => ids.to_vec(),
-        (Some(text), None) => engine.tokenize_prompt(text)?,
-        (None, None) => return Err("give --prompt TEXT or --ids 1,2,3".into()),
-    };
-    let vocab = engine.pipeline.model().config.vocab_size;
-    if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
-        return Err(format!("token id {bad} is outside the vocabulary of {vocab}").into());
-    }
-    Ok(ids)
 }

@@ -4,28 +4,20 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use serde_json::json;
-use wick::pipeline::PipelineOptions;
 
-use crate::load::{load, prompt_ids};
+use crate::load::ModelInput;
 use crate::CliResult;
 
 #[derive(clap::Args)]
 pub struct LogitsArgs {
-    #[arg(long)]
-    pub model: PathBuf,
-    #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
-    pub prompt: Option<String>,
-    /// Token ids, used verbatim (no BOS added): 1,2,3.
-    #[arg(long, value_parser = crate::load::parse_ids)]
-    pub ids: Option<Vec<u32>>,
+    #[command(flatten)]
+    pub input: ModelInput,
     /// How many final positions to report.
     #[arg(long, default_value_t = 1)]
     pub last: usize,
     /// How many of the highest logits to print per position.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
-    #[arg(long)]
-    pub ctx_len: Option<usize>,
     #[arg(long)]
     pub json: bool,
     /// Write the raw little-endian f32 logits here: `last` rows of vocab size.
@@ -50,12 +42,8 @@ pub fn run(args: LogitsArgs) -> CliResult {
     if args.last == 0 {
         return Err("--last must be at least 1".into());
     }
-    let opts = PipelineOptions {
-        ctx_len: args.ctx_len,
-        ..Default::default()
-    };
-    let mut engine = load(&args.model, &opts, args.json)?.engine;
-    let ids = prompt_ids(&engine, args.prompt.as_deref(), args.ids.as_deref())?;
+    let mut engine = args.input.load(args.json)?.engine;
+    let ids = args.input.ids(&engine)?;
     let rows = pollster::block_on(engine.pipeline.prefill(&ids, args.last))?;
     if let Some(path) = &args.dump {
         let mut file = std::fs::File::create(path)

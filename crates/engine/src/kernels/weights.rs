@@ -89,7 +89,8 @@ impl GpuFormat {
     }
 }
 
-/// The GPU-decodable dtypes, for tests and the benchmark.
+/// The dtypes the matmul and embedding kernels decode: what a model's
+/// weight matrices may be stored as.
 pub const GPU_DTYPES: [GgmlType; 8] = [
     GgmlType::F32,
     GgmlType::F16,

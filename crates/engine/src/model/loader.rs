@@ -11,23 +11,11 @@
 use std::collections::HashMap;
 
 use crate::format::gguf::{GgufFile, TensorInfo};
-use crate::format::quant::{dequantize, GgmlType};
+use crate::format::quant::dequantize;
 use crate::gpu::{BufferRef, GpuContext};
-use crate::kernels::weights::QuantMatrix;
+use crate::kernels::weights::{QuantMatrix, GPU_DTYPES};
 
 use super::ModelError;
-
-/// Types the matmul and embedding kernels decode.
-pub const GPU_TYPES: [GgmlType; 8] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::Q8_0,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q4_K,
-    GgmlType::Q6_K,
-];
 
 /// Progress of a load, in bytes of the file.
 #[derive(Clone, Copy, Debug, Default)]
@@ -91,7 +79,7 @@ pub fn check_needs<'f>(
             });
         }
         let usable = match need.kind {
-            NeedKind::Matrix { .. } => GPU_TYPES.contains(&info.dtype),
+            NeedKind::Matrix { .. } => GPU_DTYPES.contains(&info.dtype),
             NeedKind::Vector { .. } => info.dtype.can_dequantize(),
         };
         if !usable {
