@@ -71,7 +71,7 @@ pub struct ModelInput {
     pub prompt: Option<String>,
     /// Input token ids, used verbatim (no BOS added): 1,2,3.
     #[arg(long, value_parser = parse_ids)]
-    pub ids: Option<Vec<u32>>,
+    pub ids: Option<IdList>,
     /// KV cache length (default: the model's, capped to what the GPU holds).
     #[arg(long)]
     pub ctx_len: Option<usize>,
@@ -90,7 +90,7 @@ impl ModelInput {
     /// llama.cpp does for a raw prompt. Ids outside the vocabulary are refused.
     pub fn ids(&self, engine: &Engine) -> Result<Vec<u32>, Box<dyn std::error::Error>> {
         let ids = match (&self.prompt, &self.ids) {
-            (_, Some(ids)) => ids.clone(),
+            (_, Some(IdList(ids))) => ids.clone(),
             (Some(text), None) => engine.tokenize_prompt(text)?,
             (None, None) => return Err("give --prompt TEXT or --ids 1,2,3".into()),
         };
@@ -102,14 +102,19 @@ impl ModelInput {
     }
 }
 
+/// Token ids given on the command line as one comma-separated value (a
+/// newtype, so clap does not take `Vec` to mean a repeated flag).
+#[derive(Clone, Debug)]
+pub struct IdList(pub Vec<u32>);
+
 /// `--ids 1,2,3` parsing for clap.
-pub fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
+pub fn parse_ids(s: &str) -> Result<IdList, String> {
     let ids: Result<Vec<u32>, _> = s
         .split(',')
         .map(|t| t.trim().parse::<u32>().map_err(|e| format!("'{t}': {e}")))
         .collect();
     match ids {
         Ok(ids) if ids.is_empty() => Err("no ids given".into()),
-        other => other,
+        other => other.map(IdList),
     }
 }

@@ -1,0 +1,143 @@
+//! The `wick` binary as a user runs it: JSON outputs, and bad input answered
+//! with one clear error line and a non-zero exit, never a panic.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn model() -> PathBuf {
+    let dir = std::env::var_os("WICK_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
+    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        path.exists(),
+        "model file {} not found: run scripts/fetch-models.sh",
+        path.display()
+    );
+    path
+}
+
+fn wick(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(args)
+        .output()
+        .expect("run wick")
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = wick(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr}"
+    );
+}
+
+#[test]
+fn tokenize_json_gives_llama_cpp_ids() {
+    let m = model();
+    let out = wick(&[
+        "tokenize",
+        "--model",
+        m.to_str().unwrap(),
+        "--text",
+        "The capital of France is",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // llama.cpp's ids for this prompt (tests/fixtures/golden/llamacpp_public.json).
+    assert_eq!(v["ids"], serde_json::json!([504, 3575, 282, 4649, 314]));
+}
+
+#[test]
+fn greedy_generate_json_continues_with_logits_argmax() {
+    let m = model();
+    let m = m.to_str().unwrap();
+    let out = wick(&[
+        "generate",
+        "--model",
+        m,
+        "--ids",
+        "504,3575,282",
+        "--max-tokens",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(gen["finish_reason"], "length");
+    let out = wick(&[
+        "logits",
+        "--model",
+        m,
+        "--ids",
+        "504,3575,282",
+        "--top",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let logits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(gen["ids"][0], logits["positions"][0]["top"][0][0]);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let m = model();
+    let m = m.to_str().unwrap();
+    fails_with(
+        &["generate", "--model", "/no/such.gguf", "--prompt", "hi"],
+        "cannot open model file",
+    );
+    fails_with(&["generate", "--model", m, "--ids", "1,x"], "invalid value");
+    fails_with(
+        &["generate", "--model", m, "--prompt", "hi", "--top-p", "0"],
+        "top_p",
+    );
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            m,
+            "--prompt",
+            "hi",
+            "--temperature=-1",
+        ],
+        "temperature",
+    );
+    fails_with(
+        &["generate", "--model", m, "--ids", "99999999"],
+        "outside the vocabulary",
+    );
+    fails_with(
+        &["logits", "--model", m, "--ids", "1,2,3", "--ctx-len", "2"],
+        "do not fit the context",
+    );
+    let not_gguf = std::env::temp_dir().join("wick-cli-test-not-a-model.gguf");
+    std::fs::write(&not_gguf, b"this is not a gguf file at all").unwrap();
+    fails_with(
+        &[
+            "tokenize",
+            "--model",
+            not_gguf.to_str().unwrap(),
+            "--text",
+            "x",
+        ],
+        "magic",
+    );
+}
