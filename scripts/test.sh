@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every check and test: formatting, clippy, and the whole workspace's
-# tests in release (CPU references are ~100x slower in debug) on lavapipe.
+# Runs every check and test: formatting, clippy, the whole workspace's tests
+# in release (CPU references are ~100x slower in debug) on lavapipe, then the
+# browser tests (wasm build, npm package, headless Chromium on SwiftShader).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -10,3 +11,4 @@ scripts/setup.sh all
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo test --workspace --release
+scripts/test-web.sh

@@ -4,6 +4,7 @@ use crate::format::gguf::GgufError;
 use crate::gpu::GpuError;
 use crate::model::ModelError;
 use crate::pipeline::sampling::SamplingError;
+use crate::tokenizer::chat_template::ChatTemplateError;
 use crate::tokenizer::TokenizerError;
 
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +17,8 @@ pub enum WickError {
     Model(#[from] ModelError),
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    #[error(transparent)]
+    ChatTemplate(#[from] ChatTemplateError),
     #[error(transparent)]
     Sampling(#[from] SamplingError),
     #[error(

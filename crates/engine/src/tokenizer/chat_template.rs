@@ -77,11 +77,7 @@ impl ChatTemplate {
             id.and_then(|id| tokenizer.token_text(id))
                 .unwrap_or_default()
         };
-        ChatTemplate::new(
-            source,
-            text(tokenizer.bos_id()),
-            text(tokenizer.eos_id()),
-        )
+        ChatTemplate::new(source, text(tokenizer.bos_id()), text(tokenizer.eos_id()))
     }
 
     /// Parses `source` (a syntax error is reported here, not at render time).
@@ -179,7 +175,11 @@ impl ChatTemplate {
     /// Token ids of a rendered conversation: special-token text (`<|im_start|>`)
     /// becomes those tokens, and BOS is added where the model's metadata asks
     /// for it unless the template already wrote it (no double BOS).
-    pub fn encode(&self, tokenizer: &Tokenizer, rendered: &str) -> Result<Vec<u32>, super::TokenizerError> {
+    pub fn encode(
+        &self,
+        tokenizer: &Tokenizer,
+        rendered: &str,
+    ) -> Result<Vec<u32>, super::TokenizerError> {
         let starts_with_bos = !self.bos_token.is_empty() && rendered.starts_with(&self.bos_token);
         tokenizer.encode(rendered, !starts_with_bos, true)
     }
@@ -246,13 +246,7 @@ fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
     let _: Option<Value> = kwargs.get("separators")?;
     kwargs.assert_all_used()?;
     let mut out = String::new();
-    write_json(
-        &value,
-        indent,
-        sort_keys.unwrap_or(false),
-        0,
-        &mut out,
-    )?;
+    write_json(&value, indent, sort_keys.unwrap_or(false), 0, &mut out)?;
     Ok(Value::from(out))
 }
 
@@ -361,11 +355,27 @@ fn python_float(f: f64) -> String {
 /// `time.strftime` for the common codes, in UTC.
 fn strftime(fmt: &str, unix_secs: u64) -> String {
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September",
-        "October", "November", "December",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
     ];
     const DAYS: [&str; 7] = [
-        "Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
     ];
     let days = unix_secs / 86400;
     let (y, m, d) = civil_from_days(days as i64);

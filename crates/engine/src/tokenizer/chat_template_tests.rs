@@ -24,7 +24,10 @@ fn golden() -> Json {
     let dirs: Vec<PathBuf> = std::env::var_os("WICK_GOLDEN_DIR")
         .map(PathBuf::from)
         .into_iter()
-        .chain([ws.join("tests/fixtures/golden"), ws.join("../shared/golden")])
+        .chain([
+            ws.join("tests/fixtures/golden"),
+            ws.join("../shared/golden"),
+        ])
         .collect();
     let path = dirs
         .iter()
@@ -40,9 +43,8 @@ fn header(name: &str) -> GgufFile {
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("models"));
     let path = dir.join(name);
-    let mut f = File::open(&path).unwrap_or_else(|e| {
-        panic!("{}: {e} (run scripts/fetch-models.sh all)", path.display())
-    });
+    let mut f = File::open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/fetch-models.sh all)", path.display()));
     let mut buf = Vec::new();
     let mut want: u64 = 8 << 20;
     loop {
@@ -99,7 +101,11 @@ fn gguf_templates_render_and_tokenize_like_llama_cpp() {
         let file = header(model);
         let tok = Tokenizer::from_gguf(&file).unwrap();
         let t = ChatTemplate::from_gguf(&file, &tok).unwrap();
-        assert_eq!(t.source(), entry["chat_template"].as_str().unwrap(), "{model}");
+        assert_eq!(
+            t.source(),
+            entry["chat_template"].as_str().unwrap(),
+            "{model}"
+        );
         assert_eq!(t.eos_token, entry["eos_token"].as_str().unwrap(), "{model}");
         for case in entry["cases"].as_array().unwrap() {
             let agp = case["add_generation_prompt"].as_bool().unwrap();
@@ -144,7 +150,8 @@ fn errors_are_typed() {
         ChatTemplate::new("{% for m in messages %}", "", ""),
         Err(ChatTemplateError::Syntax(_))
     ));
-    let raised = "{% if messages[0].role != 'system' %}{{ raise_exception('System first!') }}{% endif %}";
+    let raised =
+        "{% if messages[0].role != 'system' %}{{ raise_exception('System first!') }}{% endif %}";
     assert_eq!(
         render(raised, &msgs),
         Err(ChatTemplateError::Raised("System first!".into()))
@@ -154,7 +161,7 @@ fn errors_are_typed() {
         Err(ChatTemplateError::Syntax(_) | ChatTemplateError::Render(_))
     ));
     assert!(matches!(
-        render("{{ 1 / 0 }}", &msgs),
+        render("{{ messages[0].content.no_such_method() }}", &msgs),
         Err(ChatTemplateError::Render(_))
     ));
     let t = ChatTemplate::new("{{ messages }}", "", "").unwrap();
@@ -181,10 +188,10 @@ fn jinja2_behaviours() {
     // trim_blocks + lstrip_blocks, and the final newline dropped.
     let src = "{% for m in messages %}\n    {% if m.role == 'user' %}\n[{{ m.content }}]\n    {% endif %}\n{% endfor %}\n";
     assert_eq!(render(src, &msgs).unwrap(), "[Hello]\n");
-    // Python string methods (pycompat) and loop controls.
+    // Python string methods (pycompat), loop controls, Python's True.
     let src = "{% for m in messages %}{% if m.role == 'user' %}{% break %}{% endif %}\
                {{ m.content.strip().upper() }}|{{ m.role.startswith('sys') }}{% endfor %}";
-    assert_eq!(render(src, &msgs).unwrap(), "BE BRIEF.|true");
+    assert_eq!(render(src, &msgs).unwrap(), "BE BRIEF.|True");
     // bos/eos and add_generation_prompt.
     let src = "{{ bos_token }}{% if add_generation_prompt %}go{% endif %}{{ eos_token }}";
     assert_eq!(render(src, &msgs).unwrap(), "<s>go</s>");
@@ -192,8 +199,12 @@ fn jinja2_behaviours() {
 
 #[test]
 fn tojson_is_pythons_json_dumps() {
-    let t = ChatTemplate::new("{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}", "", "")
-        .unwrap();
+    let t = ChatTemplate::new(
+        "{{ tools | tojson }}|{{ tools[0] | tojson(indent=2) }}",
+        "",
+        "",
+    )
+    .unwrap();
     let tools = r#"[{"name": "f<x>", "b": 1, "a": [1.5, 2.0, "é\"\n", null, true], "e": {}}]"#;
     let out = t.render_json("[]", Some(tools), false).unwrap();
     assert_eq!(
@@ -216,4 +227,44 @@ fn strftime_formats_utc_dates() {
         "Tuesday Tue 14 November 11 23 22:13:20 14 %"
     );
     assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+}
+
+#[test]
+fn every_model_template_renders_a_conversation() {
+    let msgs = [
+        ChatMessage::new("system", "Be brief."),
+        ChatMessage::new("user", "Hi"),
+        ChatMessage::new("assistant", "Hello!"),
+        ChatMessage::new("user", "Bye"),
+    ];
+    for model in [
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "gemma-3-270m-q4_k_m.gguf",
+        "qwen2.5-coder-0.5b-instruct-awq.gguf",
+    ] {
+        let file = header(model);
+        let tok = Tokenizer::from_gguf(&file).unwrap();
+        let t = match ChatTemplate::from_gguf(&file, &tok) {
+            Ok(t) => t,
+            // gemma-3-270m (the base model) ships no template.
+            Err(ChatTemplateError::Missing) => continue,
+            Err(e) => panic!("{model}: {e}"),
+        };
+        let text = t.render(&msgs, true).unwrap();
+        assert!(
+            text.contains("Be brief.") && text.contains("Bye"),
+            "{model}: {text:?}"
+        );
+        let ids = t.encode(&tok, &text).unwrap();
+        // BOS at most once, whether the template or the tokenizer writes it.
+        if let Some(bos) = tok.bos_id() {
+            let n = ids.iter().take(2).filter(|&&id| id == bos).count();
+            assert!(n <= 1 || ids[0] != ids[1], "{model}: double BOS in {ids:?}");
+        }
+        assert_eq!(
+            tok.decode(&ids, false).unwrap().trim_start(),
+            text.trim_start(),
+            "{model}"
+        );
+    }
 }

@@ -54,6 +54,9 @@ fn template_ends(post: &Value) -> (Option<String>, Option<String>) {
 
 pub(crate) fn load(json: &[u8]) -> Result<(Vocab, tokenizers::Tokenizer), TokenizerError> {
     let mut doc: Value = serde_json::from_slice(json).map_err(|e| json_err(e.to_string()))?;
+    if !doc.is_object() {
+        return Err(json_err("not a JSON object"));
+    }
     let model_type = doc
         .pointer("/model/type")
         .and_then(Value::as_str)

@@ -1,0 +1,219 @@
+//! A loaded model, as the JavaScript wrapper sees it.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use wasm_bindgen::prelude::*;
+use wick::gpu::GpuContext;
+use wick::pipeline::sampling::SamplingParams;
+use wick::pipeline::stopping::StopCriteria;
+use wick::pipeline::Pipeline;
+use wick::tokenizer::chat_template::{ChatTemplate, ChatTemplateError};
+use wick::tokenizer::Tokenizer;
+use wick::Engine;
+
+use crate::generation::WasmGeneration;
+use crate::info::{self, Info};
+use crate::{from_js, js_err, to_js};
+
+/// What the engine and its generations share. The pipeline is borrowed for
+/// the length of one GPU step; a second step while one runs is refused with
+/// an error ("busy") rather than interleaved.
+pub(crate) struct Shared {
+    pub tokenizer: Tokenizer,
+    pub pipeline: RefCell<Pipeline>,
+    pub template: Result<ChatTemplate, ChatTemplateError>,
+    pub info: Info,
+    /// Bumped by every `start`: an older generation's state is gone.
+    pub epoch: Cell<u64>,
+    pub disposed: Cell<bool>,
+    _ctx: Arc<GpuContext>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct GenerateOptions {
+    max_tokens: usize,
+    temperature: f32,
+    top_k: usize,
+    top_p: f32,
+    seed: u64,
+    /// Extra ids to stop at, besides the model's end-of-generation ids.
+    stop_ids: Vec<u32>,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            max_tokens: 256,
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+            stop_ids: Vec::new(),
+        }
+    }
+}
+
+#[wasm_bindgen]
+pub struct WasmEngine {
+    shared: Rc<Shared>,
+}
+
+impl WasmEngine {
+    pub(crate) fn new(engine: Engine, ctx: Arc<GpuContext>) -> Result<WasmEngine, JsValue> {
+        let template = ChatTemplate::from_gguf(&engine.gguf, &engine.tokenizer);
+        let info = info::collect(&ctx, &engine, template.is_ok());
+        let Engine {
+            tokenizer,
+            pipeline,
+            ..
+        } = engine;
+        Ok(WasmEngine {
+            shared: Rc::new(Shared {
+                tokenizer,
+                pipeline: RefCell::new(pipeline),
+                template,
+                info,
+                epoch: Cell::new(0),
+                disposed: Cell::new(false),
+                _ctx: ctx,
+            }),
+        })
+    }
+
+    fn template(&self) -> Result<&ChatTemplate, JsValue> {
+        self.shared.template.as_ref().map_err(js_err)
+    }
+}
+
+#[wasm_bindgen]
+impl WasmEngine {
+    /// Adapter, features and compute path, limits, model config.
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.shared.info)
+    }
+
+    /// Token ids of `text`. Defaults as for a raw prompt: BOS where the model
+    /// asks for it, special-token text not parsed.
+    pub fn tokenize(
+        &self,
+        text: &str,
+        add_special: Option<bool>,
+        parse_special: Option<bool>,
+    ) -> Result<Vec<u32>, JsValue> {
+        self.shared
+            .tokenizer
+            .encode(
+                text,
+                add_special.unwrap_or(true),
+                parse_special.unwrap_or(false),
+            )
+            .map_err(js_err)
+    }
+
+    /// The text of `ids`; control tokens hidden unless `skip_special` is false.
+    pub fn decode(&self, ids: Vec<u32>, skip_special: Option<bool>) -> Result<String, JsValue> {
+        self.shared
+            .tokenizer
+            .decode(&ids, skip_special.unwrap_or(true))
+            .map_err(js_err)
+    }
+
+    /// The model's end-of-generation ids (EOS, end of turn ...).
+    #[wasm_bindgen(js_name = stopIds)]
+    pub fn stop_ids(&self) -> Vec<u32> {
+        self.shared.tokenizer.stop_ids()
+    }
+
+    /// Renders the model's chat template. `messages_json`: a JSON array of
+    /// `{ role, content, ... }`; `tools_json`: an optional JSON array.
+    #[wasm_bindgen(js_name = applyChatTemplate)]
+    pub fn apply_chat_template(
+        &self,
+        messages_json: &str,
+        add_generation_prompt: bool,
+        tools_json: Option<String>,
+    ) -> Result<String, JsValue> {
+        self.template()?
+            .render_json(messages_json, tools_json.as_deref(), add_generation_prompt)
+            .map_err(js_err)
+    }
+
+    /// The prompt ids of a conversation: the rendered template (with the
+    /// assistant's turn opened) tokenized with special tokens parsed.
+    #[wasm_bindgen(js_name = encodeChat)]
+    pub fn encode_chat(
+        &self,
+        messages_json: &str,
+        tools_json: Option<String>,
+    ) -> Result<Vec<u32>, JsValue> {
+        let t = self.template()?;
+        let text = t
+            .render_json(messages_json, tools_json.as_deref(), true)
+            .map_err(js_err)?;
+        t.encode(&self.shared.tokenizer, &text).map_err(js_err)
+    }
+
+    /// Prefills `prompt_ids` (a fresh sequence) and resolves to a
+    /// `WasmGeneration`. `options`: `{ maxTokens, temperature, topK, topP,
+    /// seed, stopIds }`; temperature 0 is greedy.
+    // Holding the pipeline's borrow across the GPU await is the point: it is
+    // the engine's "one step at a time" lock (a second caller gets "busy").
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn start(&self, prompt_ids: Vec<u32>, options: JsValue) -> js_sys::Promise {
+        let shared = self.shared.clone();
+        let o: Result<GenerateOptions, JsValue> = from_js("generate options", options);
+        wasm_bindgen_futures::future_to_promise(async move {
+            let o = o?;
+            check_prompt(&shared, &prompt_ids)?;
+            let sampling = SamplingParams {
+                temperature: o.temperature,
+                top_k: o.top_k,
+                top_p: o.top_p,
+                seed: o.seed,
+            };
+            let mut stop_ids = shared.tokenizer.stop_ids();
+            stop_ids.extend(o.stop_ids);
+            let stop = StopCriteria {
+                stop_ids,
+                max_tokens: o.max_tokens,
+            };
+            let mut pipeline = shared
+                .pipeline
+                .try_borrow_mut()
+                .map_err(|_| js_err("the engine is busy with another generation step"))?;
+            let epoch = shared.epoch.get() + 1;
+            shared.epoch.set(epoch);
+            let gen = pipeline
+                .start_generation(&prompt_ids, &sampling, stop)
+                .await
+                .map_err(js_err)?;
+            drop(pipeline);
+            Ok(WasmGeneration::new(shared.clone(), gen, epoch).into())
+        })
+    }
+
+    /// Frees the model's GPU memory now (the object must not be used after).
+    pub fn dispose(self) {
+        self.shared.disposed.set(true);
+    }
+}
+
+fn check_prompt(shared: &Shared, ids: &[u32]) -> Result<(), JsValue> {
+    if shared.disposed.get() {
+        return Err(js_err("the engine was disposed"));
+    }
+    if ids.is_empty() {
+        return Err(js_err("the prompt is empty"));
+    }
+    let vocab = shared.info.model.vocab_size;
+    if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+        return Err(js_err(format!(
+            "prompt token id {bad} is out of range (vocab size {vocab})"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! One generation, stepped from JavaScript: each `next()` runs at most one
+//! decode step and resolves to the token and the text it completes.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+use wick::pipeline::generate::Generation;
+use wick::pipeline::stats::GenerationStats;
+
+use crate::engine::Shared;
+use crate::text::TextStream;
+use crate::{js_err, to_js};
+
+#[wasm_bindgen]
+pub struct WasmGeneration {
+    state: Rc<State>,
+}
+
+struct State {
+    shared: Rc<Shared>,
+    gen: RefCell<Generation>,
+    text: RefCell<TextStream>,
+    epoch: u64,
+    cancelled: Cell<bool>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Step {
+    done: bool,
+    token_id: Option<u32>,
+    /// The text this token completes (may be empty: part of a character, or
+    /// a control token); when done, whatever was held back.
+    text: String,
+    finish_reason: Option<&'static str>,
+    stats: Stats,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Stats {
+    prompt_tokens: usize,
+    generated_tokens: usize,
+    prefill_seconds: f64,
+    decode_seconds: f64,
+    time_to_first_token: f64,
+    prefill_tokens_per_second: f64,
+    decode_tokens_per_second: f64,
+    /// GPU work per decode step (one submit per step is the design).
+    submits_per_decode_step: f64,
+    dispatches_per_decode_step: f64,
+}
+
+impl From<&GenerationStats> for Stats {
+    fn from(s: &GenerationStats) -> Self {
+        Stats {
+            prompt_tokens: s.prompt_tokens,
+            generated_tokens: s.generated_tokens,
+            prefill_seconds: s.prefill_seconds,
+            decode_seconds: s.decode_seconds,
+            time_to_first_token: s.time_to_first_token,
+            prefill_tokens_per_second: s.prefill_tok_s(),
+            decode_tokens_per_second: s.decode_tok_s(),
+            submits_per_decode_step: s.per_decode_step(s.decode_counters.submits),
+            dispatches_per_decode_step: s.per_decode_step(s.decode_counters.dispatches),
+        }
+    }
+}
+
+impl WasmGeneration {
+    pub(crate) fn new(shared: Rc<Shared>, gen: Generation, epoch: u64) -> WasmGeneration {
+        WasmGeneration {
+            state: Rc::new(State {
+                shared,
+                gen: RefCell::new(gen),
+                text: RefCell::new(TextStream::default()),
+                epoch,
+                cancelled: Cell::new(false),
+            }),
+        }
+    }
+}
+
+#[wasm_bindgen]
+impl WasmGeneration {
+    /// Resolves to `{ done: false, tokenId, text, stats }` for the next token,
+    /// then `{ done: true, finishReason, text, stats }` once finished
+    /// (`stop`, `length`, `context_full`, `cancelled`).
+    // Holding the pipeline's borrow across the GPU await is the point: it is
+    // the engine's "one step at a time" lock (a second caller gets "busy").
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn next(&self) -> js_sys::Promise {
+        let st = self.state.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let shared = &st.shared;
+            if shared.disposed.get() {
+                return Err(js_err("the engine was disposed"));
+            }
+            if shared.epoch.get() != st.epoch {
+                return Err(js_err(
+                    "this generation was superseded by a newer one on the same engine",
+                ));
+            }
+            let mut gen = st
+                .gen
+                .try_borrow_mut()
+                .map_err(|_| js_err("next() called again before the previous call resolved"))?;
+            if st.cancelled.get() {
+                gen.cancel();
+            }
+            let token = {
+                let mut pipeline = shared
+                    .pipeline
+                    .try_borrow_mut()
+                    .map_err(|_| js_err("the engine is busy with another generation step"))?;
+                pipeline.next_token(&mut gen).await.map_err(js_err)?
+            };
+            let mut text = st.text.borrow_mut();
+            let step = match token {
+                Some(id) => Step {
+                    done: false,
+                    token_id: Some(id),
+                    text: text.push(&shared.tokenizer, id).map_err(js_err)?,
+                    finish_reason: None,
+                    stats: gen.stats().into(),
+                },
+                None => Step {
+                    done: true,
+                    token_id: None,
+                    text: text.finish(&shared.tokenizer).map_err(js_err)?,
+                    finish_reason: gen.finish_reason().map(|r| r.as_str()),
+                    stats: gen.stats().into(),
+                },
+            };
+            to_js(&step)
+        })
+    }
+
+    /// Stops after the tokens already returned: the next `next()` resolves
+    /// with `finishReason: "cancelled"`. Safe to call while `next()` runs.
+    pub fn cancel(&self) {
+        self.state.cancelled.set(true);
+    }
+
+    /// Token ids returned so far.
+    pub fn ids(&self) -> Result<Vec<u32>, JsValue> {
+        let gen = self
+            .state
+            .gen
+            .try_borrow()
+            .map_err(|_| js_err("a step is running"))?;
+        Ok(gen.ids().to_vec())
+    }
+}

@@ -1,0 +1,126 @@
+//! What `engine.info()` reports: the adapter, the features granted and the
+//! compute path in use, the limits that matter, the model's shape.
+
+use serde::Serialize;
+use wick::gpu::GpuContext;
+use wick::Engine;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Info {
+    pub version: &'static str,
+    pub adapter: Adapter,
+    pub features: Features,
+    /// "f32": every kernel computes in f32 (f16 weights are unpacked with
+    /// `unpack2x16float`), so the same kernels run with or without shader-f16.
+    pub compute_path: &'static str,
+    pub compute_path_note: String,
+    pub limits: Limits,
+    pub model: Model,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Adapter {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub is_software: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Features {
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    pub timestamp_query: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_compute_invocations_per_workgroup: u32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Model {
+    pub name: Option<String>,
+    pub architecture: String,
+    pub n_layers: usize,
+    pub d_model: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn_dim: usize,
+    pub vocab_size: usize,
+    pub context_train: usize,
+    /// Positions the KV cache holds.
+    pub context_length: usize,
+    pub has_chat_template: bool,
+    pub bos_id: Option<u32>,
+    pub eos_id: Option<u32>,
+    pub stop_ids: Vec<u32>,
+}
+
+pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> Info {
+    let a = &ctx.adapter;
+    let f = ctx.features;
+    let c = &engine.pipeline.model().config;
+    let t = &engine.tokenizer;
+    Info {
+        version: env!("CARGO_PKG_VERSION"),
+        adapter: Adapter {
+            name: a.name.clone(),
+            backend: a.backend.clone(),
+            device_type: a.device_type.clone(),
+            driver: a.driver.clone(),
+            is_software: a.is_software,
+        },
+        features: Features {
+            shader_f16: f.shader_f16,
+            subgroups: f.subgroups,
+            timestamp_query: f.timestamp_query,
+        },
+        compute_path: "f32",
+        compute_path_note: format!(
+            "kernels compute in f32 and unpack f16/quantized weights in the shader; \
+             shader-f16 is {} on this adapter and not required",
+            if f.shader_f16 {
+                "available"
+            } else {
+                "not available"
+            }
+        ),
+        limits: Limits {
+            max_buffer_size: ctx.limits.max_buffer_size,
+            max_storage_buffer_binding_size: ctx.limits.max_storage_buffer_binding_size,
+            max_compute_invocations_per_workgroup: ctx.limits.max_compute_invocations_per_workgroup,
+        },
+        model: Model {
+            name: engine
+                .gguf
+                .meta_str_opt("general.name")
+                .ok()
+                .flatten()
+                .map(str::to_string),
+            architecture: c.architecture.clone(),
+            n_layers: c.n_layers,
+            d_model: c.d_model,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: c.head_dim,
+            ffn_dim: c.ffn_dim,
+            vocab_size: c.vocab_size,
+            context_train: c.ctx_train,
+            context_length: engine.pipeline.ctx_len(),
+            has_chat_template,
+            bos_id: t.bos_id(),
+            eos_id: t.eos_id(),
+            stop_ids: t.stop_ids(),
+        },
+    }
+}

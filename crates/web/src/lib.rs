@@ -1,0 +1,92 @@
+//! wick in the browser: thin wasm-bindgen bindings over the engine.
+//!
+//! No engine logic lives here. The JavaScript wrapper (`web/src/index.js`)
+//! drives these types:
+//!
+//! - [`WasmLoader`]: opens the GPU, takes a GGUF file's bytes chunk by chunk
+//!   (each tensor is uploaded once its bytes are in), then builds a
+//!   [`WasmEngine`];
+//! - [`WasmEngine`]: info, tokenize/decode, chat templates, and
+//!   [`WasmEngine::start`] which prefills a prompt and returns a
+//!   [`WasmGeneration`];
+//! - [`WasmGeneration`]: one token (and its text) per `next()` call, so a JS
+//!   async iterator yields between tokens; `cancel()` stops it.
+//!
+//! Every error reaches JavaScript as an `Error` whose message names the
+//! problem. A panic cannot be caught on wasm32 (it aborts the module), so the
+//! panic hook logs it and calls the handler set with [`set_panic_handler`],
+//! which lets the wrapper reject every pending promise instead of hanging.
+
+mod engine;
+mod generation;
+mod info;
+mod loader;
+mod text;
+
+pub use engine::WasmEngine;
+pub use generation::WasmGeneration;
+pub use loader::WasmLoader;
+
+use std::cell::RefCell;
+
+use wasm_bindgen::prelude::*;
+
+thread_local! {
+    static PANIC_HANDLER: RefCell<Option<js_sys::Function>> = const { RefCell::new(None) };
+}
+
+#[wasm_bindgen(start)]
+pub fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        console_error_panic_hook::hook(info);
+        let msg = info.to_string();
+        PANIC_HANDLER.with(|h| {
+            if let Ok(h) = h.try_borrow() {
+                if let Some(f) = h.as_ref() {
+                    let _ = f.call1(&JsValue::NULL, &JsValue::from_str(&msg));
+                }
+            }
+        });
+    }));
+}
+
+/// Sets the function called with the message when the module panics (after
+/// which it must not be used again).
+#[wasm_bindgen(js_name = setPanicHandler)]
+pub fn set_panic_handler(handler: Option<js_sys::Function>) {
+    PANIC_HANDLER.with(|h| *h.borrow_mut() = handler);
+}
+
+/// Panics on purpose: the browser tests check that a panic rejects pending
+/// promises instead of leaving them hanging. Not part of the JS API.
+#[wasm_bindgen(js_name = __testPanic)]
+pub fn test_panic(message: &str) {
+    panic!("{message}");
+}
+
+/// The version of the wick crate this module was built from.
+#[wasm_bindgen]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// An engine error as a JS `Error` with the error's message.
+pub(crate) fn js_err(e: impl std::fmt::Display) -> JsValue {
+    JsError::new(&e.to_string()).into()
+}
+
+/// Options from a JS object (`undefined`/`null` give the defaults).
+pub(crate) fn from_js<T: serde::de::DeserializeOwned + Default>(
+    what: &str,
+    v: JsValue,
+) -> Result<T, JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(T::default());
+    }
+    serde_wasm_bindgen::from_value(v).map_err(|e| js_err(format!("invalid {what}: {e}")))
+}
+
+pub(crate) fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(js_err)
+}

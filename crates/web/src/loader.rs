@@ -1,0 +1,109 @@
+//! Loading a model: open the GPU, feed the GGUF file's bytes in order, build.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use wasm_bindgen::prelude::*;
+use wick::engine::ModelLoader;
+use wick::gpu::{GpuContext, GpuError};
+use wick::pipeline::PipelineOptions;
+
+use crate::engine::WasmEngine;
+use crate::{from_js, js_err, to_js};
+
+/// The message a page without WebGPU gets.
+pub const NO_WEBGPU: &str = "WebGPU is not available in this browser: wick needs a browser with \
+WebGPU enabled (Chrome/Edge 113+, or Firefox/Safari with WebGPU turned on) and a GPU adapter";
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct LoadOptions {
+    /// KV cache positions (default: the model's context, capped by the GPU and 4096).
+    context_length: Option<usize>,
+    /// Most prompt tokens per prefill step.
+    prefill_chunk: Option<usize>,
+}
+
+#[derive(serde::Serialize)]
+struct Progress {
+    loaded: u64,
+    total: u64,
+    #[serde(rename = "headerParsed")]
+    header_parsed: bool,
+}
+
+/// Takes a GGUF file's bytes in order (`push`), then builds the engine (`finish`).
+#[wasm_bindgen]
+pub struct WasmLoader {
+    inner: Option<ModelLoader>,
+    ctx: Arc<GpuContext>,
+}
+
+#[wasm_bindgen]
+impl WasmLoader {
+    /// Opens the GPU (a clear error where the browser has no WebGPU) and starts
+    /// a load. `options`: `{ contextLength?, prefillChunk? }`.
+    pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
+        let o: LoadOptions = from_js("load options", options)?;
+        let mut opts = PipelineOptions {
+            ctx_len: o.context_length,
+            ..Default::default()
+        };
+        if let Some(n) = o.prefill_chunk {
+            opts.prefill_chunk = n;
+        }
+        let ctx = GpuContext::new().await.map_err(|e| match e {
+            GpuError::NoAdapter { .. } => js_err(NO_WEBGPU),
+            e => js_err(e),
+        })?;
+        // The engine's API takes an Arc; on wasm32 (one thread) wgpu's types are not Send.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let ctx = Arc::new(ctx);
+        Ok(WasmLoader {
+            inner: Some(ModelLoader::new(ctx.clone(), opts)),
+            ctx,
+        })
+    }
+
+    /// Feeds the next bytes of the file; returns `{ loaded, total, headerParsed }`
+    /// (bytes of the file consumed, the file's data end once the header is known).
+    pub fn push(&mut self, chunk: &[u8]) -> Result<JsValue, JsValue> {
+        let loader = self.loader()?;
+        let p = loader.push(chunk);
+        let p = match p {
+            Ok(p) => p,
+            Err(e) => {
+                self.inner = None;
+                return Err(js_err(format!("loading the model failed: {e}")));
+            }
+        };
+        to_js(&Progress {
+            loaded: p.loaded,
+            total: p.total,
+            header_parsed: p.total > 0,
+        })
+    }
+
+    /// Builds the engine once the whole file was pushed.
+    pub fn finish(&mut self) -> Result<WasmEngine, JsValue> {
+        let loader = self
+            .inner
+            .take()
+            .ok_or_else(|| js_err("this loader already finished or failed"))?;
+        let engine = loader
+            .finish()
+            .map_err(|e| js_err(format!("loading the model failed: {e}")))?;
+        WasmEngine::new(engine, self.ctx.clone())
+    }
+
+    /// Abandons the load, freeing what was uploaded.
+    pub fn abort(&mut self) {
+        self.inner = None;
+    }
+
+    fn loader(&mut self) -> Result<&mut ModelLoader, JsValue> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| js_err("this loader already finished or failed"))
+    }
+}

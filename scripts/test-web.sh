@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The browser part of the tests: installs what it needs idempotently
+# (Debian's chromium, the wasm32 target, the wasm-bindgen CLI at the version
+# in Cargo.lock, the npm dev dependencies, the SmolLM2 model), builds the
+# native CLI (the tests compare with its output) and the npm package, then
+# runs the browser tests in headless Chromium on SwiftShader.
+# Screenshots and metrics land in test-output/.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+sudo_cmd=""
+[ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+if ! command -v chromium >/dev/null 2>&1; then
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
+fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
+fi
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  rustup target add wasm32-unknown-unknown
+fi
+
+want="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)"
+have="$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)"
+if [ "$have" != "$want" ]; then
+  # ~3.5 minutes; not --locked: a pinned dependency of it is gone from the registry.
+  cargo install wasm-bindgen-cli --version "$want"
+fi
+
+npm ci --no-audit --no-fund
+scripts/setup.sh smollm2
+. scripts/env.sh
+cargo build --release -q -p wick-cli
+npm run build
+npm test

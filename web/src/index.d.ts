@@ -1,0 +1,220 @@
+// Types of the "wick" npm package. See README.md ("In the browser").
+
+/** What Engine.load accepts: a URL of a .gguf file, or its bytes. */
+export type ModelSource =
+  | string
+  | URL
+  | Blob
+  | File
+  | ArrayBuffer
+  | ArrayBufferView
+  | Response
+  | ReadableStream<Uint8Array>;
+
+export interface LoadProgress {
+  /**
+   * "fetch" (network bytes), "cache" (bytes from the Cache API), "read"
+   * (File/Blob/ArrayBuffer bytes), "parse" (the header is parsed), "upload"
+   * (file bytes whose tensors are on the GPU), "ready" (done).
+   */
+  phase: "fetch" | "cache" | "read" | "parse" | "upload" | "ready";
+  loaded: number;
+  /** null when the size is not known (no Content-Length). */
+  total: number | null;
+}
+
+export interface LoadOptions {
+  onProgress?: (p: LoadProgress) => void;
+  /** KV cache positions (default: the model's context, capped by the GPU and 4096). */
+  contextLength?: number;
+  /** Most prompt tokens per prefill step (default 32). */
+  prefillChunk?: number;
+  /** Keep the downloaded file in the Cache API so a reload does not fetch it again. */
+  cache?: boolean;
+  signal?: AbortSignal;
+  /** Where to fetch wick_web_bg.wasm from (default: beside the package's JS). */
+  wasmUrl?: string | URL;
+}
+
+export interface GenerateOptions {
+  /** Default 256. */
+  maxTokens?: number;
+  /** 0 is greedy. Default 0.7. */
+  temperature?: number;
+  /** 0 keeps every token. Default 40. */
+  topK?: number;
+  /** Default 0.95. */
+  topP?: number;
+  /** Default: random. */
+  seed?: number;
+  /** Ids to stop at besides the model's end-of-generation ids. */
+  stopIds?: number[];
+  /** Aborting ends the iteration with an AbortError. */
+  signal?: AbortSignal;
+}
+
+export interface TokenChunk {
+  text: string;
+  /** null for a final piece of held-back text. */
+  tokenId: number | null;
+}
+
+export interface GenerationStats {
+  promptTokens: number;
+  generatedTokens: number;
+  prefillSeconds: number;
+  decodeSeconds: number;
+  timeToFirstToken: number;
+  prefillTokensPerSecond: number;
+  decodeTokensPerSecond: number;
+  submitsPerDecodeStep: number;
+  dispatchesPerDecodeStep: number;
+}
+
+export interface GenerationResult {
+  finishReason: "stop" | "length" | "context_full" | "cancelled";
+  stats: GenerationStats;
+  ids: number[];
+}
+
+export interface TokenRun extends AsyncIterable<TokenChunk> {
+  /** Set once the iteration finished. */
+  result: GenerationResult | null;
+  /** Runs to the end and returns all text. */
+  text(): Promise<string>;
+}
+
+export interface EngineInfo {
+  version: string;
+  adapter: { name: string; backend: string; deviceType: string; driver: string; isSoftware: boolean };
+  features: { shaderF16: boolean; subgroups: boolean; timestampQuery: boolean };
+  /** Always "f32" today: f16 and quantized weights are unpacked in the shader. */
+  computePath: "f32" | "f16";
+  computePathNote: string;
+  limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number };
+  model: {
+    name: string | null;
+    architecture: string;
+    nLayers: number;
+    dModel: number;
+    nHeads: number;
+    nKvHeads: number;
+    headDim: number;
+    ffnDim: number;
+    vocabSize: number;
+    contextTrain: number;
+    contextLength: number;
+    hasChatTemplate: boolean;
+    bosId: number | null;
+    eosId: number | null;
+    stopIds: number[];
+  };
+}
+
+export interface ChatMessage {
+  role: "system" | "user" | "assistant" | "tool" | string;
+  content: string;
+  [key: string]: unknown;
+}
+
+export interface ChatCompletionParams {
+  messages: ChatMessage[];
+  stream?: boolean;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  /** Not in OpenAI's API; wick's top-k cut. */
+  top_k?: number;
+  seed?: number;
+  model?: string;
+  tools?: unknown[];
+  stream_options?: { include_usage?: boolean };
+  signal?: AbortSignal;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: "chat.completion.chunk";
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    delta: { role?: "assistant"; content?: string };
+    logprobs: null;
+    finish_reason: "stop" | "length" | null;
+  }[];
+  usage?: ChatCompletionUsage;
+}
+
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    message: { role: "assistant"; content: string };
+    logprobs: null;
+    finish_reason: "stop" | "length";
+  }[];
+  usage: ChatCompletionUsage;
+}
+
+export declare class ChatCompletionStream implements AsyncIterable<ChatCompletionChunk> {
+  controller: AbortController;
+  [Symbol.asyncIterator](): AsyncIterator<ChatCompletionChunk>;
+  text(): Promise<string>;
+}
+
+export interface Chat {
+  completions: {
+    create(params: ChatCompletionParams & { stream: true }): Promise<ChatCompletionStream>;
+    create(params: ChatCompletionParams & { stream?: false }): Promise<ChatCompletion>;
+    create(params: ChatCompletionParams): Promise<ChatCompletion | ChatCompletionStream>;
+  };
+}
+
+export declare const NO_WEBGPU: string;
+export declare const DEFAULTS: Readonly<{ maxTokens: number; temperature: number; topK: number; topP: number }>;
+
+/** Instantiates the wasm module now; resolves to its version. */
+export declare function init(wasmUrl?: string | URL): Promise<string>;
+/** Removes a model (or all) from the cache that `load(..., { cache: true })` fills. */
+export declare function clearCache(url?: string | URL): Promise<boolean>;
+
+export declare class Engine {
+  static load(source: ModelSource, options?: LoadOptions): Promise<Engine>;
+  readonly chat: Chat;
+  lastResult: GenerationResult | null;
+  info(): EngineInfo;
+  tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): number[];
+  decode(ids: ArrayLike<number>, options?: { skipSpecial?: boolean }): string;
+  applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[] }): string;
+  generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): TokenRun;
+  dispose(): Promise<void>;
+}
+
+/** The same API, with the engine in a Web Worker; sync methods become async. */
+export declare class WorkerEngine {
+  constructor(workerUrl?: string | URL);
+  static load(source: ModelSource, options?: LoadOptions & { workerUrl?: string | URL }): Promise<WorkerEngine>;
+  load(source: string | URL | Blob | File | ArrayBuffer, options?: LoadOptions): Promise<WorkerEngine>;
+  readonly chat: Chat;
+  lastResult: GenerationResult | null;
+  info(): EngineInfo;
+  tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;
+  decode(ids: ArrayLike<number>, options?: { skipSpecial?: boolean }): Promise<string>;
+  applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[] }): Promise<string>;
+  generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): TokenRun;
+  dispose(): Promise<void>;
+  terminate(): void;
+}
+
+export declare function createWorkerEngine(workerUrl?: string | URL): WorkerEngine;

@@ -1,0 +1,231 @@
+// wick: LLM inference on WebGPU in the browser.
+//
+//   import { Engine } from "wick";
+//   const engine = await Engine.load(url, { onProgress });
+//   for await (const chunk of engine.generate("Once upon a time", { maxTokens: 32 }))
+//     out += chunk.text;
+//
+// See README.md ("In the browser") and index.d.ts for the whole API.
+
+import { WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
+import { ChatCompletionStream, createChat } from "./chat.js";
+import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
+import { clearCache, readSource } from "./source.js";
+
+export { ChatCompletionStream, clearCache, NO_WEBGPU };
+export { createWorkerEngine, WorkerEngine } from "./worker-client.js";
+
+/** Sampling defaults: mild temperature with nucleus and top-k cuts. `temperature: 0` is greedy. */
+export const DEFAULTS = Object.freeze({ maxTokens: 256, temperature: 0.7, topK: 40, topP: 0.95 });
+
+/** Instantiates the wasm module now (Engine.load does it on first use). */
+export async function init(wasmUrl) {
+  await initWasm(wasmUrl);
+  return wasmVersion();
+}
+
+/** One generation: an async iterable of `{ text, tokenId }`; `result` is set when it ends. */
+export class TokenRun {
+  constructor(gen) {
+    this._gen = gen;
+    /** `{ finishReason, stats, ids }` once the iteration finished. */
+    this.result = null;
+  }
+  [Symbol.asyncIterator]() {
+    return this._gen;
+  }
+  next() {
+    return this._gen.next();
+  }
+  return(v) {
+    return this._gen.return(v);
+  }
+  /** All text joined (runs the generation to the end). */
+  async text() {
+    let s = "";
+    for await (const c of this) s += c.text;
+    return s;
+  }
+}
+
+export class Engine {
+  #w;
+  #info;
+  #queue = Promise.resolve();
+  #disposed = false;
+
+  /** @internal use Engine.load */
+  constructor(wasmEngine) {
+    this.#w = wasmEngine;
+    this.#info = call(() => wasmEngine.info());
+    /** The last finished generation's `{ finishReason, stats, ids }`. */
+    this.lastResult = null;
+    /** OpenAI-shaped chat: `engine.chat.completions.create({ messages, stream })`. */
+    this.chat = createChat({
+      promptIds: (messages, tools) => this.#promptIds(messages, tools),
+      tokens: (ids, opts) => this.#tokens(ids, opts),
+      modelName: () => this.#info.model.name ?? this.#info.model.architecture,
+    });
+  }
+
+  /**
+   * Loads a GGUF model. `source`: URL string | URL | File | Blob | ArrayBuffer |
+   * typed array | Response | ReadableStream. The bytes are streamed into GPU
+   * buffers tensor by tensor; the file is never held whole in memory.
+   */
+  static async load(source, options = {}) {
+    const { onProgress, signal, cache = false, wasmUrl, contextLength, prefillChunk } = options;
+    checkWebGPU();
+    await initWasm(wasmUrl);
+    signal?.throwIfAborted();
+    const loader = await guard(WasmLoader.create({ contextLength, prefillChunk }));
+    const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
+    try {
+      let parsed = false;
+      let total = 0;
+      for await (const chunk of readSource(source, { signal, onProgress, cache })) {
+        const p = call(() => loader.push(chunk));
+        total = p.total;
+        if (p.headerParsed && !parsed) {
+          parsed = true;
+          report("parse", p.loaded, p.total);
+        }
+        if (parsed) report("upload", Math.min(p.loaded, p.total), p.total);
+        // Let the page paint and the GPU queue drain between chunks.
+        if (chunk.byteLength >= 1 << 20) await new Promise((r) => setTimeout(r, 0));
+      }
+      signal?.throwIfAborted();
+      const engine = new Engine(call(() => loader.finish()));
+      await engine.#describeAdapter();
+      report("ready", total, total);
+      return engine;
+    } catch (e) {
+      call(() => loader.abort());
+      throw e;
+    } finally {
+      loader.free();
+    }
+  }
+
+  /** Adapter, features (and whether the f16 or f32 path runs), limits, model config. */
+  info() {
+    return structuredClone(this.#info);
+  }
+
+  /** Token ids of `text` (BOS where the model asks for it; special-token text not parsed by default). */
+  tokenize(text, { addSpecial = true, parseSpecial = false } = {}) {
+    this.#live();
+    return Array.from(call(() => this.#w.tokenize(String(text), addSpecial, parseSpecial)));
+  }
+
+  /** The text of token ids (control tokens hidden unless `skipSpecial: false`). */
+  decode(ids, { skipSpecial = true } = {}) {
+    this.#live();
+    return call(() => this.#w.decode(Uint32Array.from(ids), skipSpecial));
+  }
+
+  /** The model's chat template applied to `messages` (as Hugging Face renders it). */
+  applyChatTemplate(messages, { addGenerationPrompt = true, tools } = {}) {
+    this.#live();
+    const t = tools ? JSON.stringify(tools) : undefined;
+    return call(() => this.#w.applyChatTemplate(JSON.stringify(messages), addGenerationPrompt, t));
+  }
+
+  /**
+   * Streams a completion of `prompt` (text, or token ids used verbatim):
+   * `for await (const { text, tokenId } of engine.generate(prompt, opts))`.
+   * Options: maxTokens, temperature (0 = greedy), topK, topP, seed, stopIds,
+   * signal (an abort ends the iteration by throwing an AbortError).
+   */
+  generate(prompt, options = {}) {
+    const ids = typeof prompt === "string" ? this.tokenize(prompt) : Array.from(prompt);
+    return this.#tokens(ids, options);
+  }
+
+  /** Frees the GPU memory now; waits for a running generation to stop first. */
+  async dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    await this.#queue.catch(() => {});
+    call(() => this.#w.dispose());
+  }
+
+  /** wgpu reports no adapter name on the web; ask the browser for it. */
+  async #describeAdapter() {
+    const a = this.#info.adapter;
+    if (a.name) return;
+    try {
+      const info = (await navigator.gpu.requestAdapter())?.info;
+      const parts = [info?.vendor, info?.architecture, info?.description].filter(Boolean);
+      a.name = [...new Set(parts)].join(" ");
+    } catch {
+      // The name is only informative.
+    }
+  }
+
+  #live() {
+    if (this.#disposed) throw new Error("this engine was disposed");
+  }
+
+  async #promptIds(messages, tools) {
+    this.#live();
+    const t = tools ? JSON.stringify(tools) : undefined;
+    return Array.from(call(() => this.#w.encodeChat(JSON.stringify(messages), t)));
+  }
+
+  #tokens(ids, options) {
+    this.#live();
+    const run = new TokenRun(this.#steps(ids, options, (r) => {
+      run.result = r;
+      this.lastResult = r;
+    }));
+    return run;
+  }
+
+  /** One generation at a time: a second waits for the first to end. */
+  async *#steps(ids, options, onResult) {
+    const { signal } = options;
+    let release;
+    const turn = this.#queue;
+    this.#queue = new Promise((r) => (release = r));
+    await turn;
+    let gen = null;
+    try {
+      this.#live();
+      if (signal?.aborted) throw abortError(signal);
+      gen = await guard(this.#w.start(Uint32Array.from(ids), startOptions(options)));
+      const ids_ = [];
+      for (;;) {
+        const step = await guard(gen.next());
+        if (signal?.aborted) throw abortError(signal);
+        if (step.done) {
+          if (step.text) yield { text: step.text, tokenId: null };
+          onResult({ finishReason: step.finishReason, stats: step.stats, ids: ids_ });
+          return;
+        }
+        ids_.push(step.tokenId);
+        yield { text: step.text, tokenId: step.tokenId };
+      }
+    } finally {
+      if (gen) {
+        call(() => gen.cancel());
+        gen.free();
+      }
+      release();
+    }
+  }
+}
+
+function startOptions(o) {
+  const pick = (v, d) => (v === undefined || v === null ? d : v);
+  const seed = pick(o.seed, Math.floor(Math.random() * 2 ** 32));
+  if (!Number.isInteger(seed) || seed < 0) throw new TypeError("seed must be a non-negative integer");
+  return {
+    maxTokens: pick(o.maxTokens, DEFAULTS.maxTokens),
+    temperature: pick(o.temperature, DEFAULTS.temperature),
+    topK: pick(o.topK, DEFAULTS.topK),
+    topP: pick(o.topP, DEFAULTS.topP),
+    seed,
+    stopIds: o.stopIds ? Array.from(o.stopIds) : [],
+  };
+}

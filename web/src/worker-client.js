@@ -1,0 +1,207 @@
+// The page side of the Web Worker variant: the same API as Engine, with the
+// engine running in a worker (worker.js). Streaming and AbortSignal are
+// carried across postMessage; methods that are synchronous on Engine
+// (tokenize, decode, applyChatTemplate) return promises here.
+
+import { anySignal, ChatCompletionStream } from "./chat.js";
+import { NO_WEBGPU } from "./runtime.js";
+
+/** Starts a worker that will run an engine; call `load(source, options)` next. */
+export function createWorkerEngine(workerUrl) {
+  return new WorkerEngine(workerUrl);
+}
+
+function rebuild(error) {
+  if (error.name === "AbortError") return new DOMException(error.message, "AbortError");
+  const e = new Error(error.message);
+  if (error.name && error.name !== "Error") e.name = error.name;
+  return e;
+}
+
+export class WorkerEngine {
+  #worker;
+  #next = 1;
+  #calls = new Map();
+  #info = null;
+  #dead = null;
+
+  constructor(workerUrl) {
+    const url = workerUrl ?? new URL("./worker.js", import.meta.url);
+    this.#worker = new Worker(url, { type: "module" });
+    this.#worker.onmessage = (e) => this.#onMessage(e.data);
+    this.#worker.onerror = (e) => {
+      e.preventDefault?.();
+      this.#fail(new Error(`the wick worker failed: ${e.message ?? "could not start it"}`));
+    };
+    this.#worker.onmessageerror = () => this.#fail(new Error("the wick worker sent an unreadable message"));
+    this.chat = {
+      completions: {
+        create: (params = {}) => this.#chat(params),
+      },
+    };
+    /** The last finished generation's `{ finishReason, stats, ids }`. */
+    this.lastResult = null;
+  }
+
+  /** A worker engine with `source` loaded: `await WorkerEngine.load(url, { onProgress, workerUrl })`. */
+  static async load(source, options = {}) {
+    const w = new WorkerEngine(options.workerUrl);
+    try {
+      await w.load(source, options);
+    } catch (e) {
+      w.terminate();
+      throw e;
+    }
+    return w;
+  }
+
+  /** Loads (or replaces) the model in the worker. Same options as Engine.load. */
+  async load(source, options = {}) {
+    if (!globalThis.navigator?.gpu) throw new Error(NO_WEBGPU);
+    const { onProgress, signal, workerUrl: _w, ...rest } = options;
+    if (typeof source === "string" || source instanceof URL) {
+      source = new URL(source, globalThis.location?.href).href;
+    }
+    this.#info = await this.#request({ type: "load", source, options: rest }, { signal, onEvent: onProgress });
+    return this;
+  }
+
+  /** The loaded model's info (cached from load; synchronous like Engine.info). */
+  info() {
+    if (!this.#info) throw new Error("no model is loaded (call load first)");
+    return structuredClone(this.#info);
+  }
+
+  tokenize(text, options) {
+    return this.#request({ type: "tokenize", text, options });
+  }
+  decode(ids, options) {
+    return this.#request({ type: "decode", ids: Array.from(ids), options });
+  }
+  applyChatTemplate(messages, options) {
+    return this.#request({ type: "applyChatTemplate", messages, options });
+  }
+
+  /** Same as Engine.generate: an async iterable of `{ text, tokenId }`. */
+  generate(prompt, options = {}) {
+    const { signal, ...rest } = options;
+    const p = typeof prompt === "string" ? prompt : Array.from(prompt);
+    const self = this;
+    const run = {
+      result: null,
+      [Symbol.asyncIterator]() {
+        return self.#stream({ type: "generate", prompt: p, options: rest }, signal, (r) => {
+          run.result = r;
+          self.lastResult = r;
+        });
+      },
+      async text() {
+        let s = "";
+        for await (const c of this) s += c.text;
+        return s;
+      },
+    };
+    return run;
+  }
+
+  /** Frees the model and stops the worker. */
+  async dispose() {
+    if (this.#dead) return;
+    try {
+      await this.#request({ type: "dispose" });
+    } finally {
+      this.terminate();
+    }
+  }
+
+  /** Stops the worker at once. */
+  terminate() {
+    this.#worker.terminate();
+    this.#fail(new Error("the wick worker was terminated"));
+  }
+
+  async #chat(params) {
+    const { signal, ...rest } = params;
+    if (!rest.stream) return this.#request({ type: "chat", params: rest }, { signal });
+    return new ChatCompletionStream((own) =>
+      this.#stream({ type: "chat", params: rest }, anySignal(signal, own), () => {}),
+    );
+  }
+
+  /** Events of one request as an async generator; ends with its result. */
+  async *#stream(msg, signal, onResult) {
+    const queue = [];
+    let wake = null;
+    let ended = false;
+    const push = (item) => {
+      queue.push(item);
+      wake?.();
+    };
+    const id = this.#send(msg, signal, {
+      onEvent: (value) => push({ value }),
+      resolve: (value) => push({ end: true, value }),
+      reject: (error) => push({ error }),
+    });
+    try {
+      for (;;) {
+        while (queue.length === 0) await new Promise((r) => (wake = r));
+        const item = queue.shift();
+        if (item.error) throw item.error;
+        if (item.end) {
+          ended = true;
+          onResult(item.value);
+          return;
+        }
+        yield item.value;
+      }
+    } finally {
+      if (!ended && this.#calls.has(id)) {
+        this.#worker.postMessage({ type: "abort", target: id });
+      }
+    }
+  }
+
+  #request(msg, { signal, onEvent } = {}) {
+    return new Promise((resolve, reject) => this.#send(msg, signal, { onEvent, resolve, reject }));
+  }
+
+  #send(msg, signal, handlers) {
+    const id = this.#next++;
+    if (this.#dead) {
+      handlers.reject(this.#dead);
+      return id;
+    }
+    if (signal?.aborted) {
+      handlers.reject(new DOMException("The operation was aborted.", "AbortError"));
+      return id;
+    }
+    const onAbort = () => this.#worker.postMessage({ type: "abort", target: id });
+    signal?.addEventListener("abort", onAbort, { once: true });
+    this.#calls.set(id, { ...handlers, cleanup: () => signal?.removeEventListener("abort", onAbort) });
+    this.#worker.postMessage({ ...msg, id });
+    return id;
+  }
+
+  #onMessage(msg) {
+    const c = this.#calls.get(msg.id);
+    if (!c) return;
+    if (msg.type === "event") {
+      c.onEvent?.(msg.value);
+      return;
+    }
+    this.#calls.delete(msg.id);
+    c.cleanup();
+    if (msg.lastResult !== undefined) this.lastResult = msg.lastResult;
+    if (msg.type === "result") c.resolve(msg.value);
+    else c.reject(rebuild(msg.error));
+  }
+
+  #fail(error) {
+    this.#dead ??= error;
+    for (const c of this.#calls.values()) {
+      c.cleanup();
+      c.reject(error);
+    }
+    this.#calls.clear();
+  }
+}

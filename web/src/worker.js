@@ -1,0 +1,92 @@
+// The Web Worker side of createWorkerEngine(): runs an Engine off the main
+// thread. Messages from the page: { id, type, ... }; replies: { id, type:
+// "event" | "result" | "error", ... }. { type: "abort", target } aborts the
+// request `target` (a load, generate or chat).
+//
+// Start it as a module worker: new Worker(new URL("wick/worker", import.meta.url), { type: "module" }).
+
+import { Engine } from "./index.js";
+
+let engine = null;
+const running = new Map();
+
+const post = (msg) => self.postMessage(msg);
+
+function errorOf(e) {
+  return { name: e?.name ?? "Error", message: e?.message ?? String(e) };
+}
+
+async function handle(msg) {
+  const { id, type } = msg;
+  const need = () => {
+    if (!engine) throw new Error("no model is loaded in this worker (call load first)");
+    return engine;
+  };
+  const ac = new AbortController();
+  running.set(id, ac);
+  const signal = ac.signal;
+  const event = (value) => post({ id, type: "event", value });
+  try {
+    let value;
+    switch (type) {
+      case "load": {
+        if (engine) await engine.dispose();
+        engine = null;
+        const onProgress = (p) => event(p);
+        engine = await Engine.load(msg.source, { ...msg.options, signal, onProgress });
+        value = engine.info();
+        break;
+      }
+      case "generate": {
+        const run = need().generate(msg.prompt, { ...msg.options, signal });
+        for await (const chunk of run) event(chunk);
+        value = run.result;
+        break;
+      }
+      case "chat": {
+        const params = { ...msg.params, signal };
+        const out = await need().chat.completions.create(params);
+        if (params.stream) {
+          for await (const chunk of out) event(chunk);
+          value = null;
+        } else {
+          value = out;
+        }
+        break;
+      }
+      case "tokenize":
+        value = need().tokenize(msg.text, msg.options);
+        break;
+      case "decode":
+        value = need().decode(msg.ids, msg.options);
+        break;
+      case "applyChatTemplate":
+        value = need().applyChatTemplate(msg.messages, msg.options);
+        break;
+      case "info":
+        value = need().info();
+        break;
+      case "dispose":
+        if (engine) await engine.dispose();
+        engine = null;
+        value = null;
+        break;
+      default:
+        throw new Error(`unknown request type ${type}`);
+    }
+    post({ id, type: "result", value, lastResult: engine?.lastResult ?? null });
+  } catch (e) {
+    post({ id, type: "error", error: errorOf(e) });
+  } finally {
+    running.delete(id);
+  }
+}
+
+self.onmessage = (e) => {
+  const msg = e.data;
+  if (msg?.type === "abort") {
+    running.get(msg.target)?.abort(new DOMException("The operation was aborted.", "AbortError"));
+    return;
+  }
+  handle(msg);
+};

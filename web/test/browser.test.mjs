@@ -1,0 +1,349 @@
+// Browser tests: the npm package in Debian's headless Chromium, WebGPU on
+// SwiftShader (no shader-f16: the f32 path). SwiftShader is slow, so every
+// generation is a few tokens. Writes test-output/browser-metrics.json and
+// screenshots of the demo page.
+//
+// run: npm test   (after npm run build; scripts/test-web.sh does both)
+
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import {
+  chatTemplateCases, checkBuilt, launch, llamaCppCase, MODEL, nativeGenerate,
+  openTestPage, outDir, startServer, within,
+} from "./harness.mjs";
+
+const PROMPT = "The capital of France is";
+const N = 4; // generated tokens compared with the native engine
+const CTX = 256;
+const LOAD_MS = 240_000;
+const log = (s) => console.log(s);
+const metrics = { model: MODEL };
+
+let server, base, browser, native;
+
+before(async () => {
+  checkBuilt();
+  native = nativeGenerate(PROMPT, N, CTX);
+  metrics.native = { ids: native.ids, stats: native.stats };
+  log(`native (lavapipe): ${JSON.stringify(native.ids)} ${JSON.stringify(native.text)} ` +
+    `load ${native.stats.load_seconds?.toFixed(2)} s, decode ${native.stats.decode_tok_s?.toFixed(2)} tok/s`);
+  ({ server, url: base } = await startServer());
+  browser = await launch();
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+  writeFileSync(path.join(outDir, "browser-metrics.json"), JSON.stringify(metrics, null, 2));
+  log(`metrics: ${JSON.stringify(metrics)}`);
+});
+
+const modelUrl = (q = "") => `/models/${MODEL}${q}`;
+
+describe("Engine on the page", () => {
+  let page;
+  before(async () => {
+    page = await openTestPage(browser, base, log);
+  });
+  after(async () => page?.close());
+
+  test("loads SmolLM2 from a URL and greedy-generates the native engine's tokens", { timeout: LOAD_MS + 240_000 }, async () => {
+    const r = await within(LOAD_MS + 200_000, page.evaluate(async ({ url, prompt, n, ctx }) => {
+      const { Engine } = window.wick;
+      const phases = {};
+      const t0 = performance.now();
+      const engine = await Engine.load(url, {
+        contextLength: ctx,
+        onProgress: (p) => (phases[p.phase] = [p.loaded, p.total]),
+      });
+      const loadSeconds = (performance.now() - t0) / 1000;
+      window.engine = engine;
+      const ids = [];
+      let text = "";
+      const run = engine.generate(prompt, { maxTokens: n, temperature: 0 });
+      for await (const c of run) {
+        if (c.tokenId !== null) ids.push(c.tokenId);
+        text += c.text;
+      }
+      return { ids, text, loadSeconds, phases, result: run.result, promptIds: engine.tokenize(prompt), info: engine.info() };
+    }, { url: modelUrl(), prompt: PROMPT, n: N, ctx: CTX }), "load + generate");
+    log(`browser: ${JSON.stringify(r.ids)} ${JSON.stringify(r.text)} load ${r.loadSeconds.toFixed(1)} s, ` +
+      `prefill ${r.result.stats.prefillTokensPerSecond.toFixed(2)} tok/s, decode ${r.result.stats.decodeTokensPerSecond.toFixed(2)} tok/s`);
+    metrics.browser = { loadSeconds: r.loadSeconds, stats: r.result.stats, adapter: r.info.adapter, ids: r.ids };
+
+    assert.deepEqual(r.promptIds, native.prompt_ids, "prompt ids");
+    assert.deepEqual(r.ids, native.ids, "greedy ids equal the native engine's");
+    assert.equal(r.text, native.text);
+    assert.equal(r.result.finishReason, native.finish_reason);
+    // Streaming progress went through fetch, parse, upload and ready.
+    for (const phase of ["fetch", "parse", "upload", "ready"]) assert.ok(r.phases[phase], `progress phase ${phase}`);
+    assert.equal(r.phases.upload[0], r.phases.upload[1], "upload reached its total");
+
+    // llama.cpp's greedy tokens, where its top-1/top-2 margin is clear.
+    const ref = llamaCppCase(PROMPT);
+    assert.ok(ref, "llama.cpp reference case");
+    assert.deepEqual(r.promptIds, ref.prompt_ids);
+    for (let i = 0; i < r.ids.length; i++) {
+      const top = ref.topk_per_position[ref.prompt_ids.length - 1 + i];
+      if (top[0][1] - top[1][1] <= 0.5) break;
+      assert.equal(r.ids[i], ref.greedy_ids[i], `token ${i} vs llama.cpp`);
+    }
+  });
+
+  test("info() reports the adapter and the f32 path", async () => {
+    const info = await page.evaluate(() => window.engine.info());
+    assert.equal(info.computePath, "f32");
+    assert.ok(info.adapter.name.length > 0, "adapter named");
+    assert.equal(typeof info.features.shaderF16, "boolean");
+    assert.match(info.computePathNote, info.features.shaderF16 ? /available/ : /not available/);
+    assert.equal(info.model.architecture, "llama");
+    assert.equal(info.model.contextLength, CTX);
+    assert.equal(info.model.hasChatTemplate, true);
+    metrics.info = info;
+  });
+
+  test("chat template renders as Hugging Face does", async () => {
+    const ref = chatTemplateCases();
+    for (const c of ref.cases) {
+      const r = await page.evaluate(([messages]) => {
+        const text = window.engine.applyChatTemplate(messages);
+        return { text, ids: window.engine.tokenize(text, { parseSpecial: true }) };
+      }, [c.messages]);
+      assert.equal(r.text, c.rendered);
+      assert.deepEqual(r.ids, c.ids);
+    }
+  });
+
+  test("chat.completions.create without and with stream", { timeout: 240_000 }, async () => {
+    const messages = chatTemplateCases().cases[0].messages;
+    const r = await within(220_000, page.evaluate(async (messages) => {
+      const engine = window.engine;
+      const params = { messages, max_tokens: 3, temperature: 0 };
+      const whole = await engine.chat.completions.create(params);
+      const chunks = [];
+      const stream = await engine.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+      for await (const c of stream) chunks.push(c);
+      return { whole, chunks };
+    }, messages), "chat");
+    const { whole, chunks } = r;
+    assert.equal(whole.object, "chat.completion");
+    assert.equal(whole.choices[0].message.role, "assistant");
+    assert.ok(whole.choices[0].message.content.length > 0);
+    assert.equal(whole.choices[0].finish_reason, "length");
+    assert.equal(whole.usage.completion_tokens, 3);
+    assert.equal(whole.usage.prompt_tokens, chatTemplateCases().cases[0].ids.length);
+    assert.equal(chunks[0].choices[0].delta.role, "assistant");
+    assert.ok(chunks.every((c) => c.object === "chat.completion.chunk" && c.id === chunks[0].id));
+    const streamed = chunks.map((c) => c.choices[0].delta.content ?? "").join("");
+    assert.equal(streamed, whole.choices[0].message.content, "greedy stream equals the whole reply");
+    const last = chunks.at(-1);
+    assert.equal(last.choices[0].finish_reason, "length");
+    assert.equal(last.usage.completion_tokens, 3);
+    log(`chat reply: ${JSON.stringify(whole.choices[0].message.content)}`);
+  });
+
+  test("a cached model loads again from the Cache API, with progress", { timeout: 120_000 }, async () => {
+    const r = await within(100_000, page.evaluate(async ({ url, ctx }) => {
+      const { Engine, clearCache } = window.wick;
+      await clearCache(url);
+      const phases = [];
+      const load = async () => {
+        const seen = new Set();
+        const e = await Engine.load(url, { contextLength: ctx, cache: true, onProgress: (p) => seen.add(p.phase) });
+        await e.dispose();
+        phases.push([...seen]);
+      };
+      await load();
+      await load();
+      const cleared = await clearCache(url);
+      return { phases, cleared };
+    }, { url: modelUrl(), ctx: CTX }), "cached loads");
+    assert.ok(r.phases[0].includes("fetch") && !r.phases[0].includes("cache"), `first load: ${r.phases[0]}`);
+    assert.ok(r.phases[1].includes("cache") && !r.phases[1].includes("fetch"), `second load: ${r.phases[1]}`);
+    assert.ok(r.phases[1].includes("upload") && r.phases[1].includes("ready"));
+    assert.equal(r.cleared, true);
+  });
+
+  test("a corrupt or truncated file and a missing URL give load errors, not hung promises", { timeout: 200_000 }, async () => {
+    const errors = await within(180_000, page.evaluate(async () => {
+      const { Engine } = window.wick;
+      const msg = (p) => p.then(() => "loaded?!", (e) => `${e.name}: ${e.message}`);
+      const garbage = new Uint8Array(1 << 20).map((_, i) => (i * 2654435761) >>> 24);
+      const head = await (await fetch("/models/SmolLM2-135M-Instruct.Q4_1.gguf", { headers: { Range: "bytes=0-3145727" } })).arrayBuffer();
+      return {
+        garbage: await msg(Engine.load(garbage.buffer)),
+        truncated: await msg(Engine.load(new Blob([head]))),
+        missing: await msg(Engine.load("/models/no-such-model.gguf")),
+        badSource: await msg(Engine.load(42)),
+      };
+    }), "corrupt loads");
+    log(`load errors: ${JSON.stringify(errors)}`);
+    assert.match(errors.garbage, /^Error: loading the model failed: .*(magic|GGUF)/i);
+    assert.match(errors.truncated, /^Error: loading the model failed: .*ended/i);
+    assert.match(errors.missing, /404/);
+    assert.match(errors.badSource, /^TypeError/);
+  });
+});
+
+describe("Engine in a Web Worker", () => {
+  test("streams the same tokens, and an abort stops a generation", { timeout: LOAD_MS + 240_000 }, async () => {
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(LOAD_MS + 200_000, page.evaluate(async ({ url, prompt, n, ctx }) => {
+        const { WorkerEngine } = window.wick;
+        let progress = 0;
+        const engine = await WorkerEngine.load(url, { contextLength: ctx, onProgress: () => progress++ });
+        const chunks = [];
+        const run = engine.generate(prompt, { maxTokens: n, temperature: 0 });
+        for await (const c of run) chunks.push({ ...c, at: performance.now() });
+        // Abort after the first token of a long generation.
+        const ac = new AbortController();
+        let got = 0;
+        let error = null;
+        const t0 = performance.now();
+        try {
+          for await (const c of engine.generate(prompt, { maxTokens: 200, temperature: 0, signal: ac.signal })) {
+            got += 1;
+            if (got === 1) ac.abort();
+          }
+        } catch (e) {
+          error = `${e.name}: ${e.message}`;
+        }
+        const abortSeconds = (performance.now() - t0) / 1000;
+        // The engine is still usable after the abort.
+        const again = [];
+        for await (const c of engine.generate(prompt, { maxTokens: 1, temperature: 0 })) again.push(c.tokenId);
+        const info = engine.info();
+        const tokens = await engine.tokenize(prompt);
+        await engine.dispose();
+        // A local file (here a Blob) crosses into the worker too.
+        const blob = await (await fetch(url)).blob();
+        const fromBlob = await WorkerEngine.load(blob, { contextLength: 64 });
+        const blobTokens = await fromBlob.tokenize(prompt);
+        await fromBlob.dispose();
+        return { chunks, result: run.result, got, error, abortSeconds, again, progress, info, tokens, blobTokens };
+      }, { url: modelUrl("?norange"), prompt: PROMPT, n: N, ctx: CTX }), "worker");
+      log(`worker: ${JSON.stringify(r.chunks.map((c) => c.tokenId))}, abort after ${r.got} token(s) in ${r.abortSeconds.toFixed(1)} s: ${r.error}`);
+      assert.deepEqual(r.chunks.map((c) => c.tokenId), native.ids, "worker greedy ids equal the native engine's");
+      assert.equal(r.chunks.map((c) => c.text).join(""), native.text);
+      // Streamed: the chunks arrived one by one, not all at the end.
+      assert.ok(r.chunks.at(-1).at - r.chunks[0].at > 50, "tokens arrive over time");
+      assert.equal(r.result.finishReason, native.finish_reason);
+      assert.match(r.error ?? "", /^AbortError/);
+      assert.ok(r.got <= 2, `stopped after ${r.got} tokens`);
+      assert.deepEqual(r.again, native.ids.slice(0, 1));
+      assert.ok(r.progress > 0);
+      assert.deepEqual(r.tokens, native.prompt_ids);
+      assert.deepEqual(r.blobTokens, native.prompt_ids);
+      metrics.worker = { abortSeconds: r.abortSeconds };
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe("a panic in the wasm module", () => {
+  test("rejects the pending generation and later calls instead of hanging", { timeout: LOAD_MS + 60_000 }, async () => {
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(LOAD_MS + 30_000, page.evaluate(async ({ url, ctx }) => {
+        const { Engine } = window.wick;
+        const wasm = await import("/web/pkg/wick_web.js");
+        const engine = await Engine.load(url, { contextLength: ctx });
+        const it = engine.generate("Hello", { maxTokens: 2, temperature: 0 })[Symbol.asyncIterator]();
+        const pending = it.next().then(() => "resolved?!", (e) => e.message);
+        await new Promise((r) => setTimeout(r, 200));
+        let sync = null;
+        try {
+          wasm.__testPanic("deliberate test panic");
+        } catch (e) {
+          sync = e.message;
+        }
+        const later = await Engine.load(url).then(() => "loaded?!", (e) => e.message);
+        return { pending: await pending, sync, later };
+      }, { url: modelUrl(), ctx: CTX }), "panic");
+      log(`after a panic: ${JSON.stringify(r)}`);
+      for (const m of [r.pending, r.later]) assert.match(m, /wick crashed[\s\S]*deliberate test panic/);
+      assert.ok(r.sync, "the panicking call threw");
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe("without WebGPU", () => {
+  test("Engine.load and the demo page say WebGPU is not available", { timeout: 120_000 }, async () => {
+    const plain = await launch({ webgpu: false });
+    try {
+      const page = await openTestPage(plain, base, log);
+      const r = await within(60_000, page.evaluate(async () => {
+        const hasGpu = !!navigator.gpu;
+        const { Engine, WorkerEngine } = window.wick;
+        const msg = (p) => p.then(() => "loaded?!", (e) => e.message);
+        return {
+          hasGpu,
+          page: await msg(Engine.load("/models/SmolLM2-135M-Instruct.Q4_1.gguf")),
+          worker: await msg(WorkerEngine.load("/models/SmolLM2-135M-Instruct.Q4_1.gguf")),
+        };
+      }), "no-webgpu load");
+      log(`no WebGPU (navigator.gpu ${r.hasGpu ? "present" : "absent"}): ${r.page}`);
+      assert.match(r.page, /WebGPU is not available in this browser/);
+      assert.match(r.worker, /WebGPU is not available in this browser/);
+
+      // The same page with navigator.gpu present but no adapter: the wasm path.
+      const noAdapter = await openTestPage(browser, base, log);
+      await noAdapter.evaluate(() => {
+        Object.defineProperty(navigator.gpu, "requestAdapter", { value: async () => null });
+      });
+      const viaWasm = await noAdapter.evaluate(() =>
+        window.wick.Engine.load(new ArrayBuffer(8)).then(() => "loaded?!", (e) => e.message));
+      assert.match(viaWasm, /WebGPU is not available in this browser/);
+      await noAdapter.close();
+
+      const demo = await plain.newPage();
+      await demo.goto(`${base}/web/demo/?autoload`);
+      await demo.waitForFunction(() => !document.getElementById("error").hidden, null, { timeout: 30_000 });
+      assert.match(await demo.textContent("#error"), /WebGPU is not available/);
+      await demo.screenshot({ path: path.join(outDir, "demo-no-webgpu.png") });
+    } finally {
+      await plain.close();
+    }
+  });
+});
+
+describe("demo page", () => {
+  test("loads a model, streams a reply, and a screenshot is saved", { timeout: LOAD_MS + 240_000 }, async () => {
+    const page = await browser.newPage({ viewport: { width: 1000, height: 820 } });
+    page.on("console", (m) => log(`[demo] ${m.text()}`));
+    try {
+      await page.goto(`${base}/web/demo/?model=${encodeURIComponent(modelUrl())}&autoload`);
+      await page.waitForFunction(() => document.body.dataset.loaded === "1" || !document.getElementById("error").hidden,
+        null, { timeout: LOAD_MS });
+      assert.equal(await page.isHidden("#error"), true, `load error: ${await page.textContent("#error")}`);
+      assert.match(await page.textContent("#info"), /f32 path/);
+      await page.fill("#max-tokens", "4");
+      await page.$eval("#temperature", (el) => {
+        el.value = "0";
+        el.dispatchEvent(new Event("input"));
+      });
+      await page.fill("#prompt", "What is the capital of France?");
+      await page.click("#send");
+      // Streaming: the reply has text while the generation still runs.
+      await page.waitForFunction(() => {
+        const m = document.querySelector(".msg.assistant");
+        return m && m.textContent.length > 0;
+      }, null, { timeout: 200_000 });
+      await page.waitForFunction(() => document.body.dataset.replies === "1", null, { timeout: 200_000 });
+      const reply = await page.textContent(".msg.assistant");
+      const tps = await page.textContent("#tps");
+      log(`demo reply: ${JSON.stringify(reply)}; ${tps}`);
+      assert.ok(reply.replace(/\(.*\)$/, "").trim().length > 0, "a reply was streamed");
+      assert.match(tps, /tokens\/s · prefill/, "final tokens/s from the generation stats");
+      await page.screenshot({ path: path.join(outDir, "demo.png"), fullPage: true });
+    } finally {
+      await page.close();
+    }
+  });
+});

@@ -1,0 +1,100 @@
+// Shared setup of the browser tests: Debian's Chromium (never a downloaded
+// browser) with WebGPU on its bundled SwiftShader, the static server, the
+// native engine's reference output, and the llama.cpp golden file.
+
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { chromium } from "playwright-core";
+import { repoRoot, startServer } from "../tools/serve.mjs";
+
+export { repoRoot, startServer };
+
+export const CHROMIUM = process.env.WICK_CHROMIUM || "/usr/bin/chromium";
+export const MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf";
+export const modelsDir = process.env.WICK_MODELS_DIR || path.join(repoRoot, "models");
+export const outDir = path.join(repoRoot, "test-output");
+mkdirSync(outDir, { recursive: true });
+
+/** Closed-network headless flags (DESIGN.md); `webgpu: false` gives a browser without WebGPU. */
+export function launch({ webgpu = true } = {}) {
+  const args = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+  ];
+  if (webgpu) args.push("--enable-unsafe-webgpu");
+  else args.push("--disable-webgpu", "--disable-gpu");
+  // playwright gives each launch a fresh temporary --user-data-dir.
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args });
+}
+
+/** A page on the test page with window.wick ready; console lines go to the log. */
+export async function openTestPage(browser, baseUrl, log = () => {}) {
+  const page = await browser.newPage();
+  page.on("console", (m) => log(`[page] ${m.text()}`));
+  page.on("pageerror", (e) => log(`[page error] ${e.message}`));
+  await page.goto(`${baseUrl}/web/test/page.html`);
+  await page.waitForFunction(() => window.wickReady === true);
+  return page;
+}
+
+export function checkBuilt() {
+  const wasm = path.join(repoRoot, "web/pkg/wick_web_bg.wasm");
+  if (!existsSync(wasm)) throw new Error(`${wasm} is missing: run \`npm run build\` first`);
+  const model = path.join(modelsDir, MODEL);
+  if (!existsSync(model)) throw new Error(`${model} is missing: run scripts/fetch-models.sh smollm2`);
+}
+
+/**
+ * The native engine's greedy output for `prompt` (`wick generate --json`),
+ * built with cargo if the binary is missing.
+ */
+export function nativeGenerate(prompt, maxTokens, ctxLen) {
+  const bin = path.join(repoRoot, "target/release/wick");
+  if (!existsSync(bin)) {
+    execFileSync("cargo", ["build", "--release", "-q", "-p", "wick-cli"], { cwd: repoRoot, stdio: "inherit" });
+  }
+  const runtime = process.env.XDG_RUNTIME_DIR || path.join("/tmp", `wick-runtime-${process.getuid()}`);
+  mkdirSync(runtime, { recursive: true, mode: 0o700 });
+  const env = { ...process.env, WGPU_BACKEND: process.env.WGPU_BACKEND || "vulkan", XDG_RUNTIME_DIR: runtime };
+  const args = ["generate", "--model", path.join(modelsDir, MODEL), "--prompt", prompt,
+    "--max-tokens", String(maxTokens), "--ctx-len", String(ctxLen), "--json"];
+  const out = execFileSync(bin, args, { cwd: repoRoot, env, encoding: "utf8", maxBuffer: 1 << 26 });
+  return JSON.parse(out.slice(out.indexOf("{")));
+}
+
+/** llama.cpp's reference for the SmolLM2 case with this prompt. */
+export function llamaCppCase(prompt) {
+  const dirs = [process.env.WICK_GOLDEN_DIR, path.join(repoRoot, "tests/fixtures/golden"), path.join(repoRoot, "../shared/golden")];
+  for (const d of dirs.filter(Boolean)) {
+    const f = path.join(d, "llamacpp_public.json");
+    if (!existsSync(f)) continue;
+    const entry = JSON.parse(readFileSync(f, "utf8")).find((e) => e.model === MODEL);
+    return entry?.cases.find((c) => c.prompt === prompt) ?? null;
+  }
+  return null;
+}
+
+export function chatTemplateCases() {
+  const dirs = [process.env.WICK_GOLDEN_DIR, path.join(repoRoot, "tests/fixtures/golden"), path.join(repoRoot, "../shared/golden")];
+  for (const d of dirs.filter(Boolean)) {
+    const f = path.join(d, "chat_templates_public.json");
+    if (existsSync(f)) return JSON.parse(readFileSync(f, "utf8")).find((e) => e.model === MODEL);
+  }
+  throw new Error("chat_templates_public.json not found");
+}
+
+/** Rejects if `promise` takes longer than `ms` (a hung promise fails the test). */
+export function within(ms, promise, what) {
+  let t;
+  const timeout = new Promise((_, reject) => {
+    t = setTimeout(() => reject(new Error(`${what} did not settle within ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(t));
+}

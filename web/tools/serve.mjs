@@ -1,0 +1,107 @@
+#!/usr/bin/env node
+// A small static server for the demo and the browser tests: serves the
+// repository root (web/demo, web/src, web/pkg ...) and /models/ from
+// $WICK_MODELS_DIR (default models/), with Range requests (206) so models
+// stream in parts. `?norange` on a URL makes it ignore Range (a plain 200).
+// Listens on 127.0.0.1 only.
+//
+// usage: node web/tools/serve.mjs [--port N] [--root DIR]
+
+import { createReadStream, promises as fs } from "node:fs";
+import { createServer } from "node:http";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const repoRoot = path.resolve(here, "../..");
+
+const TYPES = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".mjs": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".json": "application/json",
+  ".wasm": "application/wasm",
+  ".png": "image/png",
+  ".svg": "image/svg+xml",
+  ".ts": "text/plain; charset=utf-8",
+  ".md": "text/plain; charset=utf-8",
+};
+
+function resolvePath(root, modelsDir, urlPath) {
+  const clean = path.posix.normalize(decodeURIComponent(urlPath));
+  if (clean.includes("\0") || clean.split("/").includes("..")) return null;
+  if (clean.startsWith("/models/")) return path.join(modelsDir, clean.slice("/models/".length));
+  return path.join(root, clean);
+}
+
+/** Starts the server; resolves to { server, url, port }. */
+export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
+  modelsDir ??= process.env.WICK_MODELS_DIR || path.join(root, "models");
+  const server = createServer(async (req, res) => {
+    try {
+      const url = new URL(req.url, "http://localhost");
+      let file = resolvePath(root, modelsDir, url.pathname);
+      if (!file) return send(res, 400, "bad path");
+      let st = await fs.stat(file).catch(() => null);
+      if (st?.isDirectory()) {
+        if (!url.pathname.endsWith("/")) {
+          res.writeHead(301, { Location: url.pathname + "/" + url.search });
+          return res.end();
+        }
+        file = path.join(file, "index.html");
+        st = await fs.stat(file).catch(() => null);
+      }
+      if (!st?.isFile()) return send(res, 404, `not found: ${url.pathname}`);
+      const headers = {
+        "Content-Type": TYPES[path.extname(file)] ?? "application/octet-stream",
+        "Cache-Control": "no-store",
+        "Accept-Ranges": url.searchParams.has("norange") ? "none" : "bytes",
+      };
+      const range = url.searchParams.has("norange") ? null : req.headers.range;
+      const m = range && /^bytes=(\d*)-(\d*)$/.exec(range);
+      if (m && (m[1] || m[2])) {
+        let start = m[1] ? Number(m[1]) : Math.max(0, st.size - Number(m[2]));
+        let end = m[1] && m[2] ? Math.min(Number(m[2]), st.size - 1) : st.size - 1;
+        if (start >= st.size || start > end) {
+          res.writeHead(416, { "Content-Range": `bytes */${st.size}` });
+          return res.end();
+        }
+        headers["Content-Range"] = `bytes ${start}-${end}/${st.size}`;
+        headers["Content-Length"] = end - start + 1;
+        res.writeHead(206, headers);
+        if (req.method === "HEAD") return res.end();
+        return createReadStream(file, { start, end }).pipe(res);
+      }
+      headers["Content-Length"] = st.size;
+      res.writeHead(200, headers);
+      if (req.method === "HEAD") return res.end();
+      createReadStream(file).pipe(res);
+    } catch (e) {
+      send(res, 500, String(e));
+    }
+  });
+  return new Promise((resolve, reject) => {
+    server.on("error", reject);
+    server.listen(port, "127.0.0.1", () => {
+      const p = server.address().port;
+      resolve({ server, port: p, url: `http://127.0.0.1:${p}` });
+    });
+  });
+}
+
+function send(res, status, text) {
+  if (res.headersSent) return res.destroy();
+  res.writeHead(status, { "Content-Type": "text/plain; charset=utf-8" });
+  res.end(text);
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const opt = (name, d) => {
+    const i = args.indexOf(name);
+    return i >= 0 ? args[i + 1] : d;
+  };
+  const { url } = await startServer({ port: Number(opt("--port", 8080)), root: opt("--root", repoRoot) });
+  console.log(`serving ${opt("--root", repoRoot)} at ${url}`);
+}
