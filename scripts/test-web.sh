@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The browser part of the tests: installs what it needs idempotently
 # (Debian's chromium, the wasm32 target, the wasm-bindgen CLI at the version
-# in Cargo.lock, the npm dev dependencies, the SmolLM2 model), builds the
+# in Cargo.lock, the npm dev dependencies, the SmolLM2 and Gemma 3 models), builds the
 # native CLI (the tests compare with its output) and the npm package, then
 # runs the browser tests in headless Chromium on SwiftShader.
 # Screenshots and metrics land in test-output/.
@@ -32,7 +32,7 @@ if [ "$have" != "$want" ]; then
 fi
 
 npm ci --no-audit --no-fund
-scripts/setup.sh smollm2
+scripts/setup.sh smollm2 gemma3
 . scripts/env.sh
 cargo build --release -q -p wick-cli
 npm run build

@@ -187,6 +187,34 @@ describe("Engine on the page", () => {
   });
 });
 
+describe("Gemma 3 on the page (K-quants on the f32 path)", () => {
+  const GEMMA = "gemma-3-270m-q4_k_m.gguf";
+  test("greedy-generates the native engine's tokens", { timeout: LOAD_MS + 300_000 }, async () => {
+    const n = 2;
+    const want = nativeGenerate(PROMPT, n, 64, GEMMA);
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(LOAD_MS + 280_000, page.evaluate(async ({ url, prompt, n }) => {
+        const engine = await window.wick.Engine.load(url, { contextLength: 64 });
+        const ids = [];
+        for await (const c of engine.generate(prompt, { maxTokens: n, temperature: 0 })) {
+          if (c.tokenId !== null) ids.push(c.tokenId);
+        }
+        const promptIds = engine.tokenize(prompt);
+        await engine.dispose();
+        return { ids, promptIds };
+      }, { url: `/models/${GEMMA}`, prompt: PROMPT, n }), "gemma load + generate");
+      log(`gemma3 browser: ${JSON.stringify(r.ids)} native: ${JSON.stringify(want.ids)}`);
+      assert.deepEqual(r.promptIds, want.prompt_ids, "prompt ids");
+      assert.deepEqual(r.ids, want.ids, "greedy ids equal the native engine's");
+      const ref = llamaCppCase(PROMPT, GEMMA);
+      assert.deepEqual(r.promptIds, ref.prompt_ids, "llama.cpp prompt ids");
+    } finally {
+      await page.close();
+    }
+  });
+});
+
 describe("Engine in a Web Worker", () => {
   test("streams the same tokens, and an abort stops a generation", { timeout: LOAD_MS + 240_000 }, async () => {
     const page = await openTestPage(browser, base, log);

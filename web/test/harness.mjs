@@ -55,7 +55,7 @@ export function checkBuilt() {
  * The native engine's greedy output for `prompt` (`wick generate --json`),
  * built with cargo if the binary is missing.
  */
-export function nativeGenerate(prompt, maxTokens, ctxLen) {
+export function nativeGenerate(prompt, maxTokens, ctxLen, model = MODEL) {
   const bin = path.join(repoRoot, "target/release/wick");
   if (!existsSync(bin)) {
     execFileSync("cargo", ["build", "--release", "-q", "-p", "wick-cli"], { cwd: repoRoot, stdio: "inherit" });
@@ -63,19 +63,19 @@ export function nativeGenerate(prompt, maxTokens, ctxLen) {
   const runtime = process.env.XDG_RUNTIME_DIR || path.join("/tmp", `wick-runtime-${process.getuid()}`);
   mkdirSync(runtime, { recursive: true, mode: 0o700 });
   const env = { ...process.env, WGPU_BACKEND: process.env.WGPU_BACKEND || "vulkan", XDG_RUNTIME_DIR: runtime };
-  const args = ["generate", "--model", path.join(modelsDir, MODEL), "--prompt", prompt,
+  const args = ["generate", "--model", path.join(modelsDir, model), "--prompt", prompt,
     "--max-tokens", String(maxTokens), "--ctx-len", String(ctxLen), "--json"];
   const out = execFileSync(bin, args, { cwd: repoRoot, env, encoding: "utf8", maxBuffer: 1 << 26 });
   return JSON.parse(out.slice(out.indexOf("{")));
 }
 
-/** llama.cpp's reference for the SmolLM2 case with this prompt. */
-export function llamaCppCase(prompt) {
+/** llama.cpp's reference for `model`'s case with this prompt. */
+export function llamaCppCase(prompt, model = MODEL) {
   const dirs = [process.env.WICK_GOLDEN_DIR, path.join(repoRoot, "tests/fixtures/golden"), path.join(repoRoot, "../shared/golden")];
   for (const d of dirs.filter(Boolean)) {
     const f = path.join(d, "llamacpp_public.json");
     if (!existsSync(f)) continue;
-    const entry = JSON.parse(readFileSync(f, "utf8")).find((e) => e.model === MODEL);
+    const entry = JSON.parse(readFileSync(f, "utf8")).find((e) => e.model === model);
     return entry?.cases.find((c) => c.prompt === prompt) ?? null;
   }
   return null;
