@@ -8,12 +8,11 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
-use wick::format::gguf::{GgufError, GgufFile};
+use wick::format::gguf::GgufFile;
 use wick::tokenizer::{StreamDecoder, Tokenizer, TokenizerError};
 
 const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -74,25 +73,8 @@ fn golden(name: &str) -> Value {
 
 /// Parses the GGUF header, reading only as much of the file as it needs.
 fn read_header(path: &Path) -> GgufFile {
-    let mut f = File::open(path).unwrap();
-    let mut buf = Vec::new();
-    let mut want: u64 = 8 << 20;
-    loop {
-        let have = buf.len() as u64;
-        (&mut f)
-            .take(want.saturating_sub(have))
-            .read_to_end(&mut buf)
-            .unwrap();
-        match GgufFile::parse_header(&buf) {
-            Ok(h) => return h,
-            Err(GgufError::NeedMoreHeader { needed_at_least })
-                if (buf.len() as u64) < needed_at_least =>
-            {
-                want = needed_at_least.max(want * 2);
-            }
-            Err(e) => panic!("{}: {e}", path.display()),
-        }
-    }
+    let f = File::open(path).unwrap();
+    GgufFile::read_header(f).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// One tokenizer per model file, built once for all tests.

@@ -80,6 +80,27 @@ impl GgufFile {
         parse::parse(bytes, false)
     }
 
+    /// Parses the header from a reader positioned at the start of a file,
+    /// reading only as much as the header needs (a few MB, not the weights).
+    pub fn read_header<R: std::io::Read>(mut reader: R) -> Result<GgufFile> {
+        use std::io::Read;
+        let mut buf = Vec::new();
+        let mut want: u64 = 8 << 20;
+        loop {
+            let have = buf.len() as u64;
+            let read = (&mut reader)
+                .take(want.saturating_sub(have))
+                .read_to_end(&mut buf)
+                .map_err(|e| GgufError::Io(e.to_string()))?;
+            match Self::parse_header(&buf) {
+                Err(GgufError::NeedMoreHeader { needed_at_least }) if read > 0 => {
+                    want = needed_at_least.max(want * 2);
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Checks every tensor lies inside a file of `file_len` bytes.
     pub fn check_file_len(&self, file_len: u64) -> Result<()> {
         for t in &self.tensors {

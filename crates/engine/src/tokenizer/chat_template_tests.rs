@@ -6,13 +6,12 @@
 //! `<workspace>/models`; a missing one fails the test.
 
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
 use super::*;
-use crate::format::gguf::{GgufError, GgufFile, MetaValue};
+use crate::format::gguf::{GgufFile, MetaValue};
 use crate::format::gguf_write::GgufWriter;
 
 fn workspace() -> PathBuf {
@@ -43,26 +42,9 @@ fn header(name: &str) -> GgufFile {
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("models"));
     let path = dir.join(name);
-    let mut f = File::open(&path)
+    let f = File::open(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (run scripts/fetch-models.sh all)", path.display()));
-    let mut buf = Vec::new();
-    let mut want: u64 = 8 << 20;
-    loop {
-        let have = buf.len() as u64;
-        (&mut f)
-            .take(want.saturating_sub(have))
-            .read_to_end(&mut buf)
-            .unwrap();
-        match GgufFile::parse_header(&buf) {
-            Ok(h) => return h,
-            Err(GgufError::NeedMoreHeader { needed_at_least })
-                if (buf.len() as u64) < needed_at_least =>
-            {
-                want = needed_at_least.max(want * 2);
-            }
-            Err(e) => panic!("{}: {e}", path.display()),
-        }
-    }
+    GgufFile::read_header(f).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn messages_of(case: &Json) -> Vec<ChatMessage> {

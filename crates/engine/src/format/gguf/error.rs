@@ -2,6 +2,8 @@
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GgufError {
+    #[error("reading the GGUF header failed: {0}")]
+    Io(String),
     #[error("not a GGUF file: magic is {found:02x?}, expected \"GGUF\"")]
     BadMagic { found: [u8; 4] },
     #[error("big-endian GGUF file (version {version} byte-swapped): only little-endian files are supported")]
