@@ -1,7 +1,7 @@
-// Shared by matmul_gemv.wgsl and matmul_tiled.wgsl (after quant.wgsl):
-// out[t, n] = sum_k x[t, k] * W[n, k] for one matrix part, whose rows are
-// output columns first_row .. first_row + rows (first_row folded into
-// out_offset by the caller).
+// Shared by the matmul kernels (after quant.wgsl): out[t, n] = sum_k x[t, k] *
+// W[n, k] for one matrix part, whose rows are output columns first_row ..
+// first_row + rows (first_row folded into out_offset by the caller). For an
+// expert stack a part holds whole experts, `rows` rows each.
 
 struct Params {
     m: u32,          // token rows
@@ -13,6 +13,10 @@ struct Params {
     out_stride: u32, // elements between token rows of out (the whole matrix's rows)
     full_units: u32, // k / 16: units with all 16 elements inside the row
     units: u32,      // ceil(k / 16); more than full_units only for F32/F16
+    // Expert stacks only (moe_gemv.wgsl, moe_tiled.wgsl); 0 for a plain matrix.
+    x_div: u32,        // slots per x row: x row = slot / x_div
+    first_expert: u32, // first expert held by this part
+    part_experts: u32, // experts held by this part; `rows` is per expert
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

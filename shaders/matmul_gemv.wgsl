@@ -1,39 +1,34 @@
-// Matrix-vector form of matmul, for a few token rows (decode). Memory bound:
+// Matrix-vector core of matmul, for a few token rows (decode). Memory bound:
 // each workgroup streams ROWS consecutive weight rows once, its 64
 // invocations striding over the rows' 16-weight units (adjacent invocations
 // read adjacent bytes), each dotting the decoded unit with all TOKENS x rows
 // it keeps in registers. One shared-memory reduction at the end (a single
 // barrier): lavapipe pays dearly per barrier, GPUs do not mind either way.
-// Sources: quant.wgsl, matmul_common.wgsl, this file.
-// Dispatch: ceil(rows / ROWS) workgroups, folded over x and y past 65535.
+// Sources: quant.wgsl, matmul_common.wgsl, this file, then an entry point
+// (matmul_gemv_main.wgsl for a matrix, moe_gemv.wgsl for an expert stack).
 
 const WG: u32 = 64u;
 const ROWS: u32 = {{ROWS}}u;     // output rows per workgroup
-const TOKENS: u32 = {{TOKENS}}u; // token rows; p.m == TOKENS
+const TOKENS: u32 = {{TOKENS}}u; // token rows per workgroup
 
 var<workgroup> partial: array<f32, ROWS * TOKENS * WG>;
 
-@compute @workgroup_size(64)
-fn main(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-) {
-    let row0 = (wid.x + wid.y * groups.x) * ROWS;
-    if (row0 >= p.rows) {
-        return; // whole workgroup: uniform
-    }
+// Output rows row0 .. row0 + ROWS (row0 < p.rows) for TOKENS token rows:
+// token t reads x from x_base + t * k and writes out_base + t * out_stride +
+// row, and output row r reads weight row w_row0 + r (an expert's slab in a
+// stack). Has a barrier: callers may only return early workgroup-uniformly.
+fn gemv(lid: u32, row0: u32, w_row0: u32, x_base: u32, out_base: u32) {
     var acc: array<f32, ROWS * TOKENS>;
     var xs: array<Unit, TOKENS>;
     for (var U = lid; U < p.units; U += WG) {
         let e = unit_elems(U);
         let masked = U >= p.full_units;
         for (var t = 0u; t < TOKENS; t++) {
-            xs[t] = load_x(p.x_offset + t * p.k, e, masked);
+            xs[t] = load_x(x_base + t * p.k, e, masked);
         }
         for (var r = 0u; r < ROWS; r++) {
             // Rows past the part repeat its last row; their sums are dropped.
-            let wu = weight_unit(min(row0 + r, p.rows - 1u), U, e, masked);
+            let wu = weight_unit(w_row0 + min(row0 + r, p.rows - 1u), U, e, masked);
             for (var t = 0u; t < TOKENS; t++) {
                 acc[r * TOKENS + t] += dot_unit(wu, xs[t]);
             }
@@ -51,7 +46,7 @@ fn main(
         let r = lid / TOKENS;
         let t = lid % TOKENS;
         if (row0 + r < p.rows) {
-            out[p.out_offset + t * p.out_stride + row0 + r] = sum;
+            out[out_base + t * p.out_stride + row0 + r] = sum;
         }
     }
 }

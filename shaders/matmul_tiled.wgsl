@@ -1,22 +1,26 @@
-// Many-token form of matmul (prefill), register blocked and barrier free:
+// Many-token core of matmul (prefill), register blocked and barrier free:
 // each invocation computes a TM x TN tile (token rows x output rows), so every
 // decoded weight unit serves TM tokens and every x unit TN weight rows.
 // In a workgroup of 64, invocation i takes token tile i % TT and row tile
 // i / TT: groups of TT neighbours read the same weight bytes (one fetch on a
 // GPU). TT (1, 2, 4 or 8) shrinks for short prompts so that no invocation
 // idles for want of token rows.
-// Sources: quant.wgsl, matmul_common.wgsl, this file.
-// Dispatch: [ceil(rows / (64 / TT * TN)), ceil(m / (TT * TM)), 1].
+// Sources: quant.wgsl, matmul_common.wgsl, this file, then an entry point
+// (matmul_tiled_main.wgsl, moe_tiled.wgsl) that defines where token `tok`'s
+// rows are: `x_base(tok)` and `out_base(tok)`, element indices of its x row
+// and of its out row's column 0.
 
 const TM: u32 = {{TM}}u; // token rows per invocation
 const TN: u32 = {{TN}}u; // output rows per invocation
 const TT: u32 = {{TT}}u; // token tiles per workgroup
 
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    let row0 = (wid.x * (64u / TT) + lid / TT) * TN;
-    let tok0 = (wid.y * TT + lid % TT) * TM;
-    if (row0 >= p.rows || tok0 >= p.m) {
+// The workgroup's share of row group `row_group` (64 / TT * TN output rows)
+// and token group `tok_group` (TT * TM of the n_tok tokens); output row r
+// reads weight row w_row0 + r.
+fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
+    let row0 = (row_group * (64u / TT) + lid / TT) * TN;
+    let tok0 = (tok_group * TT + lid % TT) * TM;
+    if (row0 >= p.rows || tok0 >= n_tok) {
         return;
     }
     var acc: array<f32, TM * TN>;
@@ -29,10 +33,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         // decoded units).
         for (var t = 0u; t < TM; t++) {
             // Tokens and rows past the end repeat the last; never written.
-            xs[t] = load_x(p.x_offset + min(tok0 + t, p.m - 1u) * p.k, e, masked);
+            xs[t] = load_x(x_base(min(tok0 + t, n_tok - 1u)), e, masked);
         }
         for (var r = 0u; r < TN; r++) {
-            let wu = weight_unit(min(row0 + r, p.rows - 1u), U, e, masked);
+            let wu = weight_unit(w_row0 + min(row0 + r, p.rows - 1u), U, e, masked);
             for (var t = 0u; t < TM; t++) {
                 acc[t * TN + r] += dot_unit(wu, xs[t]);
             }
@@ -40,8 +44,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
     for (var t = 0u; t < TM; t++) {
         for (var r = 0u; r < TN; r++) {
-            if (tok0 + t < p.m && row0 + r < p.rows) {
-                out[p.out_offset + (tok0 + t) * p.out_stride + row0 + r] = acc[t * TN + r];
+            if (tok0 + t < n_tok && row0 + r < p.rows) {
+                out[out_base(tok0 + t) + row0 + r] = acc[t * TN + r];
             }
         }
     }

@@ -151,6 +151,18 @@ pub fn check_case(
     tol: f32,
     clear_margin: f32,
 ) -> (f32, f32) {
+    check_case_except(engine, case, tol, clear_margin, &[])
+}
+
+/// As `check_case`, without the checks at positions `i` (counted from
+/// `first_position`) where `skip[i]`.
+pub fn check_case_except(
+    engine: &mut Engine,
+    case: &GoldenCase,
+    tol: f32,
+    clear_margin: f32,
+    skip: &[bool],
+) -> (f32, f32) {
     let mut ids = case.prompt_ids.clone();
     ids.extend_from_slice(&case.greedy_ids);
     // Position p's logits predict token p + 1; the reference covers
@@ -169,6 +181,9 @@ pub fn check_case(
     let mut mean = 0.0f32;
     for (i, (ours, reference)) in rows.iter().zip(&case.topk_per_position).enumerate() {
         let pos = case.first_position + i;
+        if skip.get(i).copied().unwrap_or(false) {
+            continue;
+        }
         let d = compare_position(ours, reference);
         worst = worst.max(d.max_abs);
         mean += d.mean_abs / positions as f32;
@@ -202,6 +217,93 @@ pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
             case.prompt_ids.len()
         );
     }
+}
+
+/// Positions of `ids` (teacher forced) where llama.cpp may have picked other
+/// experts than the exact computation does, so that its logits there are not
+/// a reference for ours.
+///
+/// llama.cpp rounds the input of every Q8_0 (F16) dot product to Q8_0 (f16);
+/// upstream of a router that moves its gate logits. The f64 CPU reference
+/// measures by how much at each position: it runs once exactly and once with
+/// that rounding (`ActRound::llama_cpp`), and `noise` is the largest change
+/// of any gate logit at a position, its median over the case. Measured over
+/// the public prompts it is 0.02-0.05 (single positions 0.01-0.1, more only
+/// where the rounding itself flips an expert). A position is ambiguous where
+/// some MoE layer's margin (its k-th gate logit minus its (k+1)-th, exact) is
+/// below 2 x noise: the factor
+/// covers what the emulation leaves out (llama.cpp's f16 KV cache, its
+/// summation order). On the public prompts every position where wick's
+/// logits left the tolerance was such a near-tie (margins 0.009-0.027), and
+/// llama.cpp itself, with only its KV cache switched to f32, moves its
+/// logits there by up to 2.7 (tiny-mixtral) and 1.7 (tiny-qwen2moe).
+pub fn route_ambiguous(reference: &reference::RefLlama, ids: &[u32]) -> Vec<bool> {
+    use reference::{router_margin, ActRound};
+    let exact = reference.trace(ids, ActRound::Exact);
+    let rounded = reference.trace(ids, ActRound::llama_cpp(reference.weight_dtype()));
+    let k = reference.top_k();
+    let mut noise: Vec<f32> = exact
+        .router
+        .iter()
+        .zip(&rounded.router)
+        .map(|(layers, rounded_layers)| {
+            layers
+                .iter()
+                .flatten()
+                .zip(rounded_layers.iter().flatten())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max)
+        })
+        .collect();
+    // The median: where the rounding flips an expert, every later position
+    // inherits the difference through attention, which is not noise.
+    noise.sort_by(f32::total_cmp);
+    let noise = noise.get(noise.len() / 2).copied().unwrap_or(0.0);
+    exact
+        .router
+        .iter()
+        .map(|layers| {
+            let margin = layers
+                .iter()
+                .map(|l| router_margin(l, k))
+                .fold(f32::INFINITY, f32::min);
+            margin < 2.0 * noise
+        })
+        .collect()
+}
+
+/// `check_golden_file` for a mixture-of-experts model: positions where the
+/// router is within llama.cpp's rounding noise of a tie (`route_ambiguous`)
+/// are left out, and at least 60% of positions must be checked so that the
+/// test keeps its teeth (with top-2 of 8 random experts over two layers, gate
+/// logits often lie close: 5-30% of positions are near-ties).
+pub fn check_golden_moe(model: &str, file: &str, ctx_len: usize) {
+    let bytes = std::fs::read(model_path(model)).unwrap();
+    let reference = reference::RefLlama::load(&bytes);
+    let mut engine = load_engine(model, ctx_len);
+    let (mut skipped, mut total) = (0, 0);
+    for case in golden(file, model).cases {
+        let ids = engine.tokenize_prompt(&case.prompt).unwrap();
+        assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
+        assert_eq!(case.first_position, 0, "the MoE cases cover every position");
+        let mut forced = case.prompt_ids.clone();
+        forced.extend_from_slice(&case.greedy_ids);
+        let skip = route_ambiguous(&reference, &forced[..case.topk_per_position.len()]);
+        let (worst, mean) = check_case_except(&mut engine, &case, TOLERANCE, CLEAR_MARGIN, &skip);
+        let n_skip = skip.iter().filter(|&&s| s).count();
+        eprintln!(
+            "{model} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}, {n_skip} of {} positions at a router near-tie",
+            case.prompt.chars().take(40).collect::<String>(),
+            case.prompt_ids.len(),
+            skip.len()
+        );
+        skipped += n_skip;
+        total += skip.len();
+    }
+    assert!(
+        skipped * 5 <= total * 2,
+        "{model}: {skipped} of {total} positions at router near-ties; the check would say little"
+    );
 }
 
 pub mod reference;

@@ -113,3 +113,95 @@ fn unsupported_quant_type_is_refused_by_tensor_name() {
     // Refused from the header, before any tensor was uploaded.
     assert_eq!(ctx.counters.snapshot().buffers_created, 0);
 }
+
+const MOE: &str = "tiny-qwen2moe.q8_0.gguf";
+
+/// The qwen2moe fixture with metadata values replaced, one tensor re-typed
+/// or re-shaped (its bytes sized to match), or dropped.
+fn edited_moe(
+    meta: &[(&str, MetaValue)],
+    tensor: Option<(&str, GgmlType, Vec<u64>)>,
+    drop: Option<&str>,
+) -> Vec<u8> {
+    let bytes = std::fs::read(model_path(MOE)).unwrap();
+    let gguf = GgufFile::parse(&bytes).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in &gguf.metadata {
+        let v = meta
+            .iter()
+            .find(|(name, _)| name == k)
+            .map_or(v, |(_, new)| new);
+        w = w.meta(k, v.clone());
+    }
+    for t in gguf
+        .tensors
+        .iter()
+        .filter(|t| Some(t.name.as_str()) != drop)
+    {
+        let (dtype, dims) = match &tensor {
+            Some((name, dtype, dims)) if *name == t.name => (*dtype, dims.clone()),
+            _ => (t.dtype, t.dims.clone()),
+        };
+        let data = if (dtype, &dims) == (t.dtype, &t.dims) {
+            gguf.tensor_bytes(&bytes, t).unwrap().to_vec()
+        } else {
+            let elements: u64 = dims.iter().product();
+            vec![0u8; dtype.row_bytes(elements).unwrap() as usize]
+        };
+        w = w.tensor(&t.name, &dims, dtype, data);
+    }
+    w.to_bytes()
+}
+
+fn moe_load_error(bytes: &[u8]) -> ModelError {
+    match load_in_chunks(bytes, &[bytes.len()]).err().expect("loaded") {
+        WickError::Model(e) => e,
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn bad_mixture_of_experts_files_are_typed_errors() {
+    // The fixture itself, rewritten unchanged, loads.
+    let ok = edited_moe(&[], None, None);
+    load_in_chunks(&ok, &[ok.len()]).unwrap();
+
+    let err = moe_load_error(&edited_moe(
+        &[("qwen2moe.expert_used_count", MetaValue::U32(9))],
+        None,
+        None,
+    ));
+    assert!(
+        matches!(&err, ModelError::Config(m) if m.contains("9")),
+        "{err}"
+    );
+
+    // A stack of 4 experts where the metadata says 8.
+    let name = "blk.1.ffn_up_exps.weight";
+    let err = moe_load_error(&edited_moe(
+        &[],
+        Some((name, GgmlType::Q8_0, vec![64, 32, 4])),
+        None,
+    ));
+    assert!(
+        matches!(&err, ModelError::TensorShape { name: n, .. } if n == name),
+        "{err}"
+    );
+
+    let err = moe_load_error(&edited_moe(
+        &[],
+        Some((name, GgmlType::Q5_1, vec![64, 32, 8])),
+        None,
+    ));
+    assert!(
+        matches!(&err, ModelError::UnsupportedQuant { tensor, dtype } if tensor == name && dtype == "Q5_1"),
+        "{err}"
+    );
+
+    let shared_gate = "blk.0.ffn_gate_inp_shexp.weight";
+    let err = moe_load_error(&edited_moe(&[], None, Some(shared_gate)));
+    assert!(
+        matches!(&err, ModelError::MissingTensor(n) if n == shared_gate),
+        "{err}"
+    );
+}

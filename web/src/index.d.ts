@@ -101,6 +101,8 @@ export interface EngineInfo {
     nKvHeads: number;
     headDim: number;
     ffnDim: number;
+    /** Mixture of experts (null for a dense model): experts per layer, experts each token uses, their MLP width, and the shared expert's width where there is one. */
+    experts: { count: number; used: number; ffnDim: number; sharedFfnDim: number | null } | null;
     vocabSize: number;
     contextTrain: number;
     contextLength: number;

@@ -63,7 +63,9 @@ export function nativeGenerate(prompt, maxTokens, ctxLen, model = MODEL) {
   const runtime = process.env.XDG_RUNTIME_DIR || path.join("/tmp", `wick-runtime-${process.getuid()}`);
   mkdirSync(runtime, { recursive: true, mode: 0o700 });
   const env = { ...process.env, WGPU_BACKEND: process.env.WGPU_BACKEND || "vulkan", XDG_RUNTIME_DIR: runtime };
-  const args = ["generate", "--model", path.join(modelsDir, model), "--prompt", prompt,
+  const fixture = path.join(repoRoot, "tests/fixtures/models", model);
+  const file = existsSync(path.join(modelsDir, model)) || !existsSync(fixture) ? path.join(modelsDir, model) : fixture;
+  const args = ["generate", "--model", file, "--prompt", prompt,
     "--max-tokens", String(maxTokens), "--ctx-len", String(ctxLen), "--json"];
   const out = execFileSync(bin, args, { cwd: repoRoot, env, encoding: "utf8", maxBuffer: 1 << 26 });
   return JSON.parse(out.slice(out.indexOf("{")));

@@ -7,7 +7,7 @@
 //
 // usage: node web/tools/serve.mjs [--port N] [--root DIR]
 
-import { createReadStream, promises as fs } from "node:fs";
+import { createReadStream, existsSync, promises as fs } from "node:fs";
 import { createServer } from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,7 +31,13 @@ const TYPES = {
 function resolvePath(root, modelsDir, urlPath) {
   const clean = path.posix.normalize(decodeURIComponent(urlPath));
   if (clean.includes("\0") || clean.split("/").includes("..")) return null;
-  if (clean.startsWith("/models/")) return path.join(modelsDir, clean.slice("/models/".length));
+  if (clean.startsWith("/models/")) {
+    // The small test models (mixture-of-experts fixtures) live in the repo.
+    const name = clean.slice("/models/".length);
+    const fetched = path.join(modelsDir, name);
+    const fixture = path.join(root, "tests/fixtures/models", name);
+    return existsSync(fetched) || !existsSync(fixture) ? fetched : fixture;
+  }
   return path.join(root, clean);
 }
 

@@ -141,3 +141,33 @@ fn bad_input_is_a_clear_error() {
         "magic",
     );
 }
+
+/// `wick bench --json` on a mixture of experts: a decode step is one submit
+/// and reads back only the sampled row's logits (routing stays on the GPU).
+#[test]
+fn bench_json_on_a_mixture_of_experts_reports_one_submit_per_decode_step() {
+    let m = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/models/tiny-qwen3moe.q8_0.gguf");
+    let out = wick(&[
+        "bench",
+        "--model",
+        m.to_str().unwrap(),
+        "--prompt-tokens",
+        "12",
+        "--gen-tokens",
+        "3",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(&stdout[stdout.find('{').unwrap()..]).unwrap();
+    assert_eq!(v["submits_per_decode_step"], 1.0, "{v}");
+    assert_eq!(v["buffers_created_per_decode_step"], 0.0, "{v}");
+    // 151936 vocabulary logits in f32, nothing else.
+    assert_eq!(v["bytes_read_back_per_token"], 4.0 * 151936.0, "{v}");
+    assert!(
+        v["dispatches_per_decode_step"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+}

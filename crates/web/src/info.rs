@@ -56,6 +56,8 @@ pub struct Model {
     pub n_kv_heads: usize,
     pub head_dim: usize,
     pub ffn_dim: usize,
+    /// Mixture of experts: how many, and how many each token uses.
+    pub experts: Option<Experts>,
     pub vocab_size: usize,
     pub context_train: usize,
     /// Positions the KV cache holds.
@@ -64,6 +66,15 @@ pub struct Model {
     pub bos_id: Option<u32>,
     pub eos_id: Option<u32>,
     pub stop_ids: Vec<u32>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Experts {
+    pub count: usize,
+    pub used: usize,
+    pub ffn_dim: usize,
+    pub shared_ffn_dim: Option<usize>,
 }
 
 pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> Info {
@@ -114,6 +125,12 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             n_kv_heads: c.n_kv_heads,
             head_dim: c.head_dim,
             ffn_dim: c.ffn_dim,
+            experts: c.moe.as_ref().map(|m| Experts {
+                count: m.n_experts,
+                used: m.top_k,
+                ffn_dim: m.expert_ffn,
+                shared_ffn_dim: m.shared_ffn,
+            }),
             vocab_size: c.vocab_size,
             context_train: c.ctx_train,
             context_length: engine.pipeline.ctx_len(),

@@ -32,7 +32,7 @@ const TILE_N: u32 = 8;
 /// Q8_0 GEMVs ran 2-2.7x faster with 16 rows than with 2 there. The
 /// reduction's shared array (rows * tokens * 64 f32) stays within 8 KiB,
 /// half of WebGPU's default 16 KiB.
-fn gemv_rows(software: bool, tokens: usize) -> u32 {
+pub(crate) fn gemv_rows(software: bool, tokens: usize) -> u32 {
     match (software, tokens) {
         (false, _) => 4,
         (true, 1 | 2) => 16,
@@ -42,7 +42,7 @@ fn gemv_rows(software: bool, tokens: usize) -> u32 {
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
+pub(crate) struct Params {
     m: u32,
     k: u32,
     rows: u32,
@@ -52,11 +52,143 @@ struct Params {
     out_stride: u32,
     full_units: u32,
     units: u32,
+    pub(crate) x_div: u32,
+    pub(crate) first_expert: u32,
+    pub(crate) part_experts: u32,
+}
+
+impl Params {
+    /// `rows` output rows of `w` (a part's, or one expert's), `m` token rows.
+    pub(crate) fn new(
+        w: &QuantMatrix,
+        m: usize,
+        rows: usize,
+        x_offset: usize,
+        out_offset: usize,
+        out_stride: usize,
+    ) -> Params {
+        Params {
+            m: m as u32,
+            k: w.cols as u32,
+            rows: rows as u32,
+            row_bytes: w.row_bytes() as u32,
+            x_offset: x_offset as u32,
+            out_offset: out_offset as u32,
+            out_stride: out_stride as u32,
+            full_units: (w.cols / UNIT) as u32,
+            units: w.cols.div_ceil(UNIT) as u32,
+            x_div: 0,
+            first_expert: 0,
+            part_experts: 0,
+        }
+    }
 }
 
 const COMMON_WGSL: &str = include_str!("../../../../shaders/matmul_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../../shaders/matmul_gemv.wgsl");
 const TILED_WGSL: &str = include_str!("../../../../shaders/matmul_tiled.wgsl");
+
+/// What a matmul kernel multiplies: a plain matrix, or an expert stack whose
+/// rows each slot picks by the router's choice (see `kernels::moe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Operand {
+    Matrix,
+    Experts,
+}
+
+impl Operand {
+    fn gemv_main(self) -> &'static str {
+        match self {
+            Operand::Matrix => include_str!("../../../../shaders/matmul_gemv_main.wgsl"),
+            Operand::Experts => include_str!("../../../../shaders/moe_gemv.wgsl"),
+        }
+    }
+    fn tiled_main(self) -> &'static str {
+        match self {
+            Operand::Matrix => include_str!("../../../../shaders/matmul_tiled_main.wgsl"),
+            Operand::Experts => include_str!("../../../../shaders/moe_tiled.wgsl"),
+        }
+    }
+    fn prefix(self) -> &'static str {
+        match self {
+            Operand::Matrix => "matmul",
+            Operand::Experts => "moe_matmul",
+        }
+    }
+}
+
+/// One compiled variant of a matmul kernel, owned so that callers can build a
+/// `KernelSpec` from it.
+pub(crate) struct Variant {
+    name: String,
+    defines: Vec<(&'static str, String)>,
+    sources: [&'static str; 4],
+}
+
+impl Variant {
+    /// The matrix-vector core with `rows` output rows and `tokens` token rows
+    /// per workgroup.
+    pub(crate) fn gemv(w: &QuantMatrix, operand: Operand, rows: u32, tokens: usize) -> Variant {
+        let fmt = w.format();
+        let mut defines = fmt.defines();
+        defines.push(("ROWS", rows.to_string()));
+        defines.push(("TOKENS", tokens.to_string()));
+        Variant {
+            name: format!("{}_gemv_{}_r{rows}_t{tokens}", operand.prefix(), fmt.fmt),
+            defines,
+            sources: [QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, operand.gemv_main()],
+        }
+    }
+
+    /// The register-blocked core with `tt` token tiles per workgroup.
+    pub(crate) fn tiled(w: &QuantMatrix, operand: Operand, tt: u32) -> Variant {
+        let fmt = w.format();
+        let mut defines = fmt.defines();
+        defines.push(("TM", TILE_M.to_string()));
+        defines.push(("TN", TILE_N.to_string()));
+        defines.push(("TT", tt.to_string()));
+        Variant {
+            name: format!(
+                "{}_tiled_{}_m{TILE_M}_n{TILE_N}_t{tt}",
+                operand.prefix(),
+                fmt.fmt
+            ),
+            defines,
+            sources: [QUANT_WGSL, COMMON_WGSL, TILED_WGSL, operand.tiled_main()],
+        }
+    }
+
+    pub(crate) fn spec<'a>(&'a self, storage: &'a [Access]) -> KernelSpec<'a> {
+        KernelSpec {
+            name: &self.name,
+            sources: &self.sources,
+            defines: &self.defines,
+            entry: "main",
+            storage,
+        }
+    }
+}
+
+/// Token tiles per workgroup of the tiled form for `m` token rows (enough
+/// for m, at most 8), and the output rows a workgroup then covers.
+pub(crate) fn tiled_shape(m: usize) -> (u32, u32) {
+    let tt = (m as u32).div_ceil(TILE_M).next_power_of_two().min(8);
+    (tt, 64 / tt * TILE_N)
+}
+
+/// Tokens one workgroup of the tiled form takes with `tt` token tiles.
+pub(crate) fn tiled_tokens(tt: u32) -> usize {
+    (tt * TILE_M) as usize
+}
+
+/// Checks a dispatch dimension against WebGPU's per-dimension limit.
+pub(crate) fn check_groups(kernel: &'static str, groups: u32, what: &str) -> Result<(), GpuError> {
+    if groups > 65535 {
+        return Err(shape_err(kernel, format!("{what} exceed one dispatch")));
+    }
+    Ok(())
+}
+
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 
 /// Which kernel computes a matmul; `matmul` picks by `m` and the adapter,
@@ -104,43 +236,23 @@ pub(crate) fn matmul_form(
     if m == 0 {
         return Ok(());
     }
-    let fmt = w.format();
-    let mut defines = fmt.defines();
-    let params = |m: usize, x_offset: usize, out_offset: usize, rows: usize| Params {
-        m: m as u32,
-        k: w.cols as u32,
-        rows: rows as u32,
-        row_bytes: w.row_bytes() as u32,
-        x_offset: x_offset as u32,
-        out_offset: out_offset as u32,
-        out_stride: w.rows as u32,
-        full_units: (w.cols / UNIT) as u32,
-        units: w.cols.div_ceil(UNIT) as u32,
-    };
     match form {
         Form::Gemv(rows_per_group) => {
-            defines.push(("ROWS", rows_per_group.to_string()));
-            defines.push(("TOKENS", String::new()));
             // Token rows in chunks of up to GEMV_MAX_TOKENS, one variant per
             // chunk size so the kernel's register arrays have fixed length.
             let mut t0 = 0;
             while t0 < m {
                 let chunk = (m - t0).min(GEMV_MAX_TOKENS);
-                defines.last_mut().expect("pushed above").1 = chunk.to_string();
-                let name = format!("matmul_gemv_{}_r{rows_per_group}_t{chunk}", fmt.fmt);
-                let spec = KernelSpec {
-                    name: &name,
-                    sources: &[QUANT_WGSL, COMMON_WGSL, GEMV_WGSL],
-                    defines: &defines,
-                    entry: "main",
-                    storage: STORAGE,
-                };
+                let variant = Variant::gemv(w, Operand::Matrix, rows_per_group, chunk);
+                let spec = variant.spec(STORAGE);
                 for part in &w.parts {
-                    let p = params(
+                    let p = Params::new(
+                        w,
                         chunk,
+                        part.rows,
                         x_offset + t0 * w.cols,
                         out_offset + t0 * w.rows + part.first_row,
-                        part.rows,
+                        w.rows,
                     );
                     let groups = workgroups_for(part.rows as u32, rows_per_group);
                     rec.dispatch(&spec, &p, &[&part.buffer, x, out], groups);
@@ -149,36 +261,26 @@ pub(crate) fn matmul_form(
             }
         }
         Form::Tiled => {
-            // Token tiles per workgroup: enough for m, at most 8.
-            let tt = (m as u32).div_ceil(TILE_M).next_power_of_two().min(8);
-            let rows_per_group = 64 / tt * TILE_N;
-            defines.push(("TM", TILE_M.to_string()));
-            defines.push(("TN", TILE_N.to_string()));
-            defines.push(("TT", tt.to_string()));
-            let name = format!("matmul_tiled_{}_m{TILE_M}_n{TILE_N}_t{tt}", fmt.fmt);
-            let spec = KernelSpec {
-                name: &name,
-                sources: &[QUANT_WGSL, COMMON_WGSL, TILED_WGSL],
-                defines: &defines,
-                entry: "main",
-                storage: STORAGE,
-            };
+            let (tt, rows_per_group) = tiled_shape(m);
+            let variant = Variant::tiled(w, Operand::Matrix, tt);
+            let spec = variant.spec(STORAGE);
             let token_groups = (m as u32).div_ceil(tt * TILE_M);
-            if token_groups > 65535 {
-                return Err(shape_err(
-                    "matmul",
-                    format!("{m} token rows exceed one dispatch"),
-                ));
-            }
+            check_groups("matmul", token_groups, &format!("{m} token rows"))?;
             for part in &w.parts {
                 let row_groups = (part.rows as u32).div_ceil(rows_per_group);
-                if row_groups > 65535 {
-                    return Err(shape_err(
-                        "matmul",
-                        format!("a part of {} rows exceeds one dispatch", part.rows),
-                    ));
-                }
-                let p = params(m, x_offset, out_offset + part.first_row, part.rows);
+                check_groups(
+                    "matmul",
+                    row_groups,
+                    &format!("a part of {} rows", part.rows),
+                )?;
+                let p = Params::new(
+                    w,
+                    m,
+                    part.rows,
+                    x_offset,
+                    out_offset + part.first_row,
+                    w.rows,
+                );
                 rec.dispatch(
                     &spec,
                     &p,

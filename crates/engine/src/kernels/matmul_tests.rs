@@ -3,7 +3,7 @@
 use super::*;
 use crate::format::quant::{dequantize, quantize, GgmlType};
 use crate::kernels::weights::{test_weights, GPU_DTYPES};
-use crate::testutil::{ctx, random_vec};
+use crate::testutil::{assert_dot_close as check, ctx, random_vec};
 
 /// Guard value around the output: a kernel writing outside its range shows.
 const SENTINEL: f32 = 7777.0;
@@ -26,25 +26,6 @@ fn reference(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> (Vec<f32>, V
         }
     }
     (out, scale)
-}
-
-/// The GPU sums k products in f32 in an order unlike the reference's, and
-/// decodes each weight with a rounding or two (the CPU decoder may round
-/// differently, e.g. Q4_K's d*sc*q - dmin*m). Summation errors behave like a
-/// random walk: about sqrt(k) * eps * sum|x w|. The largest seen over all
-/// these cases is 0.31 of that; 4x leaves 13x margin, while one wrong weight
-/// (an error near sum|x w| / k) is 100x over the tolerance even at k = 768.
-fn check(got: &[f32], want: &[f32], scale: &[f64], k: usize, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let tol = 4.0 * (k as f64).sqrt() * f32::EPSILON as f64;
-    for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(scale).enumerate() {
-        let err = (g as f64 - w as f64).abs();
-        assert!(
-            err <= tol * s + 1e-30,
-            "{what}: index {i}: got {g}, want {w} (|err| {err:e}, allowed {:e})",
-            tol * s
-        );
-    }
 }
 
 /// Runs one matmul with the given offsets; returns the m * rows results and

@@ -10,6 +10,7 @@ pub mod bias;
 pub mod embed;
 pub mod kv;
 pub mod matmul;
+pub mod moe;
 pub mod rmsnorm;
 pub mod rope;
 pub mod softmax;

@@ -138,6 +138,22 @@ impl QuantMatrix {
         bytes: &[u8],
         max_part_bytes: u64,
     ) -> Result<QuantMatrix, GpuError> {
+        Self::upload_grouped(ctx, label, dtype, rows, cols, bytes, max_part_bytes, 1)
+    }
+
+    /// As `upload_with_limit`, with every part holding a whole number of
+    /// `row_group`-row groups (an expert stack's experts).
+    #[allow(clippy::too_many_arguments)]
+    fn upload_grouped(
+        ctx: &GpuContext,
+        label: &str,
+        dtype: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+        max_part_bytes: u64,
+        row_group: usize,
+    ) -> Result<QuantMatrix, GpuError> {
         let kernel = "weights upload";
         if GpuFormat::of(dtype).is_none() {
             return Err(shape_err(
@@ -178,11 +194,17 @@ impl QuantMatrix {
         }
         // Shaders address bytes with u32: keep every part under 4 GiB.
         let limit = max_part_bytes.min(u32::MAX as u64 - 255);
-        let rows_per_part = limit.saturating_sub(PART_PADDING) / row_bytes;
+        let group_bytes = row_bytes * row_group as u64;
+        let rows_per_part = limit.saturating_sub(PART_PADDING) / group_bytes * row_group as u64;
         if rows_per_part == 0 {
+            let what = if row_group == 1 {
+                "one row"
+            } else {
+                "one expert"
+            };
             return Err(GpuError::BufferTooLarge {
-                label: format!("{label} (one row)"),
-                size: row_bytes + PART_PADDING,
+                label: format!("{label} ({what})"),
+                size: group_bytes + PART_PADDING,
                 limit_name: "max_storage_buffer_binding_size",
                 limit,
             });
@@ -238,6 +260,81 @@ impl QuantMatrix {
 
     pub(crate) fn format(&self) -> GpuFormat {
         GpuFormat::of(self.dtype).expect("checked at upload")
+    }
+}
+
+/// A layer's experts' copies of one matrix, stacked as GGUF stores them
+/// (`ffn_gate_exps`: `experts` slabs of `rows` x `cols`, expert-major). Kept
+/// as one `QuantMatrix` of `experts * rows` rows whose parts each hold whole
+/// experts, so an expert kernel finds a slab in one binding.
+#[derive(Debug)]
+pub struct ExpertStack {
+    pub matrix: QuantMatrix,
+    pub experts: usize,
+    /// Rows of one expert's matrix.
+    pub rows: usize,
+}
+
+impl ExpertStack {
+    pub fn upload(
+        ctx: &GpuContext,
+        label: &str,
+        dtype: GgmlType,
+        experts: usize,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+    ) -> Result<ExpertStack, GpuError> {
+        Self::upload_with_limit(
+            ctx,
+            label,
+            dtype,
+            experts,
+            rows,
+            cols,
+            bytes,
+            ctx.max_binding_bytes(),
+        )
+    }
+
+    /// As `upload`, with parts of at most `max_part_bytes`: tests split small
+    /// stacks with it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn upload_with_limit(
+        ctx: &GpuContext,
+        label: &str,
+        dtype: GgmlType,
+        experts: usize,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+        max_part_bytes: u64,
+    ) -> Result<ExpertStack, GpuError> {
+        if experts == 0 {
+            return Err(shape_err(
+                "weights upload",
+                format!("'{label}': a stack of 0 experts"),
+            ));
+        }
+        let matrix = QuantMatrix::upload_grouped(
+            ctx,
+            label,
+            dtype,
+            experts * rows,
+            cols,
+            bytes,
+            max_part_bytes,
+            rows,
+        )?;
+        Ok(ExpertStack {
+            matrix,
+            experts,
+            rows,
+        })
+    }
+
+    pub fn cols(&self) -> usize {
+        self.matrix.cols
     }
 }
 

@@ -3,6 +3,7 @@
 //! Each architecture file fills this from its own metadata keys (the loader
 //! never guesses); the shared decoder code reads only this.
 
+use super::ModelError;
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::kernels::activation::Activation;
 use crate::kernels::rope::RopeLayout;
@@ -25,6 +26,45 @@ pub struct SlidingWindow {
     pub pattern: usize,
 }
 
+/// A mixture-of-experts MLP: every block routes each token to `top_k` of
+/// `n_experts` gated MLPs of width `expert_ffn`.
+#[derive(Clone, Debug)]
+pub struct MoeConfig {
+    pub n_experts: usize,
+    pub top_k: usize,
+    pub expert_ffn: usize,
+    /// Router weights renormalized over the chosen k (qwen3moe, Mixtral) or
+    /// left as softmax probabilities over all experts (qwen2moe).
+    pub normalize_weights: bool,
+    /// Width of an always-on shared expert with a sigmoid gate (qwen2moe).
+    pub shared_ffn: Option<usize>,
+}
+
+impl MoeConfig {
+    /// Reads `expert_count`, `expert_used_count` and the expert width
+    /// (`expert_feed_forward_length`, else `default_ffn`), checking them.
+    pub fn from_meta(
+        meta: &Meta,
+        default_ffn: usize,
+        normalize_weights: bool,
+    ) -> Result<MoeConfig, ModelError> {
+        let n_experts = meta.usize("expert_count")?;
+        let top_k = meta.usize("expert_used_count")?;
+        if top_k == 0 || top_k > n_experts {
+            return Err(ModelError::Config(format!(
+                "{top_k} experts used per token out of {n_experts}"
+            )));
+        }
+        Ok(MoeConfig {
+            n_experts,
+            top_k,
+            expert_ffn: meta.usize_or("expert_feed_forward_length", default_ffn)?,
+            normalize_weights,
+            shared_ffn: None,
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
     pub architecture: String,
@@ -45,6 +85,8 @@ pub struct ModelConfig {
     pub activation: Activation,
     /// Multiplies token embeddings (Gemma: sqrt(d_model)).
     pub embed_scale: f32,
+    /// Every block's MLP is a mixture of experts (then `ffn_dim` is unused).
+    pub moe: Option<MoeConfig>,
 }
 
 impl ModelConfig {
@@ -53,6 +95,14 @@ impl ModelConfig {
     }
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads * self.head_dim
+    }
+    /// Width of the dense MLP the blocks run: the shared expert's in a
+    /// mixture-of-experts model (0 without one).
+    pub fn dense_ffn(&self) -> usize {
+        match &self.moe {
+            Some(moe) => moe.shared_ffn.unwrap_or(0),
+            None => self.ffn_dim,
+        }
     }
     /// The sliding window of layer `layer`, if it is a local layer.
     pub fn window_of(&self, layer: usize) -> Option<u32> {

@@ -7,7 +7,7 @@
 //! optional pieces they carry and in their config; they describe that in their
 //! own file (`llama.rs`, ...) and reuse this code path, for one row or many.
 
-use crate::gpu::{BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
+use crate::gpu::{error::shape_err, BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
 use crate::kernels::activation::gated_act;
 use crate::kernels::add::add_in_place;
 use crate::kernels::attention::{attention, AttentionArgs};
@@ -20,6 +20,7 @@ use crate::kernels::rope::rope;
 use crate::kernels::weights::QuantMatrix;
 
 use super::config::ModelConfig;
+use super::moe::{self, MoeActivations, MoeWeights};
 
 pub struct AttentionWeights {
     pub q: QuantMatrix,
@@ -40,13 +41,19 @@ pub struct MlpWeights {
     pub down: QuantMatrix,
 }
 
+/// A block's MLP: one gated MLP, or a mixture of experts (`moe.rs`).
+pub enum Mlp {
+    Dense(MlpWeights),
+    Moe(Box<MoeWeights>),
+}
+
 pub struct Block {
     pub attn_norm: BufferRef,
     pub attn: AttentionWeights,
     /// Norm of the attention output before the residual add (Gemma 3).
     pub post_attn_norm: Option<BufferRef>,
     pub mlp_norm: BufferRef,
-    pub mlp: MlpWeights,
+    pub mlp: Mlp,
     pub post_mlp_norm: Option<BufferRef>,
 }
 
@@ -74,6 +81,8 @@ pub struct Activations {
     pub gate: BufferRef,
     pub up: BufferRef,
     pub logits: BufferRef,
+    /// Scratch of the mixture-of-experts MLP, in models that have one.
+    pub moe: Option<MoeActivations>,
 }
 
 impl Activations {
@@ -94,9 +103,13 @@ impl Activations {
             k: f32s("k", max_rows * cfg.kv_dim())?,
             v: f32s("v", max_rows * cfg.kv_dim())?,
             attn: f32s("attn", max_rows * cfg.q_dim())?,
-            gate: f32s("gate", max_rows * cfg.ffn_dim)?,
-            up: f32s("up", max_rows * cfg.ffn_dim)?,
+            gate: f32s("gate", max_rows * cfg.dense_ffn())?,
+            up: f32s("up", max_rows * cfg.dense_ffn())?,
             logits: f32s("logits", max_logit_rows * cfg.vocab_size)?,
+            moe: match &cfg.moe {
+                Some(moe) => Some(MoeActivations::new(ctx, cfg, moe, max_rows)?),
+                None => None,
+            },
         })
     }
 }
@@ -258,20 +271,45 @@ impl Decoder {
             cfg.d_model,
             cfg.rms_eps,
         )?;
-        matmul(f.rec, &a.h, 0, &block.mlp.gate, &a.gate, 0, rows)?;
-        matmul(f.rec, &a.h, 0, &block.mlp.up, &a.up, 0, rows)?;
-        gated_act(
-            f.rec,
-            &a.gate,
-            0,
-            &a.up,
-            0,
-            &a.gate,
-            0,
-            rows * cfg.ffn_dim,
-            cfg.activation,
-        )?;
-        matmul(f.rec, &a.gate, 0, &block.mlp.down, &a.h, 0, rows)?;
+        match &block.mlp {
+            Mlp::Dense(mlp) => {
+                matmul(f.rec, &a.h, 0, &mlp.gate, &a.gate, 0, rows)?;
+                matmul(f.rec, &a.h, 0, &mlp.up, &a.up, 0, rows)?;
+                gated_act(
+                    f.rec,
+                    &a.gate,
+                    0,
+                    &a.up,
+                    0,
+                    &a.gate,
+                    0,
+                    rows * cfg.ffn_dim,
+                    cfg.activation,
+                )?;
+                matmul(f.rec, &a.gate, 0, &mlp.down, &a.h, 0, rows)?;
+            }
+            Mlp::Moe(weights) => {
+                let (Some(moe), Some(scratch)) = (&cfg.moe, &a.moe) else {
+                    return Err(shape_err(
+                        "moe",
+                        "a mixture-of-experts block in a model without expert config or scratch",
+                    ));
+                };
+                // Experts read the normed rows in h; their weighted sum,
+                // recorded last, replaces them.
+                moe::record(
+                    f.rec,
+                    cfg,
+                    moe,
+                    weights,
+                    scratch,
+                    &a.h,
+                    (&a.gate, &a.up),
+                    &a.h,
+                    rows,
+                )?;
+            }
+        }
         self.residual(f, &a.h, block.post_mlp_norm.as_ref())
     }
 

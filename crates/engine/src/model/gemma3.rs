@@ -21,7 +21,7 @@ use crate::kernels::activation::Activation;
 use crate::kernels::rope::RopeLayout;
 
 use super::config::{Meta, ModelConfig, SlidingWindow};
-use super::llama::base_config;
+use super::llama::{base_config, require_block0};
 use super::ModelError;
 
 /// Gemma 3's local layers: one in six is global.
@@ -45,16 +45,14 @@ pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
         window: meta.usize("attention.sliding_window")? as u32,
         pattern: SLIDING_WINDOW_PATTERN,
     });
-    for norm in [
-        "attn_q_norm",
-        "attn_k_norm",
-        "post_attention_norm",
-        "post_ffw_norm",
-    ] {
-        let name = format!("blk.0.{norm}.weight");
-        if file.tensor(&name).is_none() {
-            return Err(ModelError::MissingTensor(name));
-        }
-    }
+    require_block0(
+        file,
+        &[
+            "attn_q_norm.weight",
+            "attn_k_norm.weight",
+            "post_attention_norm.weight",
+            "post_ffw_norm.weight",
+        ],
+    )?;
     Ok(cfg)
 }

@@ -7,21 +7,26 @@ use crate::format::gguf::GgufFile;
 use crate::kernels::activation::Activation;
 use crate::kernels::rope::RopeLayout;
 
-use super::config::{Meta, ModelConfig, RopeConfig};
-use super::decoder::{AttentionWeights, Block, Decoder, MlpWeights};
+use super::config::{Meta, ModelConfig, MoeConfig, RopeConfig};
+use super::decoder::{AttentionWeights, Block, Decoder, Mlp, MlpWeights};
 use super::loader::{Need, TensorStore};
+use super::moe;
 use super::ModelError;
 
+/// A `llama` file with `expert_count` is Mixtral-style: every MLP is a
+/// mixture of `feed_forward_length`-wide experts, router weights renormalized
+/// over the chosen experts (Mixtral takes the softmax of the top-k logits,
+/// which is the same thing).
 pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
-    if file.meta("llama.expert_count").is_some() {
-        return Err(ModelError::UnsupportedArchitecture(
-            "llama with experts (Mixtral-style mixture of experts)".into(),
-        ));
-    }
-    base_config(&Meta {
+    let meta = Meta {
         file,
         arch: "llama",
-    })
+    };
+    let mut cfg = base_config(&meta)?;
+    if file.meta("llama.expert_count").is_some() {
+        cfg.moe = Some(MoeConfig::from_meta(&meta, cfg.ffn_dim, true)?);
+    }
+    Ok(cfg)
 }
 
 /// The metadata every Llama-like architecture shares, under its own prefix.
@@ -64,10 +69,24 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
         sliding_window: None,
         activation: Activation::Silu,
         embed_scale: 1.0,
+        moe: None,
     })
 }
 
-/// The tensors of a decoder with Llama's naming (`blk.N.attn_q.weight`, ...).
+/// Fails naming the first of `tensors` that block 0 lacks: the optional
+/// tensors an architecture requires (biases, q/k norms).
+pub fn require_block0(file: &GgufFile, tensors: &[&str]) -> Result<(), ModelError> {
+    for t in tensors {
+        let name = format!("blk.0.{t}");
+        if file.tensor(&name).is_none() {
+            return Err(ModelError::MissingTensor(name));
+        }
+    }
+    Ok(())
+}
+
+/// The tensors of a decoder with Llama's naming (`blk.N.attn_q.weight`, ...),
+/// with expert tensors in place of the MLP's in a mixture of experts.
 /// The optional ones (biases, q/k norms, post-norms, a separate output head)
 /// are needed where the file has them, so variations of Llama reuse this.
 pub fn needs(cfg: &ModelConfig, file: &GgufFile) -> Vec<Need> {
@@ -97,10 +116,15 @@ pub fn needs(cfg: &ModelConfig, file: &GgufFile) -> Vec<Need> {
             Need::matrix(n("attn_v.weight"), kv, d),
             Need::matrix(n("attn_output.weight"), d, q),
             Need::vector(n("ffn_norm.weight"), d),
-            Need::matrix(n("ffn_gate.weight"), ffn, d),
-            Need::matrix(n("ffn_up.weight"), ffn, d),
-            Need::matrix(n("ffn_down.weight"), d, ffn),
         ]);
+        match &cfg.moe {
+            Some(moe_cfg) => needs.extend(moe::needs(cfg, moe_cfg, l)),
+            None => needs.extend([
+                Need::matrix(n("ffn_gate.weight"), ffn, d),
+                Need::matrix(n("ffn_up.weight"), ffn, d),
+                Need::matrix(n("ffn_down.weight"), d, ffn),
+            ]),
+        }
         let optional = [
             Need::vector(n("attn_q.bias"), q),
             Need::vector(n("attn_k.bias"), kv),
@@ -140,10 +164,13 @@ pub fn build(cfg: ModelConfig, store: &mut TensorStore) -> Result<Decoder, Model
             attn,
             post_attn_norm: store.optional_vector(&n("post_attention_norm.weight")),
             mlp_norm: store.vector(&n("ffn_norm.weight"))?,
-            mlp: MlpWeights {
-                gate: store.matrix(&n("ffn_gate.weight"))?,
-                up: store.matrix(&n("ffn_up.weight"))?,
-                down: store.matrix(&n("ffn_down.weight"))?,
+            mlp: match &cfg.moe {
+                Some(moe_cfg) => Mlp::Moe(Box::new(moe::take(store, moe_cfg, l)?)),
+                None => Mlp::Dense(MlpWeights {
+                    gate: store.matrix(&n("ffn_gate.weight"))?,
+                    up: store.matrix(&n("ffn_up.weight"))?,
+                    down: store.matrix(&n("ffn_down.weight"))?,
+                }),
             },
             post_mlp_norm: store.optional_vector(&n("post_ffw_norm.weight")),
         });

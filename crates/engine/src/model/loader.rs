@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use crate::format::gguf::{GgufFile, TensorInfo};
 use crate::format::quant::dequantize;
 use crate::gpu::{BufferRef, GpuContext};
-use crate::kernels::weights::{QuantMatrix, GPU_DTYPES};
+use crate::kernels::weights::{ExpertStack, QuantMatrix, GPU_DTYPES};
 
 use super::ModelError;
 
@@ -30,6 +30,13 @@ pub enum NeedKind {
     Matrix { rows: usize, cols: usize },
     /// A norm weight or bias, dequantized to f32 (small, read often).
     Vector { len: usize },
+    /// A stack of `experts` matrices of `rows` x `cols` (mixture of experts),
+    /// kept in its stored format.
+    Experts {
+        experts: usize,
+        rows: usize,
+        cols: usize,
+    },
 }
 
 /// A tensor an architecture needs.
@@ -52,13 +59,36 @@ impl Need {
             kind: NeedKind::Vector { len },
         }
     }
+    pub fn experts(name: impl Into<String>, experts: usize, rows: usize, cols: usize) -> Need {
+        Need {
+            name: name.into(),
+            kind: NeedKind::Experts {
+                experts,
+                rows,
+                cols,
+            },
+        }
+    }
     /// GGUF dims (contiguous first) the tensor must have.
     fn dims(&self) -> Vec<u64> {
         match self.kind {
             NeedKind::Matrix { rows, cols } => vec![cols as u64, rows as u64],
             NeedKind::Vector { len } => vec![len as u64],
+            NeedKind::Experts {
+                experts,
+                rows,
+                cols,
+            } => vec![cols as u64, rows as u64, experts as u64],
         }
     }
+}
+
+/// Dims without trailing 1s: GGUF writers drop them (a 1 x 64 matrix such as
+/// qwen2moe's shared-expert gate is stored as [64]), so [64, 1] and [64] are
+/// one shape.
+fn trimmed(dims: &[u64]) -> &[u64] {
+    let len = dims.iter().rposition(|&d| d != 1).map_or(0, |i| i + 1);
+    &dims[..len]
 }
 
 /// Checks every needed tensor against the header; returns them in file order.
@@ -71,7 +101,7 @@ pub fn check_needs<'f>(
         let info = file
             .tensor(&need.name)
             .ok_or_else(|| ModelError::MissingTensor(need.name.clone()))?;
-        if info.dims != need.dims() {
+        if trimmed(&info.dims) != trimmed(&need.dims()) {
             return Err(ModelError::TensorShape {
                 name: need.name.clone(),
                 expected: need.dims(),
@@ -79,7 +109,7 @@ pub fn check_needs<'f>(
             });
         }
         let usable = match need.kind {
-            NeedKind::Matrix { .. } => GPU_DTYPES.contains(&info.dtype),
+            NeedKind::Matrix { .. } | NeedKind::Experts { .. } => GPU_DTYPES.contains(&info.dtype),
             NeedKind::Vector { .. } => info.dtype.can_dequantize(),
         };
         if !usable {
@@ -99,6 +129,7 @@ pub fn check_needs<'f>(
 pub struct TensorStore {
     matrices: HashMap<String, QuantMatrix>,
     vectors: HashMap<String, BufferRef>,
+    stacks: HashMap<String, ExpertStack>,
 }
 
 impl TensorStore {
@@ -120,6 +151,15 @@ impl TensorStore {
                 self.vectors
                     .insert(need.name.clone(), ctx.upload_f32(&need.name, &values)?);
             }
+            NeedKind::Experts {
+                experts,
+                rows,
+                cols,
+            } => {
+                let stack =
+                    ExpertStack::upload(ctx, &need.name, info.dtype, experts, rows, cols, bytes)?;
+                self.stacks.insert(need.name.clone(), stack);
+            }
         }
         Ok(())
     }
@@ -132,6 +172,12 @@ impl TensorStore {
 
     pub fn vector(&mut self, name: &str) -> Result<BufferRef, ModelError> {
         self.vectors
+            .remove(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+    }
+
+    pub fn experts(&mut self, name: &str) -> Result<ExpertStack, ModelError> {
+        self.stacks
             .remove(name)
             .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
     }

@@ -9,7 +9,9 @@ pub mod decoder;
 pub mod gemma3;
 pub mod llama;
 pub mod loader;
+pub mod moe;
 pub mod qwen2;
+pub mod qwen3;
 
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::format::quant::QuantError;
@@ -21,7 +23,7 @@ pub use loader::{LoadProgress, TensorStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("unsupported architecture '{0}' (wick runs: llama, qwen2, gemma3)")]
+    #[error("unsupported architecture '{0}' (wick runs: llama (with or without experts), qwen2, qwen2moe, qwen3, qwen3moe, gemma3)")]
     UnsupportedArchitecture(String),
     #[error("tensor '{0}' is missing from the model file")]
     MissingTensor(String),
@@ -61,7 +63,8 @@ impl Plan {
         let arch = file.architecture()?;
         let (config, build): (_, fn(_, &mut _) -> _) = match arch {
             "llama" => (llama::config(file)?, llama::build),
-            "qwen2" => (qwen2::config(file)?, llama::build),
+            "qwen2" | "qwen2moe" => (qwen2::config(file, arch)?, llama::build),
+            "qwen3" | "qwen3moe" => (qwen3::config(file, arch)?, llama::build),
             "gemma3" => (gemma3::config(file)?, llama::build),
             other => return Err(ModelError::UnsupportedArchitecture(other.to_string())),
         };

@@ -3,24 +3,29 @@
 //! and usually an untied output head. Tensor names are Llama's; the biases
 //! and `output.weight` are the optional tensors `llama::needs` takes when the
 //! file has them.
+//!
+//! Qwen2-MoE (`qwen2moe`) replaces every MLP with a mixture of experts whose
+//! router weights stay softmax probabilities over all experts (no
+//! renormalization over the chosen ones), plus an always-on shared expert
+//! (`expert_shared_feed_forward_length` wide) scaled by a sigmoid gate.
 
 use crate::format::gguf::GgufFile;
 use crate::kernels::rope::RopeLayout;
 
-use super::config::{Meta, ModelConfig};
-use super::llama::base_config;
+use super::config::{Meta, ModelConfig, MoeConfig};
+use super::llama::{base_config, require_block0};
 use super::ModelError;
 
-pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
-    let mut cfg = base_config(&Meta {
-        file,
-        arch: "qwen2",
-    })?;
+/// `arch` is "qwen2" or "qwen2moe".
+pub fn config(file: &GgufFile, arch: &str) -> Result<ModelConfig, ModelError> {
+    let meta = Meta { file, arch };
+    let mut cfg = base_config(&meta)?;
     cfg.rope.layout = RopeLayout::NeoX;
-    for bias in ["attn_q.bias", "attn_k.bias", "attn_v.bias"] {
-        if file.tensor(&format!("blk.0.{bias}")).is_none() {
-            return Err(ModelError::MissingTensor(format!("blk.0.{bias}")));
-        }
+    require_block0(file, &["attn_q.bias", "attn_k.bias", "attn_v.bias"])?;
+    if arch == "qwen2moe" {
+        let mut moe = MoeConfig::from_meta(&meta, cfg.ffn_dim, false)?;
+        moe.shared_ffn = Some(meta.usize("expert_shared_feed_forward_length")?);
+        cfg.moe = Some(moe);
     }
     Ok(cfg)
 }

@@ -1,0 +1,218 @@
+//! The mixture-of-experts MLP of a block (qwen3moe, qwen2moe, Mixtral-style
+//! llama): its tensors, its scratch buffers, and the recipe that records it.
+//!
+//! norm → router logits (matmul) → `route` (softmax, top-k, weights) →
+//! gate/up expert matmuls → gated activation → down expert matmul →
+//! `combine` (router-weighted sum per token, plus the sigmoid-gated shared
+//! expert where there is one) → residual. Steps of up to `GEMV_MAX_TOKENS`
+//! rows (decode) run the indexed expert form; longer ones (prefill) group
+//! slots by expert first. Routing never leaves the GPU.
+
+use crate::gpu::{BufferRef, GpuContext, GpuError, Recorder};
+use crate::kernels::activation::gated_act;
+use crate::kernels::matmul::{matmul, GEMV_MAX_TOKENS};
+use crate::kernels::moe::{
+    combine, expert_matmul, group_by_expert, route, tiles_len, ExpertForm, ExpertInput, Routing,
+    SharedExpert,
+};
+use crate::kernels::weights::{ExpertStack, QuantMatrix};
+
+use super::config::{ModelConfig, MoeConfig};
+use super::decoder::MlpWeights;
+use super::loader::{Need, TensorStore};
+use super::ModelError;
+
+pub struct MoeWeights {
+    /// `ffn_gate_inp`: n_experts x d_model, the router's logits.
+    pub router: QuantMatrix,
+    pub gate: ExpertStack,
+    pub up: ExpertStack,
+    pub down: ExpertStack,
+    pub shared: Option<SharedExpertWeights>,
+}
+
+/// qwen2moe's always-on expert: a dense gated MLP whose output is scaled by
+/// sigmoid(x · gate_inp).
+pub struct SharedExpertWeights {
+    /// `ffn_gate_inp_shexp`: one row of d_model.
+    pub gate_inp: QuantMatrix,
+    pub mlp: MlpWeights,
+}
+
+/// Tensors of block `l`'s mixture of experts, llama.cpp's names.
+pub fn needs(cfg: &ModelConfig, moe: &MoeConfig, l: usize) -> Vec<Need> {
+    let (d, e, f) = (cfg.d_model, moe.n_experts, moe.expert_ffn);
+    let n = |s: &str| format!("blk.{l}.{s}");
+    let mut needs = vec![
+        Need::matrix(n("ffn_gate_inp.weight"), e, d),
+        Need::experts(n("ffn_gate_exps.weight"), e, f, d),
+        Need::experts(n("ffn_up_exps.weight"), e, f, d),
+        Need::experts(n("ffn_down_exps.weight"), e, d, f),
+    ];
+    if let Some(sf) = moe.shared_ffn {
+        needs.extend([
+            Need::matrix(n("ffn_gate_inp_shexp.weight"), 1, d),
+            Need::matrix(n("ffn_gate_shexp.weight"), sf, d),
+            Need::matrix(n("ffn_up_shexp.weight"), sf, d),
+            Need::matrix(n("ffn_down_shexp.weight"), d, sf),
+        ]);
+    }
+    needs
+}
+
+/// Takes block `l`'s expert tensors out of the store.
+pub fn take(store: &mut TensorStore, moe: &MoeConfig, l: usize) -> Result<MoeWeights, ModelError> {
+    let n = |s: &str| format!("blk.{l}.{s}");
+    let shared = match moe.shared_ffn {
+        None => None,
+        Some(_) => Some(SharedExpertWeights {
+            gate_inp: store.matrix(&n("ffn_gate_inp_shexp.weight"))?,
+            mlp: MlpWeights {
+                gate: store.matrix(&n("ffn_gate_shexp.weight"))?,
+                up: store.matrix(&n("ffn_up_shexp.weight"))?,
+                down: store.matrix(&n("ffn_down_shexp.weight"))?,
+            },
+        }),
+    };
+    Ok(MoeWeights {
+        router: store.matrix(&n("ffn_gate_inp.weight"))?,
+        gate: store.experts(&n("ffn_gate_exps.weight"))?,
+        up: store.experts(&n("ffn_up_exps.weight"))?,
+        down: store.experts(&n("ffn_down_exps.weight"))?,
+        shared,
+    })
+}
+
+/// Scratch for a mixture-of-experts MLP over up to `max_rows` tokens
+/// (`slots = max_rows * top_k` routed rows).
+pub struct MoeActivations {
+    pub router_logits: BufferRef,
+    pub expert_of: BufferRef,
+    pub weight_of: BufferRef,
+    pub sorted: BufferRef,
+    pub tiles: BufferRef,
+    /// Per slot: expert gate (then activation) and up, `expert_ffn` wide.
+    pub gate: BufferRef,
+    pub up: BufferRef,
+    /// Per slot: the expert's down projection, d_model wide.
+    pub down: BufferRef,
+    /// Per token: the shared expert's output and gate logit.
+    pub shared_y: BufferRef,
+    pub shared_gate: BufferRef,
+}
+
+impl MoeActivations {
+    pub fn new(
+        ctx: &GpuContext,
+        cfg: &ModelConfig,
+        moe: &MoeConfig,
+        max_rows: usize,
+    ) -> Result<MoeActivations, GpuError> {
+        let slots = max_rows * moe.top_k;
+        let words = |label: &str, n: usize| ctx.create_storage(label, 4 * n as u64);
+        let shared_rows = if moe.shared_ffn.is_some() {
+            max_rows
+        } else {
+            0
+        };
+        Ok(MoeActivations {
+            router_logits: words("router logits", max_rows * moe.n_experts)?,
+            expert_of: words("expert_of", slots)?,
+            weight_of: words("weight_of", slots)?,
+            sorted: words("sorted slots", slots)?,
+            tiles: words("expert tiles", tiles_len(slots, moe.n_experts))?,
+            gate: words("expert gate", slots * moe.expert_ffn)?,
+            up: words("expert up", slots * moe.expert_ffn)?,
+            down: words("expert down", slots * cfg.d_model)?,
+            shared_y: words("shared expert", shared_rows * cfg.d_model)?,
+            shared_gate: words("shared expert gate", shared_rows)?,
+        })
+    }
+}
+
+/// Records the mixture of experts over the normed rows `h` (token-major,
+/// `rows` of d_model); the result lands in `out` (rows of d_model). `dense`
+/// holds scratch for the shared expert's MLP (`dense_ffn` wide per row).
+#[allow(clippy::too_many_arguments)]
+pub fn record(
+    rec: &mut Recorder,
+    cfg: &ModelConfig,
+    moe: &MoeConfig,
+    w: &MoeWeights,
+    act: &MoeActivations,
+    h: &BufferRef,
+    dense: (&BufferRef, &BufferRef),
+    out: &BufferRef,
+    rows: usize,
+) -> Result<(), GpuError> {
+    let routing = Routing {
+        expert_of: &act.expert_of,
+        weight_of: &act.weight_of,
+        tokens: rows,
+        top_k: moe.top_k,
+        n_experts: moe.n_experts,
+    };
+    matmul(rec, h, 0, &w.router, &act.router_logits, 0, rows)?;
+    route(rec, &act.router_logits, 0, &routing, moe.normalize_weights)?;
+    let form = if rows <= GEMV_MAX_TOKENS {
+        ExpertForm::Indexed
+    } else {
+        ExpertForm::Grouped(group_by_expert(rec, &routing, &act.sorted, &act.tiles)?)
+    };
+    let slots = routing.slots();
+    expert_matmul(
+        rec,
+        form,
+        &routing,
+        h,
+        ExpertInput::PerToken,
+        &w.gate,
+        &act.gate,
+    )?;
+    expert_matmul(
+        rec,
+        form,
+        &routing,
+        h,
+        ExpertInput::PerToken,
+        &w.up,
+        &act.up,
+    )?;
+    gated_act(
+        rec,
+        &act.gate,
+        0,
+        &act.up,
+        0,
+        &act.gate,
+        0,
+        slots * moe.expert_ffn,
+        cfg.activation,
+    )?;
+    expert_matmul(
+        rec,
+        form,
+        &routing,
+        &act.gate,
+        ExpertInput::PerSlot,
+        &w.down,
+        &act.down,
+    )?;
+    let shared = match &w.shared {
+        None => None,
+        Some(s) => {
+            let (gate, up) = dense;
+            let width = s.mlp.gate.rows;
+            matmul(rec, h, 0, &s.mlp.gate, gate, 0, rows)?;
+            matmul(rec, h, 0, &s.mlp.up, up, 0, rows)?;
+            gated_act(rec, gate, 0, up, 0, gate, 0, rows * width, cfg.activation)?;
+            matmul(rec, gate, 0, &s.mlp.down, &act.shared_y, 0, rows)?;
+            matmul(rec, h, 0, &s.gate_inp, &act.shared_gate, 0, rows)?;
+            Some(SharedExpert {
+                y: &act.shared_y,
+                gate: &act.shared_gate,
+            })
+        }
+    };
+    combine(rec, &routing, &act.down, cfg.d_model, shared, out)
+}
