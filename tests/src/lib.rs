@@ -112,6 +112,36 @@ pub const TOLERANCE: f32 = 1.25;
 /// must agree.
 pub const CLEAR_MARGIN: f32 = 0.5;
 
+/// Largest |a[i] - b[i]|.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max)
+}
+
+/// Logits at every position of `ids` from a fresh sequence: all but the last
+/// `decoded` ids prefilled in chunks of `chunk` (chunks after the first start
+/// over an existing cache), then the rest one decode step each, so that one
+/// pass exercises both step shapes.
+pub fn logits_by_steps(
+    engine: &mut Engine,
+    ids: &[u32],
+    chunk: usize,
+    decoded: usize,
+) -> Vec<Vec<f32>> {
+    engine.pipeline.reset();
+    let (prefix, tail) = ids.split_at(ids.len() - decoded);
+    let mut got = Vec::new();
+    for c in prefix.chunks(chunk) {
+        got.extend(pollster::block_on(engine.pipeline.prefill(c, c.len())).unwrap());
+    }
+    for &id in tail {
+        got.push(pollster::block_on(engine.pipeline.decode(id)).unwrap());
+    }
+    got
+}
+
 /// How far one position's logits are from the reference.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PositionDiff {

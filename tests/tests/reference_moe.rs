@@ -5,7 +5,7 @@
 //! both with the reference is also agreement of the two forms on a model.
 
 use wick_tests::reference::{router_margin, ActRound, RefLlama};
-use wick_tests::{load_engine, model_path};
+use wick_tests::{load_engine, logits_by_steps, max_abs_diff, model_path};
 
 fn check(model: &str) {
     let bytes = std::fs::read(model_path(model)).unwrap();
@@ -17,20 +17,9 @@ fn check(model: &str) {
     let trace = reference.trace(&ids, ActRound::Exact);
     let want = &trace.logits;
     // Prefill in chunks of 5 (grouped form), then decode 3 tokens (indexed).
-    let (prefix, tail) = ids.split_at(ids.len() - 3);
-    let mut got = Vec::new();
-    for chunk in prefix.chunks(5) {
-        got.extend(pollster::block_on(engine.pipeline.prefill(chunk, chunk.len())).unwrap());
-    }
-    for &id in tail {
-        got.push(pollster::block_on(engine.pipeline.decode(id)).unwrap());
-    }
+    let got = logits_by_steps(&mut engine, &ids, 5, 3);
     for (pos, (g, w)) in got.iter().zip(want).enumerate() {
-        let worst = g
-            .iter()
-            .zip(w)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let worst = max_abs_diff(g, w);
         let margin = trace.router[pos]
             .iter()
             .map(|l| router_margin(l, reference.top_k()))

@@ -12,7 +12,7 @@ use wick::format::MetaValue;
 use wick::pipeline::PipelineOptions;
 use wick::Engine;
 use wick_tests::reference::RefLlama;
-use wick_tests::{gpu, model_path};
+use wick_tests::{gpu, max_abs_diff, model_path};
 
 const FFN: u64 = 128;
 
@@ -85,11 +85,7 @@ fn dense_qwen3_matches_cpu_reference() {
     let want = reference.forward(&ids);
     let got = pollster::block_on(engine.pipeline.prefill(&ids, ids.len())).unwrap();
     for (pos, (g, w)) in got.iter().zip(&want).enumerate() {
-        let worst = g
-            .iter()
-            .zip(w)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let worst = max_abs_diff(g, w);
         // As in reference_moe.rs: f32 vs f64 accumulation is ~1e-5 here.
         assert!(worst < 1e-3, "position {pos}: max |GPU - CPU| = {worst}");
     }

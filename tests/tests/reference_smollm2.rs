@@ -4,7 +4,7 @@
 //! logits by much more than any difference between these two.
 
 use wick_tests::reference::RefLlama;
-use wick_tests::{load_engine, model_path};
+use wick_tests::{load_engine, logits_by_steps, max_abs_diff, model_path};
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -19,24 +19,13 @@ fn gpu_logits_equal_cpu_reference() {
     let want = reference.forward(&ids);
     // Prefill in chunks of 3, so chunks start at positions > 0 over an
     // existing cache, then decode two more tokens one step at a time.
-    let (prefix, tail) = ids.split_at(ids.len() - 2);
-    let mut got = Vec::new();
-    for chunk in prefix.chunks(3) {
-        got.extend(pollster::block_on(engine.pipeline.prefill(chunk, chunk.len())).unwrap());
-    }
-    for &id in tail {
-        got.push(pollster::block_on(engine.pipeline.decode(id)).unwrap());
-    }
+    let got = logits_by_steps(&mut engine, &ids, 3, 2);
     // The GPU accumulates in f32 in its own order, the reference in f64; over
     // 30 layers that was measured at ~5e-5 on logits of magnitude ~20. 2e-3
     // leaves 40x room and is still 100x below the effect of any real error
     // (a wrong RoPE pairing moves logits by > 1).
     for (pos, (g, w)) in got.iter().zip(&want).enumerate() {
-        let worst = g
-            .iter()
-            .zip(w)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let worst = max_abs_diff(g, w);
         assert!(worst < 2e-3, "position {pos}: max |GPU - CPU| = {worst}");
     }
 }

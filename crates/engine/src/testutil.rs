@@ -59,3 +59,37 @@ pub fn assert_dot_close(got: &[f32], want: &[f32], scale: &[f64], k: usize, what
         );
     }
 }
+
+/// `out[t][n] = sum_k x[t][k] * w[n][k]` in f64, and the scale of each
+/// result, `sum_k |x[t][k] * w[n][k]|`, that bounds its rounding error.
+pub fn reference_matmul(
+    x: &[f32],
+    w: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+) -> (Vec<f32>, Vec<f64>) {
+    let mut out = Vec::with_capacity(m * n);
+    let mut scale = Vec::with_capacity(m * n);
+    for t in 0..m {
+        for r in 0..n {
+            let (mut s, mut a) = (0.0f64, 0.0f64);
+            for i in 0..k {
+                let p = x[t * k + i] as f64 * w[r * k + i] as f64;
+                s += p;
+                a += p.abs();
+            }
+            out.push(s as f32);
+            scale.push(a);
+        }
+    }
+    (out, scale)
+}
+
+/// Fails unless `err` is a shape error raised by `kernel`.
+pub fn assert_shape_err(err: &crate::gpu::GpuError, kernel: &str) {
+    assert!(
+        matches!(err, crate::gpu::GpuError::Shape { kernel: k, .. } if *k == kernel),
+        "{err}"
+    );
+}

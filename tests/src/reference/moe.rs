@@ -33,7 +33,7 @@ impl RefMoe {
             ["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"].map(|s| t(&format!("{s}.weight")));
         let experts = (0..n_experts)
             .map(|e| {
-                stacks.clone().map(|s| {
+                stacks.each_ref().map(|s| {
                     let per = s.len() / n_experts;
                     s[e * per..(e + 1) * per].to_vec()
                 })

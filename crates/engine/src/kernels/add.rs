@@ -49,6 +49,7 @@ pub fn add_in_place(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::assert_shape_err;
     use crate::testutil::{assert_close, ctx, random_vec};
 
     #[test]
@@ -75,9 +76,6 @@ mod tests {
         let x = ctx.create_storage("x", 16).unwrap();
         let mut rec = Recorder::new(ctx);
         let err = add_in_place(&mut rec, &x, 0, &x, 0, 5).unwrap_err();
-        assert!(
-            matches!(err, GpuError::Shape { kernel: "add", .. }),
-            "{err}"
-        );
+        assert_shape_err(&err, "add");
     }
 }

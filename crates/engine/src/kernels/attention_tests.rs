@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::kernels::kv::{kv_write, KvLayout};
+use crate::testutil::assert_shape_err;
 use crate::testutil::{assert_close, ctx, random_vec};
 
 /// The slow, obvious reference: for every row and head, scores over the
@@ -355,16 +356,7 @@ fn rejects_bad_shapes() {
     ];
     for (a, q, k, layer_offset, needle) in cases {
         let err = attention(&mut rec, q, 0, k, &buf, layer_offset, &buf, 0, &a).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                GpuError::Shape {
-                    kernel: "attention",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_shape_err(&err, "attention");
         assert!(
             err.to_string().contains(needle),
             "{err} (wanted '{needle}')"

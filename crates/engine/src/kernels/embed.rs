@@ -94,6 +94,7 @@ mod tests {
     use super::*;
     use crate::format::quant::{dequantize, quantize, GgmlType};
     use crate::kernels::weights::{test_weights, GPU_DTYPES};
+    use crate::testutil::assert_shape_err;
     use crate::testutil::{ctx, random_vec};
 
     /// Runs `embed` with offsets 2 (ids) and 3 (out); checks the guard
@@ -185,26 +186,8 @@ mod tests {
         let out = ctx.create_storage("out", 64 * 4).unwrap();
         let mut rec = Recorder::new(ctx);
         let err = embed(&mut rec, &table, &ids, 1, &out, 0, 2, 1.0).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                GpuError::Shape {
-                    kernel: "embed",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_shape_err(&err, "embed");
         let err = embed(&mut rec, &table, &ids, 0, &out, 1, 2, 1.0).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                GpuError::Shape {
-                    kernel: "embed",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_shape_err(&err, "embed");
     }
 }

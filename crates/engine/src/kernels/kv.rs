@@ -133,6 +133,7 @@ pub fn kv_write(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::assert_shape_err;
     use crate::testutil::{ctx, random_vec};
 
     #[test]
@@ -213,16 +214,7 @@ mod tests {
             .unwrap_err()
         };
         let err = call(3, 6, 0, off); // 6 + 3 > 8
-        assert!(
-            matches!(
-                err,
-                GpuError::Shape {
-                    kernel: "kv_write",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_shape_err(&err, "kv_write");
         assert!(err.to_string().contains("context length 8"), "{err}");
         let err = call(3, 0, 1, off); // src too short by one element
         assert!(err.to_string().contains("src"), "{err}");

@@ -173,7 +173,12 @@ impl Variant {
 /// for m, at most 8), and the output rows a workgroup then covers.
 pub(crate) fn tiled_shape(m: usize) -> (u32, u32) {
     let tt = (m as u32).div_ceil(TILE_M).next_power_of_two().min(8);
-    (tt, 64 / tt * TILE_N)
+    (tt, tiled_rows(tt))
+}
+
+/// Output rows one workgroup of the tiled form covers with `tt` token tiles.
+pub(crate) fn tiled_rows(tt: u32) -> u32 {
+    64 / tt * TILE_N
 }
 
 /// Tokens one workgroup of the tiled form takes with `tt` token tiles.

@@ -3,30 +3,11 @@
 use super::*;
 use crate::format::quant::{dequantize, quantize, GgmlType};
 use crate::kernels::weights::{test_weights, GPU_DTYPES};
-use crate::testutil::{assert_dot_close as check, ctx, random_vec};
+use crate::testutil::assert_shape_err;
+use crate::testutil::{assert_dot_close as check, ctx, random_vec, reference_matmul as reference};
 
 /// Guard value around the output: a kernel writing outside its range shows.
 const SENTINEL: f32 = 7777.0;
-
-/// `out[t][n] = sum_k x[t][k] * w[n][k]` in f64, and the scale of each
-/// result, `sum_k |x[t][k] * w[n][k]|`, that bounds its rounding error.
-fn reference(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<f64>) {
-    let mut out = Vec::with_capacity(m * n);
-    let mut scale = Vec::with_capacity(m * n);
-    for t in 0..m {
-        for r in 0..n {
-            let (mut s, mut a) = (0.0f64, 0.0f64);
-            for i in 0..k {
-                let p = x[t * k + i] as f64 * w[r * k + i] as f64;
-                s += p;
-                a += p.abs();
-            }
-            out.push(s as f32);
-            scale.push(a);
-        }
-    }
-    (out, scale)
-}
 
 /// Runs one matmul with the given offsets; returns the m * rows results and
 /// checks the sentinels before and after them.
@@ -146,25 +127,7 @@ fn matmul_rejects_short_buffers() {
     let out = ctx.create_storage("out", 8 * 4).unwrap();
     let mut rec = Recorder::new(ctx);
     let err = matmul(&mut rec, &x, 1, &w, &out, 0, 1).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            GpuError::Shape {
-                kernel: "matmul",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_shape_err(&err, "matmul");
     let err = matmul(&mut rec, &x, 0, &w, &out, 0, 3).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            GpuError::Shape {
-                kernel: "matmul",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_shape_err(&err, "matmul");
 }

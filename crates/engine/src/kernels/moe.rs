@@ -21,7 +21,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
 use super::matmul::{
-    check_groups, gemv_rows, tiled_shape, tiled_tokens, Operand, Params as MatmulParams, Variant,
+    check_groups, gemv_rows, tiled_rows, tiled_shape, tiled_tokens, Operand,
+    Params as MatmulParams, Variant,
 };
 use super::weights::ExpertStack;
 use crate::gpu::{
@@ -273,11 +274,10 @@ pub fn expert_matmul(
         ExpertForm::Grouped(g) => {
             check_elems(K, "sorted", g.sorted, slots)?;
             check_elems(K, "tiles", g.tiles, 3 * g.max_tiles as usize)?;
-            let (_, rows_per_group) = tiled_shape(tiled_tokens(g.tt));
             (
                 Variant::tiled(w, Operand::Experts, g.tt),
                 EXPERT_TILED_STORAGE,
-                rows_per_group,
+                tiled_rows(g.tt),
                 vec![g.tiles, g.sorted],
                 g.max_tiles,
             )

@@ -3,7 +3,8 @@
 use super::*;
 use crate::format::quant::{dequantize, quantize, GgmlType};
 use crate::kernels::weights::test_weights;
-use crate::testutil::{assert_close, assert_dot_close as check, ctx, random_vec};
+use crate::testutil::assert_shape_err;
+use crate::testutil::{assert_close, assert_dot_close as check, ctx, random_vec, reference_matmul};
 
 /// The router's contract on the CPU: experts by logit, descending, equal
 /// logits by lower index; weights are softmax probabilities (f64 here),
@@ -101,16 +102,7 @@ fn router_rejects_bad_shapes() {
     let mut rec = Recorder::new(ctx);
     for (tokens, k, n) in [(2, 0, 8), (2, 9, 8), (3, 2, 8)] {
         let err = route(&mut rec, &gl, 0, &routing(&g, tokens, k, n), true).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                GpuError::Shape {
-                    kernel: "moe_router",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_shape_err(&err, "moe_router");
     }
 }
 
@@ -123,7 +115,8 @@ fn random_stack(dtype: GgmlType, experts: usize, rows: usize, cols: usize) -> (V
 }
 
 /// `out[s][r] = sum_k x[row(s)][k] * W_{ids[s]}[r][k]` in f64, with the
-/// scale `sum |x w|` that bounds the GPU's rounding.
+/// scale `sum |x w|` that bounds the GPU's rounding: one plain matmul
+/// reference per slot, over its expert's slab.
 fn reference_expert_matmul(
     x: &[f32],
     w: &[f32],
@@ -135,17 +128,10 @@ fn reference_expert_matmul(
     let (mut out, mut scale) = (Vec::new(), Vec::new());
     for (s, &e) in ids.iter().enumerate() {
         let xr = &x[s / x_div * cols..][..cols];
-        for r in 0..rows {
-            let wr = &w[(e as usize * rows + r) * cols..][..cols];
-            let (mut acc, mut abs) = (0.0f64, 0.0f64);
-            for (a, b) in xr.iter().zip(wr) {
-                let p = *a as f64 * *b as f64;
-                acc += p;
-                abs += p.abs();
-            }
-            out.push(acc as f32);
-            scale.push(abs);
-        }
+        let slab = &w[e as usize * rows * cols..][..rows * cols];
+        let (o, sc) = reference_matmul(xr, slab, 1, rows, cols);
+        out.extend(o);
+        scale.extend(sc);
     }
     (out, scale)
 }
@@ -389,14 +375,5 @@ fn expert_matmul_rejects_mismatched_shapes() {
         &out,
     )
     .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            GpuError::Shape {
-                kernel: "moe_matmul",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_shape_err(&err, "moe_matmul");
 }

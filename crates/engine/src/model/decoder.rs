@@ -106,10 +106,11 @@ impl Activations {
             gate: f32s("gate", max_rows * cfg.dense_ffn())?,
             up: f32s("up", max_rows * cfg.dense_ffn())?,
             logits: f32s("logits", max_logit_rows * cfg.vocab_size)?,
-            moe: match &cfg.moe {
-                Some(moe) => Some(MoeActivations::new(ctx, cfg, moe, max_rows)?),
-                None => None,
-            },
+            moe: cfg
+                .moe
+                .as_ref()
+                .map(|moe| MoeActivations::new(ctx, cfg, moe, max_rows))
+                .transpose()?,
         })
     }
 }
