@@ -19,6 +19,8 @@ struct Params {
     gate_offset: u32, // first element of gate
     up_offset: u32,   // first element of up
     out_offset: u32,  // first element of out
+    stride: u32,      // elements between consecutive gate (and up) values: 1, or 2
+                      // for gate/up pairs interleaved in one row (split variant only)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -31,28 +33,7 @@ struct Params {
 {{UP_OUT}}@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 {{ONE}}@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
 
-// sigmoid without overflow: exp only ever sees -|v|, so it lies in (0, 1].
-fn sigmoid(v: f32) -> f32 {
-    let e = exp(-abs(v));
-    return select(e / (1.0 + e), 1.0 / (1.0 + e), v >= 0.0);
-}
-
-fn silu(x: f32) -> f32 {
-    return x * sigmoid(x);
-}
-
-// GELU, tanh approximation: 0.5 * x * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3).
-// Computed as x * sigmoid(2u), the same function (0.5 * (1 + tanh(u)) ==
-// sigmoid(2u)) without tanh: some implementations evaluate tanh through
-// exp(2u), which overflows to inf / inf = NaN for u past ~44, and 1 + tanh(u)
-// cancels for negative x. 2u is clamped to [-80, 80] so that x^3 overflowing
-// (|x| > 7e12) cannot feed an infinity in; sigmoid(80) is exactly 1 in f32
-// and sigmoid(-80) = 1.8e-35, where the true value is smaller still, so the
-// clamp changes outputs by less than 1e-34 * |x|.
-fn gelu_tanh(x: f32) -> f32 {
-    let u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
-    return x * sigmoid(clamp(2.0 * u, -80.0, 80.0));
-}
+// sigmoid, silu and gelu_tanh come from act_fns.wgsl (concatenated after this file).
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -60,7 +41,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= p.n) {
         return;
     }
-    let g = {{GATE}}[p.gate_offset + i];
-    let u = {{UP}}[p.up_offset + i];
+    let g = {{GATE}}[p.gate_offset + i * p.stride];
+    let u = {{UP}}[p.up_offset + i * p.stride];
     dst[p.out_offset + i] = {{ACT}}(g) * u;
 }

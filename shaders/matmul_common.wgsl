@@ -17,6 +17,9 @@ struct Params {
     x_div: u32,        // slots per x row: x row = slot / x_div
     first_expert: u32, // first expert held by this part
     part_experts: u32, // experts held by this part; `rows` is per expert
+    // Fused linear layers only (linear_*.wgsl); 0 otherwise.
+    eps: f32,          // RMSNorm epsilon of the norm prologue
+    bias_offset: u32,  // element of bias for this part's row 0
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -13,18 +13,20 @@ const TOKENS: u32 = {{TOKENS}}u; // token rows per workgroup
 
 var<workgroup> partial: array<f32, ROWS * TOKENS * WG>;
 
-// Output rows row0 .. row0 + ROWS (row0 < p.rows) for TOKENS token rows:
-// token t reads x from x_base + t * k and writes out_base + t * out_stride +
-// row, and output row r reads weight row w_row0 + r (an expert's slab in a
-// stack). Has a barrier: callers may only return early workgroup-uniformly.
-fn gemv(lid: u32, row0: u32, w_row0: u32, x_base: u32, out_base: u32) {
+// Weight rows row0 .. row0 + ROWS (row0 < p.rows) for TOKENS token rows:
+// token t reads x from x_base + t * k (through the entry point's x_unit, which
+// may normalise it), and weight row r is row w_row0 + r of the binding (an
+// expert's slab in a stack). Leaves lane j's partial sum of (row r, token t)
+// in partial[(r * TOKENS + t) * WG + j] and ends with a barrier, so callers may
+// only return early workgroup-uniformly; row_sum() finishes a sum.
+fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     var acc: array<f32, ROWS * TOKENS>;
     var xs: array<Unit, TOKENS>;
     for (var U = lid; U < p.units; U += WG) {
         let e = unit_elems(U);
         let masked = U >= p.full_units;
         for (var t = 0u; t < TOKENS; t++) {
-            xs[t] = load_x(x_base + t * p.k, e, masked);
+            xs[t] = x_unit(x_base + t * p.k, t, e, masked);
         }
         for (var r = 0u; r < ROWS; r++) {
             // Rows past the part repeat its last row; their sums are dropped.
@@ -38,15 +40,25 @@ fn gemv(lid: u32, row0: u32, w_row0: u32, x_base: u32, out_base: u32) {
         partial[i * WG + lid] = acc[i];
     }
     workgroupBarrier();
+}
+
+// The whole dot product of (row r, token t), i = r * TOKENS + t.
+fn row_sum(i: u32) -> f32 {
+    var sum = 0.0;
+    for (var j = 0u; j < WG; j++) {
+        sum += partial[i * WG + j];
+    }
+    return sum;
+}
+
+// gemv_partials, then each sum stored to out[out_base + t * out_stride + row].
+fn gemv(lid: u32, row0: u32, w_row0: u32, x_base: u32, out_base: u32) {
+    gemv_partials(lid, row0, w_row0, x_base);
     if (lid < ROWS * TOKENS) {
-        var sum = 0.0;
-        for (var j = 0u; j < WG; j++) {
-            sum += partial[lid * WG + j];
-        }
         let r = lid / TOKENS;
         let t = lid % TOKENS;
         if (row0 + r < p.rows) {
-            out[out_base + t * p.out_stride + row0 + r] = sum;
+            out[out_base + t * p.out_stride + row0 + r] = row_sum(lid);
         }
     }
 }

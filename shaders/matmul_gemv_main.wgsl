@@ -2,6 +2,11 @@
 // consecutive token rows (p.m == TOKENS).
 // Dispatch: ceil(rows / ROWS) workgroups, folded over x and y past 65535.
 
+// x is read as it is.
+fn x_unit(base: u32, t: u32, e: vec2<u32>, masked: bool) -> Unit {
+    return load_x(base, e, masked);
+}
+
 @compute @workgroup_size(64)
 fn main(
     @builtin(local_invocation_index) lid: u32,

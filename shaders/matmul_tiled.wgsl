@@ -8,7 +8,8 @@
 // Sources: quant.wgsl, matmul_common.wgsl, this file, then an entry point
 // (matmul_tiled_main.wgsl, moe_tiled.wgsl) that defines where token `tok`'s
 // rows are: `x_base(tok)` and `out_base(tok)`, element indices of its x row
-// and of its out row's column 0.
+// and of its out row's column 0, and how a result is stored: `emit(i, row,
+// v)` for out element i, the part's output row `row`.
 
 const TM: u32 = {{TM}}u; // token rows per invocation
 const TN: u32 = {{TN}}u; // output rows per invocation
@@ -45,7 +46,7 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     for (var t = 0u; t < TM; t++) {
         for (var r = 0u; r < TN; r++) {
             if (tok0 + t < n_tok && row0 + r < p.rows) {
-                out[out_base(tok0 + t) + row0 + r] = acc[t * TN + r];
+                emit(out_base(tok0 + t) + row0 + r, row0 + r, acc[t * TN + r]);
             }
         }
     }

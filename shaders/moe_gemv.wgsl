@@ -13,6 +13,11 @@
 
 @group(0) @binding(4) var<storage, read> expert_of: array<u32>; // [slots]
 
+// x is read as it is.
+fn x_unit(base: u32, t: u32, e: vec2<u32>, masked: bool) -> Unit {
+    return load_x(base, e, masked);
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let slot = wid.y;

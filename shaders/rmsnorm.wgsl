@@ -15,6 +15,8 @@
 //                      3 dst (read_write) [out_offset + rows*dim]
 //   "rmsnorm_inplace": 1 weight (read) [dim]; 2 x (read_write), also the output:
 //                      [max(x_offset, out_offset) + rows*dim]
+//   "rmsnorm_add":     as "rmsnorm", but adds into dst (PLUS): a residual
+//                      stream absorbing a post-normed sub-block (Gemma 3)
 
 struct Params {
     rows: u32,       // rows to normalise
@@ -68,7 +70,7 @@ fn main(
         // In place each lane rewrites exactly the elements it alone read, so
         // no lane can overwrite a value another lane has yet to read.
         for (var i = lane; i < p.dim; i += lanes) {
-            {{OUT}}[out_base + i] = x[x_base + i] * scale * weight[i];
+            {{OUT}}[out_base + i] = {{PLUS}}x[x_base + i] * scale * weight[i];
         }
     }
 }

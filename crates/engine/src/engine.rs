@@ -144,6 +144,7 @@ impl ModelLoader {
             .map(|t| gguf.tensor_range(t).end)
             .max()
             .unwrap_or(gguf.data_offset);
+        let store = TensorStore::new(plan.fusions.clone());
         self.loading = Some(Loading {
             gguf,
             tokenizer,
@@ -151,7 +152,7 @@ impl ModelLoader {
             queue,
             next: 0,
             pending: Vec::new(),
-            store: TensorStore::default(),
+            store,
             total,
         });
         Ok(())

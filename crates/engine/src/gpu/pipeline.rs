@@ -24,7 +24,7 @@ pub struct KernelSpec<'a> {
     /// Unique per variant: it is the cache key.
     pub name: &'a str,
     pub sources: &'a [&'static str],
-    pub defines: &'a [(&'a str, String)],
+    pub defines: &'a [(&'a str, std::borrow::Cow<'a, str>)],
     pub entry: &'a str,
     pub storage: &'a [Access],
 }
@@ -116,7 +116,7 @@ impl PipelineCache {
 pub fn kernel_source(spec: &KernelSpec) -> String {
     let mut text = spec.sources.join("\n");
     for (name, value) in spec.defines {
-        text = text.replace(&format!("{{{{{name}}}}}"), value);
+        text = text.replace(&format!("{{{{{name}}}}}"), value.as_ref());
     }
     text
 }

@@ -29,9 +29,13 @@ struct Params {
     gate_offset: u32,
     up_offset: u32,
     out_offset: u32,
+    stride: u32,
 }
 
-const SOURCE: &str = include_str!("../../../../shaders/activation.wgsl");
+const SOURCES: &[&str] = &[
+    include_str!("../../../../shaders/activation.wgsl"),
+    include_str!("../../../../shaders/act_fns.wgsl"),
+];
 
 /// Binding variants, named as in the WGSL: which operands live in out's buffer.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -96,25 +100,24 @@ pub fn gated_act(
         (false, true) => Variant::UpOut,
         (true, true) => Variant::One,
     };
-    let on = |v: Variant| {
-        if v == variant {
-            String::new()
-        } else {
-            "//".to_string()
-        }
+    let on = |v: Variant| -> std::borrow::Cow<'static, str> {
+        if v == variant { "" } else { "//" }.into()
     };
-    let act_fn = match act {
-        Activation::Silu => "silu",
-        Activation::GeluTanh => "gelu_tanh",
-    };
+    let act_fn = act_name(act);
     let defines = [
         ("SPLIT", on(Variant::Split)),
         ("GATE_OUT", on(Variant::GateOut)),
         ("UP_OUT", on(Variant::UpOut)),
         ("ONE", on(Variant::One)),
-        ("GATE", if gate_in_out { "dst" } else { "gate" }.to_string()),
-        ("UP", if up_in_out { "dst" } else { "up" }.to_string()),
-        ("ACT", act_fn.to_string()),
+        (
+            "GATE",
+            if gate_in_out { "dst" } else { "gate" }.to_string().into(),
+        ),
+        (
+            "UP",
+            if up_in_out { "dst" } else { "up" }.to_string().into(),
+        ),
+        ("ACT", act_fn.to_string().into()),
     ];
     let (storage, buffers): (&[Access], Vec<&GpuBuffer>) = match variant {
         Variant::Split => (
@@ -127,7 +130,7 @@ pub fn gated_act(
     };
     let spec = KernelSpec {
         name: NAMES[act as usize][variant as usize],
-        sources: &[SOURCE],
+        sources: SOURCES,
         defines: &defines,
         entry: "main",
         storage,
@@ -137,9 +140,67 @@ pub fn gated_act(
         gate_offset: gate_offset as u32,
         up_offset: up_offset as u32,
         out_offset: out_offset as u32,
+        stride: 1,
     };
     rec.dispatch(&spec, &params, &buffers, workgroups_for(n as u32, 256));
     Ok(())
+}
+
+/// `out[out_offset + i] = act(pairs[o + 2i]) * pairs[o + 2i + 1]` for `i < n`
+/// (`o = pairs_offset`): gate and up interleaved in one buffer, as the fused
+/// gate/up matrix (`kernels::linear`) produces them. `out` must be another buffer.
+pub fn gated_act_pairs(
+    rec: &mut Recorder,
+    pairs: &GpuBuffer,
+    pairs_offset: usize,
+    out: &GpuBuffer,
+    out_offset: usize,
+    n: usize,
+    act: Activation,
+) -> Result<(), GpuError> {
+    const K: &str = "gated_act";
+    check_elems(K, "pairs", pairs, pairs_offset + 2 * n)?;
+    check_elems(K, "out", out, out_offset + n)?;
+    if pairs.id() == out.id() {
+        return Err(shape_err(K, "out may not live in the pairs' buffer"));
+    }
+    let defines = [
+        ("SPLIT", "".into()),
+        ("GATE_OUT", "//".into()),
+        ("UP_OUT", "//".into()),
+        ("ONE", "//".into()),
+        ("GATE", "gate".into()),
+        ("UP", "up".into()),
+        ("ACT", act_name(act).to_string().into()),
+    ];
+    let spec = KernelSpec {
+        name: NAMES[act as usize][Variant::Split as usize],
+        sources: SOURCES,
+        defines: &defines,
+        entry: "main",
+        storage: &[Access::Read, Access::Read, Access::ReadWrite],
+    };
+    let params = Params {
+        n: n as u32,
+        gate_offset: pairs_offset as u32,
+        up_offset: pairs_offset as u32 + 1,
+        out_offset: out_offset as u32,
+        stride: 2,
+    };
+    rec.dispatch(
+        &spec,
+        &params,
+        &[pairs, pairs, out],
+        workgroups_for(n as u32, 256),
+    );
+    Ok(())
+}
+
+pub(crate) fn act_name(act: Activation) -> &'static str {
+    match act {
+        Activation::Silu => "silu",
+        Activation::GeluTanh => "gelu_tanh",
+    }
 }
 
 #[cfg(test)]

@@ -22,8 +22,8 @@ pub const GEMV_MAX_TOKENS: usize = 4;
 /// registers ~ 16 * TILE_M (x) + 16 (weights) + TILE_M * TILE_N (sums) = 112.
 /// On lavapipe 4 x 8 ran 1.3-1.9 GFLOP/s (Q8_0/Q4_K, m = 64, 1024 x 1024)
 /// against 1.0-1.6 for 4 x 4 (noisy: shared 2-core machine).
-const TILE_M: u32 = 4;
-const TILE_N: u32 = 8;
+pub(crate) const TILE_M: u32 = 4;
+pub(crate) const TILE_N: u32 = 8;
 
 /// Output rows per GEMV workgroup. GPUs get 4: enough workgroups to fill
 /// them even for 896-row matrices, and x reused from registers 4 times.
@@ -55,6 +55,8 @@ pub(crate) struct Params {
     pub(crate) x_div: u32,
     pub(crate) first_expert: u32,
     pub(crate) part_experts: u32,
+    pub(crate) eps: f32,
+    pub(crate) bias_offset: u32,
 }
 
 impl Params {
@@ -80,13 +82,15 @@ impl Params {
             x_div: 0,
             first_expert: 0,
             part_experts: 0,
+            eps: 0.0,
+            bias_offset: 0,
         }
     }
 }
 
-const COMMON_WGSL: &str = include_str!("../../../../shaders/matmul_common.wgsl");
-const GEMV_WGSL: &str = include_str!("../../../../shaders/matmul_gemv.wgsl");
-const TILED_WGSL: &str = include_str!("../../../../shaders/matmul_tiled.wgsl");
+pub(crate) const COMMON_WGSL: &str = include_str!("../../../../shaders/matmul_common.wgsl");
+pub(crate) const GEMV_WGSL: &str = include_str!("../../../../shaders/matmul_gemv.wgsl");
+pub(crate) const TILED_WGSL: &str = include_str!("../../../../shaders/matmul_tiled.wgsl");
 
 /// What a matmul kernel multiplies: a plain matrix, or an expert stack whose
 /// rows each slot picks by the router's choice (see `kernels::moe`).
@@ -121,7 +125,7 @@ impl Operand {
 /// `KernelSpec` from it.
 pub(crate) struct Variant {
     name: String,
-    defines: Vec<(&'static str, String)>,
+    defines: Vec<(&'static str, std::borrow::Cow<'static, str>)>,
     sources: [&'static str; 4],
 }
 
@@ -131,8 +135,8 @@ impl Variant {
     pub(crate) fn gemv(w: &QuantMatrix, operand: Operand, rows: u32, tokens: usize) -> Variant {
         let fmt = w.format();
         let mut defines = fmt.defines();
-        defines.push(("ROWS", rows.to_string()));
-        defines.push(("TOKENS", tokens.to_string()));
+        defines.push(("ROWS", rows.to_string().into()));
+        defines.push(("TOKENS", tokens.to_string().into()));
         Variant {
             name: format!("{}_gemv_{}_r{rows}_t{tokens}", operand.prefix(), fmt.fmt),
             defines,
@@ -144,9 +148,9 @@ impl Variant {
     pub(crate) fn tiled(w: &QuantMatrix, operand: Operand, tt: u32) -> Variant {
         let fmt = w.format();
         let mut defines = fmt.defines();
-        defines.push(("TM", TILE_M.to_string()));
-        defines.push(("TN", TILE_N.to_string()));
-        defines.push(("TT", tt.to_string()));
+        defines.push(("TM", TILE_M.to_string().into()));
+        defines.push(("TN", TILE_N.to_string().into()));
+        defines.push(("TT", tt.to_string().into()));
         Variant {
             name: format!(
                 "{}_tiled_{}_m{TILE_M}_n{TILE_N}_t{tt}",

@@ -9,10 +9,12 @@ pub mod bench;
 pub mod bias;
 pub mod embed;
 pub mod kv;
+pub mod linear;
 pub mod matmul;
 pub mod moe;
 pub mod rmsnorm;
 pub mod rope;
+pub mod rope_kv;
 pub mod softmax;
 pub mod weights;
 

@@ -159,7 +159,7 @@ pub fn group_by_expert<'a>(
     if n_experts > 2048 {
         return Err(shape_err(K, format!("{n_experts} experts (at most 2048)")));
     }
-    let defines = [("N_EXPERTS", n_experts.to_string())];
+    let defines = [("N_EXPERTS", n_experts.to_string().into())];
     let name = format!("moe_group_e{n_experts}");
     let spec = KernelSpec {
         name: &name,
@@ -336,7 +336,7 @@ pub fn combine(
         check_elems(K, "shared gate", s.gate, routing.tokens)?;
     }
     let on = if shared.is_some() { "" } else { "//" };
-    let defines = [("SHARED", on.to_string())];
+    let defines = [("SHARED", on.to_string().into())];
     let spec = KernelSpec {
         name: if shared.is_some() {
             "moe_combine_shared"

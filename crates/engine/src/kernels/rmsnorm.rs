@@ -94,9 +94,10 @@ pub fn rms_norm(
     let groups = workgroups_for(rows as u32, 256 / lanes);
     if in_place {
         let defines = [
-            ("X_ACCESS", "read_write".to_string()),
-            ("SEPARATE_OUT", "// ".to_string()),
-            ("OUT", "x".to_string()),
+            ("X_ACCESS", "read_write".into()),
+            ("SEPARATE_OUT", "// ".into()),
+            ("OUT", "x".into()),
+            ("PLUS", "".into()),
         ];
         let spec = KernelSpec {
             name: "rmsnorm_inplace",
@@ -108,9 +109,10 @@ pub fn rms_norm(
         rec.dispatch(&spec, &params, &[weight, x], groups);
     } else {
         let defines = [
-            ("X_ACCESS", "read".to_string()),
-            ("SEPARATE_OUT", String::new()),
-            ("OUT", "dst".to_string()),
+            ("X_ACCESS", "read".into()),
+            ("SEPARATE_OUT", "".into()),
+            ("OUT", "dst".into()),
+            ("PLUS", "".into()),
         ];
         let spec = KernelSpec {
             name: "rmsnorm",
@@ -121,6 +123,65 @@ pub fn rms_norm(
         };
         rec.dispatch(&spec, &params, &[weight, x, out], groups);
     }
+    Ok(())
+}
+
+/// `x[r, i] += y[r, i] / sqrt(mean_i(y[r]^2) + eps) * weight[i]` over `rows`
+/// rows of `dim` (offsets in f32 elements); x, y and the weight in three buffers.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_add(
+    rec: &mut Recorder,
+    y: &GpuBuffer,
+    y_offset: usize,
+    weight: &GpuBuffer,
+    x: &GpuBuffer,
+    x_offset: usize,
+    rows: usize,
+    dim: usize,
+    eps: f32,
+) -> Result<(), GpuError> {
+    const K: &str = "rmsnorm";
+    if dim == 0 || !(eps >= 0.0 && eps.is_finite()) {
+        return Err(shape_err(
+            K,
+            format!("dim {dim} must be > 0 and eps {eps} finite >= 0"),
+        ));
+    }
+    let n = rows * dim;
+    check_elems(K, "y", y, y_offset + n)?;
+    check_elems(K, "weight", weight, dim)?;
+    check_elems(K, "x", x, x_offset + n)?;
+    if x.id() == y.id() || x.id() == weight.id() {
+        return Err(shape_err(K, "x must be a buffer of its own"));
+    }
+    const DEFINES: &[(&str, std::borrow::Cow<str>)] = &[
+        ("X_ACCESS", std::borrow::Cow::Borrowed("read")),
+        ("SEPARATE_OUT", std::borrow::Cow::Borrowed("")),
+        ("OUT", std::borrow::Cow::Borrowed("dst")),
+        ("PLUS", std::borrow::Cow::Borrowed("dst[out_base + i] + ")),
+    ];
+    let spec = KernelSpec {
+        name: "rmsnorm_add",
+        sources: &[SOURCE],
+        defines: DEFINES,
+        entry: "main",
+        storage: &[Access::Read, Access::Read, Access::ReadWrite],
+    };
+    let lanes = lanes_for(dim);
+    let params = Params {
+        rows: rows as u32,
+        dim: dim as u32,
+        x_offset: y_offset as u32,
+        out_offset: x_offset as u32,
+        lanes,
+        eps,
+    };
+    rec.dispatch(
+        &spec,
+        &params,
+        &[weight, y, x],
+        workgroups_for(rows as u32, 256 / lanes),
+    );
     Ok(())
 }
 
@@ -180,6 +241,33 @@ mod tests {
             let got = pollster::block_on(ctx.read_f32(&gout, out_off, rows * dim)).unwrap();
             let want = reference(&x[x_off..], &w, rows, dim, 1e-6);
             assert_close(&got, &want, TOL, &format!("rms_norm {rows}x{dim}"));
+        }
+    }
+
+    #[test]
+    fn rms_norm_add_adds_the_normed_rows() {
+        let ctx = ctx();
+        for (rows, dim) in [(1, 5), (3, 640), (7, 257)] {
+            let y = random_vec(2 + rows * dim, 30 + dim as u64);
+            let x = random_vec(1 + rows * dim, 31 + dim as u64);
+            let w = random_vec(dim, 32);
+            let (gy, gx, gw) = (
+                ctx.upload_f32("y", &y).unwrap(),
+                ctx.upload_f32("x", &x).unwrap(),
+                ctx.upload_f32("w", &w).unwrap(),
+            );
+            let mut rec = Recorder::new(ctx);
+            rms_norm_add(&mut rec, &gy, 2, &gw, &gx, 1, rows, dim, 1e-6).unwrap();
+            pollster::block_on(rec.submit()).unwrap();
+            let got = pollster::block_on(ctx.read_f32(&gx, 0, 1 + rows * dim)).unwrap();
+            let normed = reference(&y[2..], &w, rows, dim, 1e-6);
+            let want: Vec<f32> = std::iter::once(x[0])
+                .chain(x[1..].iter().zip(&normed).map(|(a, b)| a + b))
+                .collect();
+            assert_close(&got, &want, TOL, &format!("rms_norm_add {rows}x{dim}"));
+            let mut rec = Recorder::new(ctx);
+            let err = rms_norm_add(&mut rec, &gx, 0, &gw, &gx, 0, 1, 5, 1e-6).unwrap_err();
+            crate::testutil::assert_shape_err(&err, "rmsnorm");
         }
     }
 

@@ -79,12 +79,12 @@ impl GpuFormat {
     }
 
     /// The defines quant.wgsl's users expect for this format.
-    pub(crate) fn defines(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn defines(&self) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
         vec![
-            ("FMT", self.fmt.to_string()),
-            ("QK", format!("{}u", self.qk)),
-            ("BLOCK_BYTES", format!("{}u", self.block_bytes)),
-            ("UNITS", format!("{}u", self.qk as usize / UNIT)),
+            ("FMT", self.fmt.into()),
+            ("QK", format!("{}u", self.qk).into()),
+            ("BLOCK_BYTES", format!("{}u", self.block_bytes).into()),
+            ("UNITS", format!("{}u", self.qk as usize / UNIT).into()),
         ]
     }
 }
@@ -144,7 +144,7 @@ impl QuantMatrix {
     /// As `upload_with_limit`, with every part holding a whole number of
     /// `row_group`-row groups (an expert stack's experts).
     #[allow(clippy::too_many_arguments)]
-    fn upload_grouped(
+    pub(crate) fn upload_grouped(
         ctx: &GpuContext,
         label: &str,
         dtype: GgmlType,

@@ -1,40 +1,56 @@
 //! What every decoder-only transformer here shares: the weights of a block,
 //! the scratch activations, and the recipe that records one forward step.
 //!
-//! embed → N × [norm → attention (q/k/v, biases, q/k-norm, RoPE, KV write,
-//! causal GQA) → (post-norm) → residual → norm → gated MLP → (post-norm) →
-//! residual] → final norm → output head. Architectures differ only in which
-//! optional pieces they carry and in their config; they describe that in their
-//! own file (`llama.rs`, ...) and reuse this code path, for one row or many.
+//! embed → N × [attention: norm + q/k/v projection (+ bias) → q/k-norm, RoPE,
+//! KV write → causal GQA → output projection + residual | MLP: norm + gate/up
+//! + activation → down projection + residual] → norm + output head.
+//! Each `|`-separated piece is one fused op (`kernels::linear`,
+//! `kernels::rope_kv`): six dispatches a Llama layer when decoding (Gemma 3's
+//! post-norms add one each; q/k/v stored in two types take two projections).
+//! Architectures differ only in which optional pieces they carry and in their
+//! config; they describe that in their own file (`llama.rs`, ...) and reuse
+//! this code path, for one row or many.
 
 use crate::gpu::{error::shape_err, BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
 use crate::kernels::activation::gated_act;
 use crate::kernels::add::add_in_place;
 use crate::kernels::attention::{attention, AttentionArgs};
-use crate::kernels::bias::add_bias;
 use crate::kernels::embed::embed;
-use crate::kernels::kv::{kv_write, KvLayout};
-use crate::kernels::matmul::matmul;
-use crate::kernels::rmsnorm::rms_norm;
-use crate::kernels::rope::rope;
+use crate::kernels::kv::KvLayout;
+use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::rmsnorm::{rms_norm, rms_norm_add};
+use crate::kernels::rope_kv::{rope_kv, RopeKv, Rotary};
 use crate::kernels::weights::QuantMatrix;
 
 use super::config::ModelConfig;
 use super::moe::{self, MoeActivations, MoeWeights};
 
 pub struct AttentionWeights {
-    pub q: QuantMatrix,
-    pub k: QuantMatrix,
-    pub v: QuantMatrix,
+    /// The q, k and v projections in that order, as matrices whose rows
+    /// follow on (one when all three share a storage type; see `fusion.rs`).
+    pub qkv: Vec<QuantMatrix>,
+    /// q, k and v biases joined (Qwen2).
+    pub qkv_bias: Option<BufferRef>,
     pub o: QuantMatrix,
-    pub q_bias: Option<BufferRef>,
-    pub k_bias: Option<BufferRef>,
-    pub v_bias: Option<BufferRef>,
     /// Per-head RMSNorm of queries and keys (Qwen3, Gemma 3).
     pub q_norm: Option<BufferRef>,
     pub k_norm: Option<BufferRef>,
 }
 
+/// A dense MLP's gate and up projections.
+pub enum GateUp {
+    /// One matrix, rows interleaved (gate 0, up 0, gate 1, ...).
+    Fused(QuantMatrix),
+    /// Stored in different types: two matrices.
+    Split { gate: QuantMatrix, up: QuantMatrix },
+}
+
+pub struct DenseMlp {
+    pub gate_up: GateUp,
+    pub down: QuantMatrix,
+}
+
+/// Three separate matrices of a gated MLP (qwen2moe's shared expert).
 pub struct MlpWeights {
     pub gate: QuantMatrix,
     pub up: QuantMatrix,
@@ -43,7 +59,7 @@ pub struct MlpWeights {
 
 /// A block's MLP: one gated MLP, or a mixture of experts (`moe.rs`).
 pub enum Mlp {
-    Dense(MlpWeights),
+    Dense(DenseMlp),
     Moe(Box<MoeWeights>),
 }
 
@@ -73,12 +89,16 @@ pub struct Activations {
     pub max_logit_rows: usize,
     pub ids: BufferRef,
     pub x: BufferRef,
+    /// Normed rows (prefill form) and projections stored before a post-norm.
     pub h: BufferRef,
+    /// q, k and v of each row, side by side: `[rows][q_dim + 2 kv_dim]`.
+    pub qkv: BufferRef,
+    /// Rotated queries.
     pub q: BufferRef,
-    pub k: BufferRef,
-    pub v: BufferRef,
     pub attn: BufferRef,
+    /// The gated MLP's activations, `[rows][ffn]`.
     pub gate: BufferRef,
+    /// Gate/up pairs (prefill form), or up alone: `[rows][2 ffn]`.
     pub up: BufferRef,
     pub logits: BufferRef,
     /// Scratch of the mixture-of-experts MLP, in models that have one.
@@ -99,12 +119,11 @@ impl Activations {
             ids: ctx.create_storage("ids", 4 * max_rows as u64)?,
             x: f32s("x", max_rows * cfg.d_model)?,
             h: f32s("h", max_rows * cfg.d_model.max(cfg.q_dim()))?,
+            qkv: f32s("qkv", max_rows * (cfg.q_dim() + 2 * cfg.kv_dim()))?,
             q: f32s("q", max_rows * cfg.q_dim())?,
-            k: f32s("k", max_rows * cfg.kv_dim())?,
-            v: f32s("v", max_rows * cfg.kv_dim())?,
             attn: f32s("attn", max_rows * cfg.q_dim())?,
             gate: f32s("gate", max_rows * cfg.dense_ffn())?,
-            up: f32s("up", max_rows * cfg.dense_ffn())?,
+            up: f32s("up", max_rows * 2 * cfg.dense_ffn())?,
             logits: f32s("logits", max_logit_rows * cfg.vocab_size)?,
             moe: cfg
                 .moe
@@ -156,92 +175,69 @@ impl Decoder {
         let cfg = &self.config;
         let block = &self.blocks[layer];
         let w = &block.attn;
-        let (a, rows) = (f.act, f.rows);
-        rms_norm(
-            f.rec,
-            &a.x,
-            0,
-            &block.attn_norm,
-            &a.h,
-            0,
-            rows,
-            cfg.d_model,
-            cfg.rms_eps,
-        )?;
-        matmul(f.rec, &a.h, 0, &w.q, &a.q, 0, rows)?;
-        matmul(f.rec, &a.h, 0, &w.k, &a.k, 0, rows)?;
-        matmul(f.rec, &a.h, 0, &w.v, &a.v, 0, rows)?;
-        for (bias, out, width) in [
-            (&w.q_bias, &a.q, cfg.q_dim()),
-            (&w.k_bias, &a.k, cfg.kv_dim()),
-            (&w.v_bias, &a.v, cfg.kv_dim()),
-        ] {
-            if let Some(bias) = bias {
-                add_bias(f.rec, out, 0, bias, rows, width)?;
-            }
+        let a = f.act;
+        let mut col = 0;
+        for m in &w.qkv {
+            let bias = w.qkv_bias.as_ref().map(|b| (&**b, col));
+            let norm = Some((&*block.attn_norm, cfg.rms_eps));
+            let qkv_width = cfg.q_dim() + 2 * cfg.kv_dim();
+            self.project(
+                f,
+                &a.x,
+                norm,
+                m,
+                bias,
+                (&a.qkv, col, qkv_width),
+                Epilogue::Store,
+            )?;
+            col += m.rows;
         }
-        for (norm, x, heads) in [
-            (&w.q_norm, &a.q, cfg.n_heads),
-            (&w.k_norm, &a.k, cfg.n_kv_heads),
-        ] {
-            if let Some(norm) = norm {
-                rms_norm(
-                    f.rec,
-                    x,
-                    0,
-                    norm,
-                    x,
-                    0,
-                    rows * heads,
-                    cfg.head_dim,
-                    cfg.rms_eps,
-                )?;
+        let qk_norm = match (&w.q_norm, &w.k_norm) {
+            (Some(q), Some(k)) => Some((&**q, &**k, cfg.rms_eps)),
+            (None, None) => None,
+            _ => {
+                return Err(shape_err(
+                    "rope_kv",
+                    "a q norm without a k norm, or the reverse",
+                ))
             }
-        }
+        };
         let r = &cfg.rope;
-        let theta = cfg.rope_theta_of(layer);
-        for (x, heads) in [(&a.q, cfg.n_heads), (&a.k, cfg.n_kv_heads)] {
-            rope(
-                f.rec,
-                x,
-                0,
-                rows,
-                heads,
-                cfg.head_dim,
-                r.n_rot,
-                f.pos0,
-                theta,
-                r.layout,
-                r.freq_scale,
-            )?;
-        }
-        let layer_offset = f.kv.layer_offset(layer);
-        let kv = &f.kv;
-        for (src, cache) in [(&a.k, f.k_cache), (&a.v, f.v_cache)] {
-            kv_write(
-                f.rec,
-                src,
-                0,
-                cache,
-                layer_offset,
-                rows,
-                f.pos0,
-                kv.kv_heads,
-                kv.head_dim,
-                kv.ctx_len,
-            )?;
-        }
+        rope_kv(
+            f.rec,
+            &RopeKv {
+                qkv: &a.qkv,
+                qkv_offset: 0,
+                q_heads: cfg.n_heads,
+                q_out: &a.q,
+                q_offset: 0,
+                k_cache: f.k_cache,
+                v_cache: f.v_cache,
+                kv: f.kv,
+                layer,
+                qk_norm,
+                rotary: Rotary {
+                    n_rot: r.n_rot,
+                    theta: cfg.rope_theta_of(layer),
+                    layout: r.layout,
+                    freq_scale: r.freq_scale,
+                },
+                rows: f.rows,
+                pos0: f.pos0,
+            },
+        )?;
         let args = AttentionArgs {
-            rows,
+            rows: f.rows,
             pos0: f.pos0,
             q_heads: cfg.n_heads,
             kv_heads: cfg.n_kv_heads,
             head_dim: cfg.head_dim,
-            ctx_len: kv.ctx_len,
+            ctx_len: f.kv.ctx_len,
             scale: cfg.attn_scale,
             window: cfg.window_of(layer),
             softcap: None,
         };
+        let layer_offset = f.kv.layer_offset(layer);
         attention(
             f.rec,
             &a.q,
@@ -253,41 +249,30 @@ impl Decoder {
             0,
             &args,
         )?;
-        matmul(f.rec, &a.attn, 0, &w.o, &a.h, 0, rows)?;
-        self.residual(f, &a.h, block.post_attn_norm.as_ref())
+        self.project_residual(f, &a.attn, &w.o, block.post_attn_norm.as_ref())
     }
 
     fn record_mlp(&self, f: &mut Forward, layer: usize) -> Result<(), GpuError> {
         let cfg = &self.config;
         let block = &self.blocks[layer];
         let (a, rows) = (f.act, f.rows);
-        rms_norm(
-            f.rec,
-            &a.x,
-            0,
-            &block.mlp_norm,
-            &a.h,
-            0,
-            rows,
-            cfg.d_model,
-            cfg.rms_eps,
-        )?;
+        let norm = Some((&*block.mlp_norm, cfg.rms_eps));
         match &block.mlp {
             Mlp::Dense(mlp) => {
-                matmul(f.rec, &a.h, 0, &mlp.gate, &a.gate, 0, rows)?;
-                matmul(f.rec, &a.h, 0, &mlp.up, &a.up, 0, rows)?;
-                gated_act(
-                    f.rec,
-                    &a.gate,
-                    0,
-                    &a.up,
-                    0,
-                    &a.gate,
-                    0,
-                    rows * cfg.ffn_dim,
-                    cfg.activation,
-                )?;
-                matmul(f.rec, &a.gate, 0, &mlp.down, &a.h, 0, rows)?;
+                let ffn = (&*a.gate, 0, cfg.ffn_dim);
+                match &mlp.gate_up {
+                    GateUp::Fused(w) => {
+                        self.project(f, &a.x, norm, w, None, ffn, Epilogue::Glu(cfg.activation))?
+                    }
+                    GateUp::Split { gate, up } => {
+                        self.project(f, &a.x, norm, gate, None, ffn, Epilogue::Store)?;
+                        let up_out = (&*a.up, 0, cfg.ffn_dim);
+                        self.project(f, &a.x, norm, up, None, up_out, Epilogue::Store)?;
+                        let n = rows * cfg.ffn_dim;
+                        gated_act(f.rec, &a.gate, 0, &a.up, 0, &a.gate, 0, n, cfg.activation)?;
+                    }
+                }
+                self.project_residual(f, &a.gate, &mlp.down, block.post_mlp_norm.as_ref())
             }
             Mlp::Moe(weights) => {
                 let (Some(moe), Some(scratch)) = (&cfg.moe, &a.moe) else {
@@ -296,37 +281,83 @@ impl Decoder {
                         "a mixture-of-experts block in a model without expert config or scratch",
                     ));
                 };
+                let d = cfg.d_model;
+                rms_norm(
+                    f.rec,
+                    &a.x,
+                    0,
+                    &block.mlp_norm,
+                    &a.h,
+                    0,
+                    rows,
+                    d,
+                    cfg.rms_eps,
+                )?;
                 // Experts read the normed rows in h; their weighted sum,
                 // recorded last, replaces them.
-                moe::record(
-                    f.rec,
-                    cfg,
-                    moe,
-                    weights,
-                    scratch,
-                    &a.h,
-                    (&a.gate, &a.up),
-                    &a.h,
-                    rows,
-                )?;
+                let dense = (&a.gate, &a.up);
+                moe::record(f.rec, cfg, moe, weights, scratch, &a.h, dense, &a.h, rows)?;
+                match &block.post_mlp_norm {
+                    Some(norm) => rms_norm_add(f.rec, &a.h, 0, norm, &a.x, 0, rows, d, cfg.rms_eps),
+                    None => add_in_place(f.rec, &a.x, 0, &a.h, 0, rows * d),
+                }
             }
         }
-        self.residual(f, &a.h, block.post_mlp_norm.as_ref())
     }
 
-    /// x += norm?(y): the residual stream absorbs a sub-block's output.
-    fn residual(
+    /// One fused projection of this step's rows; `out` is (buffer, first
+    /// column, row stride).
+    #[allow(clippy::too_many_arguments)]
+    fn project(
+        &self,
+        f: &mut Forward,
+        x: &GpuBuffer,
+        norm: Option<(&GpuBuffer, f32)>,
+        w: &QuantMatrix,
+        bias: Option<(&GpuBuffer, usize)>,
+        out: (&GpuBuffer, usize, usize),
+        epilogue: Epilogue,
+    ) -> Result<(), GpuError> {
+        let a = f.act;
+        let op = Linear {
+            x,
+            x_offset: 0,
+            norm,
+            w,
+            bias,
+            out: out.0,
+            out_offset: out.1,
+            out_stride: out.2,
+            epilogue,
+            m: f.rows,
+        };
+        linear(
+            f.rec,
+            &op,
+            &LinearScratch {
+                normed: &a.h,
+                wide: &a.up,
+            },
+        )
+    }
+
+    /// x += W y, or x += norm(W y) with a post-norm (Gemma 3).
+    fn project_residual(
         &self,
         f: &mut Forward,
         y: &GpuBuffer,
+        w: &QuantMatrix,
         post_norm: Option<&BufferRef>,
     ) -> Result<(), GpuError> {
-        let cfg = &self.config;
-        let n = f.rows * cfg.d_model;
-        if let Some(norm) = post_norm {
-            rms_norm(f.rec, y, 0, norm, y, 0, f.rows, cfg.d_model, cfg.rms_eps)?;
+        let (cfg, a) = (&self.config, f.act);
+        let d = cfg.d_model;
+        match post_norm {
+            None => self.project(f, y, None, w, None, (&a.x, 0, d), Epilogue::Add),
+            Some(norm) => {
+                self.project(f, y, None, w, None, (&a.h, 0, d), Epilogue::Store)?;
+                rms_norm_add(f.rec, &a.h, 0, norm, &a.x, 0, f.rows, d, cfg.rms_eps)
+            }
         }
-        add_in_place(f.rec, &f.act.x, 0, y, 0, n)
     }
 
     /// Final norm and output head for rows `first..first + n` of this step;
@@ -334,19 +365,26 @@ impl Decoder {
     pub fn record_logits(&self, f: &mut Forward, first: usize, n: usize) -> Result<(), GpuError> {
         let cfg = &self.config;
         let a = f.act;
-        let off = first * cfg.d_model;
-        rms_norm(
-            f.rec,
-            &a.x,
-            off,
-            &self.output_norm,
-            &a.h,
-            0,
-            n,
-            cfg.d_model,
-            cfg.rms_eps,
-        )?;
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
-        matmul(f.rec, &a.h, 0, head, &a.logits, 0, n)
+        let op = Linear {
+            x: &a.x,
+            x_offset: first * cfg.d_model,
+            norm: Some((&self.output_norm, cfg.rms_eps)),
+            w: head,
+            bias: None,
+            out: &a.logits,
+            out_offset: 0,
+            out_stride: cfg.vocab_size,
+            epilogue: Epilogue::Store,
+            m: n,
+        };
+        linear(
+            f.rec,
+            &op,
+            &LinearScratch {
+                normed: &a.h,
+                wide: &a.up,
+            },
+        )
     }
 }

@@ -6,9 +6,11 @@
 use crate::format::gguf::GgufFile;
 use crate::kernels::activation::Activation;
 use crate::kernels::rope::RopeLayout;
+use crate::kernels::weights::QuantMatrix;
 
 use super::config::{Meta, ModelConfig, MoeConfig, RopeConfig};
-use super::decoder::{AttentionWeights, Block, Decoder, Mlp, MlpWeights};
+use super::decoder::{AttentionWeights, Block, Decoder, DenseMlp, GateUp, Mlp};
+use super::fusion;
 use super::loader::{Need, TensorStore};
 use super::moe;
 use super::ModelError;
@@ -149,13 +151,9 @@ pub fn build(cfg: ModelConfig, store: &mut TensorStore) -> Result<Decoder, Model
     for l in 0..cfg.n_layers {
         let n = |s: &str| format!("blk.{l}.{s}");
         let attn = AttentionWeights {
-            q: store.matrix(&n("attn_q.weight"))?,
-            k: store.matrix(&n("attn_k.weight"))?,
-            v: store.matrix(&n("attn_v.weight"))?,
+            qkv: take_qkv(store, &cfg, l)?,
+            qkv_bias: take_qkv_bias(store, l)?,
             o: store.matrix(&n("attn_output.weight"))?,
-            q_bias: store.optional_vector(&n("attn_q.bias")),
-            k_bias: store.optional_vector(&n("attn_k.bias")),
-            v_bias: store.optional_vector(&n("attn_v.bias")),
             q_norm: store.optional_vector(&n("attn_q_norm.weight")),
             k_norm: store.optional_vector(&n("attn_k_norm.weight")),
         };
@@ -166,9 +164,14 @@ pub fn build(cfg: ModelConfig, store: &mut TensorStore) -> Result<Decoder, Model
             mlp_norm: store.vector(&n("ffn_norm.weight"))?,
             mlp: match &cfg.moe {
                 Some(moe_cfg) => Mlp::Moe(Box::new(moe::take(store, moe_cfg, l)?)),
-                None => Mlp::Dense(MlpWeights {
-                    gate: store.matrix(&n("ffn_gate.weight"))?,
-                    up: store.matrix(&n("ffn_up.weight"))?,
+                None => Mlp::Dense(DenseMlp {
+                    gate_up: match store.optional_matrix(&n("ffn_gate_up.weight")) {
+                        Some(fused) => GateUp::Fused(fused),
+                        None => GateUp::Split {
+                            gate: store.matrix(&n("ffn_gate.weight"))?,
+                            up: store.matrix(&n("ffn_up.weight"))?,
+                        },
+                    },
                     down: store.matrix(&n("ffn_down.weight"))?,
                 }),
             },
@@ -182,4 +185,57 @@ pub fn build(cfg: ModelConfig, store: &mut TensorStore) -> Result<Decoder, Model
         config: cfg,
         blocks,
     })
+}
+
+/// Block `l`'s q, k and v projections as uploaded: joined in runs of one
+/// storage type (`fusion::qkv_runs`), else one matrix each.
+fn take_qkv(
+    store: &mut TensorStore,
+    cfg: &ModelConfig,
+    l: usize,
+) -> Result<Vec<QuantMatrix>, ModelError> {
+    let members = [
+        ("attn_q", cfg.q_dim()),
+        ("attn_k", cfg.kv_dim()),
+        ("attn_v", cfg.kv_dim()),
+    ];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < members.len() {
+        let (first, _) = members[i];
+        match store.optional_matrix(&fusion::qkv_name(l, first)) {
+            Some(m) => {
+                // The run covers as many members as its rows add up to.
+                let mut rows = 0;
+                while rows < m.rows && i < members.len() {
+                    rows += members[i].1;
+                    i += 1;
+                }
+                out.push(m);
+            }
+            None => {
+                out.push(store.matrix(&format!("blk.{l}.{first}.weight"))?);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The joined q/k/v bias of block `l`, if the file has biases: all three or
+/// none (a lone bias would otherwise be dropped without a word).
+fn take_qkv_bias(
+    store: &mut TensorStore,
+    l: usize,
+) -> Result<Option<crate::gpu::BufferRef>, ModelError> {
+    let joined = store.optional_vector(&format!("blk.{l}.attn_qkv.bias"));
+    for s in ["attn_q", "attn_k", "attn_v"] {
+        let name = format!("blk.{l}.{s}.bias");
+        if store.optional_vector(&name).is_some() {
+            return Err(ModelError::Config(format!(
+                "'{name}' without its q/k/v siblings: wick needs all three biases or none"
+            )));
+        }
+    }
+    Ok(joined)
 }

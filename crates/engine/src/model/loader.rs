@@ -15,6 +15,7 @@ use crate::format::quant::dequantize;
 use crate::gpu::{BufferRef, GpuContext};
 use crate::kernels::weights::{ExpertStack, QuantMatrix, GPU_DTYPES};
 
+use super::fusion::{Complete, Fusion, Pending};
 use super::ModelError;
 
 /// Progress of a load, in bytes of the file.
@@ -125,14 +126,23 @@ pub fn check_needs<'f>(
 }
 
 /// Uploaded tensors, taken out by name as the architecture builds itself.
+/// Members of a fusion (`fusion.rs`) are found under the fusion's name.
 #[derive(Default)]
 pub struct TensorStore {
     matrices: HashMap<String, QuantMatrix>,
     vectors: HashMap<String, BufferRef>,
     stacks: HashMap<String, ExpertStack>,
+    pending: Pending,
 }
 
 impl TensorStore {
+    pub fn new(fusions: Vec<Fusion>) -> TensorStore {
+        TensorStore {
+            pending: Pending::new(fusions),
+            ..Default::default()
+        }
+    }
+
     /// Uploads one tensor from its complete bytes.
     pub fn upload(
         &mut self,
@@ -142,14 +152,31 @@ impl TensorStore {
         bytes: &[u8],
     ) -> Result<(), ModelError> {
         match need.kind {
+            NeedKind::Matrix { rows, cols } if self.pending.is_member(&need.name) => {
+                let done = self
+                    .pending
+                    .matrix(ctx, &need.name, info.dtype, rows, cols, bytes)?;
+                if let Some(Complete::Matrix(name, m)) = done {
+                    self.matrices.insert(name, m);
+                }
+            }
             NeedKind::Matrix { rows, cols } => {
                 let m = QuantMatrix::upload(ctx, &need.name, info.dtype, rows, cols, bytes)?;
                 self.matrices.insert(need.name.clone(), m);
             }
             NeedKind::Vector { len } => {
                 let values = dequantize(info.dtype, bytes, len)?;
-                self.vectors
-                    .insert(need.name.clone(), ctx.upload_f32(&need.name, &values)?);
+                if self.pending.is_member(&need.name) {
+                    if let Some(Complete::Vector(name, joined)) =
+                        self.pending.vector(&need.name, &values)
+                    {
+                        let buffer = ctx.upload_f32(&name, &joined)?;
+                        self.vectors.insert(name, buffer);
+                    }
+                } else {
+                    self.vectors
+                        .insert(need.name.clone(), ctx.upload_f32(&need.name, &values)?);
+                }
             }
             NeedKind::Experts {
                 experts,

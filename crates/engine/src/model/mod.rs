@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod decoder;
+pub mod fusion;
 pub mod gemma3;
 pub mod llama;
 pub mod loader;
@@ -52,6 +53,8 @@ pub enum ModelError {
 pub struct Plan {
     pub config: ModelConfig,
     pub needs: Vec<loader::Need>,
+    /// Needed tensors uploaded joined (see `fusion.rs`).
+    pub fusions: Vec<fusion::Fusion>,
     build: fn(ModelConfig, &mut TensorStore) -> Result<Decoder, ModelError>,
 }
 
@@ -70,9 +73,11 @@ impl Plan {
         };
         // Every architecture here names its tensors as Llama does.
         let needs = llama::needs(&config, file);
+        let fusions = fusion::decoder_fusions(file, config.n_layers, config.moe.is_none());
         Ok(Plan {
             config,
             needs,
+            fusions,
             build,
         })
     }

@@ -1,0 +1,380 @@
+//! The fused linear layer: a projection with what a transformer block does
+//! around it, in as few dispatches as the form allows.
+//!
+//! `out = epilogue(W · prologue(x))` for `m` token rows, where the prologue is
+//! an optional RMSNorm of each x row and the epilogue stores (with an
+//! optional bias), adds into `out` (the residual stream absorbing the
+//! projection), or gates (`act(gate) * up`, over a gate/up matrix whose rows
+//! are interleaved pairs, see `GluPairs`).
+//!
+//! Decode (m <= `GEMV_MAX_TOKENS`): one matrix-vector dispatch per matrix
+//! part does all of it (linear_gemv.wgsl). Prefill: the register-blocked
+//! matmul with the store / add / bias epilogues (linear_tiled.wgsl), plus a
+//! norm dispatch into scratch before it and, for gating, the activation after
+//! it; a tile sees only part of a row, so it can neither normalise nor gate.
+
+use std::borrow::Cow;
+
+use super::activation::{act_name, gated_act_pairs, Activation};
+use super::check_elems;
+use super::matmul::{
+    check_groups, gemv_rows, tiled_shape, Params, COMMON_WGSL, GEMV_MAX_TOKENS, GEMV_WGSL,
+    TILED_WGSL, TILE_M, TILE_N,
+};
+use super::rmsnorm::rms_norm;
+use super::weights::{QuantMatrix, QUANT_WGSL};
+use crate::gpu::{
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
+};
+
+const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
+const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
+const TILED_MAIN: &str = include_str!("../../../../shaders/linear_tiled.wgsl");
+
+/// What happens to `W · x` on its way to `out`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Epilogue {
+    /// `out = W x (+ bias)`.
+    Store,
+    /// `out += W x (+ bias)`.
+    Add,
+    /// `out[i] = act(gate_i · x) * (up_i · x)`, W's rows interleaved as
+    /// (gate 0, up 0, gate 1, up 1, ...); `out` rows are `W.rows / 2` wide.
+    Glu(Activation),
+}
+
+impl Epilogue {
+    fn code(self) -> u32 {
+        match self {
+            Epilogue::Store => 0,
+            Epilogue::Add => 1,
+            Epilogue::Glu(_) => 2,
+        }
+    }
+}
+
+/// One fused projection of `m` token rows. Offsets and strides in f32 elements.
+pub struct Linear<'a> {
+    pub x: &'a GpuBuffer,
+    pub x_offset: usize,
+    /// RMSNorm of each x row first: its weight (`w.cols` values) and epsilon.
+    pub norm: Option<(&'a GpuBuffer, f32)>,
+    pub w: &'a QuantMatrix,
+    /// Added to each output row: the buffer and the element of W's row 0.
+    pub bias: Option<(&'a GpuBuffer, usize)>,
+    pub out: &'a GpuBuffer,
+    pub out_offset: usize,
+    /// Elements between token rows of `out` (at least the output width).
+    pub out_stride: usize,
+    pub epilogue: Epilogue,
+    pub m: usize,
+}
+
+/// Scratch the prefill form needs: `m * w.cols` f32 for the normed x, and
+/// for gating `m * w.rows` f32 for the interleaved gate/up results.
+pub struct LinearScratch<'a> {
+    pub normed: &'a GpuBuffer,
+    pub wide: &'a GpuBuffer,
+}
+
+impl Linear<'_> {
+    /// Output features: W's rows, or half of them when gating.
+    fn out_width(&self) -> usize {
+        match self.epilogue {
+            Epilogue::Glu(_) => self.w.rows / 2,
+            _ => self.w.rows,
+        }
+    }
+
+    fn check(&self) -> Result<(), GpuError> {
+        const K: &str = "linear";
+        let (w, m) = (self.w, self.m);
+        if m == 0 {
+            return Err(shape_err(K, "no token rows"));
+        }
+        check_elems(K, "x", self.x, self.x_offset + m * w.cols)?;
+        let width = self.out_width();
+        if self.out_stride < width {
+            return Err(shape_err(
+                K,
+                format!(
+                    "out stride {} is below the {width} outputs",
+                    self.out_stride
+                ),
+            ));
+        }
+        check_elems(
+            K,
+            "out",
+            self.out,
+            self.out_offset + (m - 1) * self.out_stride + width,
+        )?;
+        if self.out.id() == self.x.id() {
+            return Err(shape_err(K, "out may not live in x's buffer"));
+        }
+        if let Some((norm, eps)) = self.norm {
+            check_elems(K, "norm weight", norm, w.cols)?;
+            if !(eps >= 0.0 && eps.is_finite()) {
+                return Err(shape_err(
+                    K,
+                    format!("eps {eps} is not a finite number >= 0"),
+                ));
+            }
+        }
+        if let Some((bias, offset)) = self.bias {
+            check_elems(K, "bias", bias, offset + w.rows)?;
+            if matches!(self.epilogue, Epilogue::Glu(_)) {
+                return Err(shape_err(K, "a gated projection takes no bias"));
+            }
+        }
+        if let Epilogue::Glu(_) = self.epilogue {
+            let odd = w.rows % 2 == 1 || w.parts.iter().any(|p| p.first_row % 2 == 1);
+            if odd {
+                return Err(shape_err(
+                    K,
+                    format!(
+                        "gating needs whole gate/up row pairs in every part ({} rows)",
+                        w.rows
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Records `op`: one dispatch per matrix part when decoding (m <= 4), and in
+/// the prefill form also a norm and, for gating, an activation dispatch.
+pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Result<(), GpuError> {
+    op.check()?;
+    if op.m <= GEMV_MAX_TOKENS {
+        let rows = gemv_rows(rec.ctx().adapter.is_software, op.m);
+        record_gemv(rec, op, rows);
+        return Ok(());
+    }
+    let (x, x_offset) = match op.norm {
+        Some((norm, eps)) => {
+            let k = op.w.cols;
+            check_elems("linear", "normed scratch", scratch.normed, op.m * k)?;
+            rms_norm(
+                rec,
+                op.x,
+                op.x_offset,
+                norm,
+                scratch.normed,
+                0,
+                op.m,
+                k,
+                eps,
+            )?;
+            (scratch.normed, 0)
+        }
+        None => (op.x, op.x_offset),
+    };
+    match op.epilogue {
+        Epilogue::Glu(act) => {
+            let (rows, m) = (op.w.rows, op.m);
+            check_elems("linear", "wide scratch", scratch.wide, m * rows)?;
+            record_tiled(rec, op, x, x_offset, scratch.wide, 0, rows, false)?;
+            // Each token's row of pairs is contiguous, so all m rows are one run.
+            let pairs_out = |t: usize| op.out_offset + t * op.out_stride;
+            if op.out_stride == rows / 2 {
+                gated_act_pairs(
+                    rec,
+                    scratch.wide,
+                    0,
+                    op.out,
+                    pairs_out(0),
+                    m * rows / 2,
+                    act,
+                )
+            } else {
+                (0..m).try_for_each(|t| {
+                    gated_act_pairs(
+                        rec,
+                        scratch.wide,
+                        t * rows,
+                        op.out,
+                        pairs_out(t),
+                        rows / 2,
+                        act,
+                    )
+                })
+            }
+        }
+        Epilogue::Store | Epilogue::Add => {
+            let add = op.epilogue == Epilogue::Add;
+            record_tiled(
+                rec,
+                op,
+                x,
+                x_offset,
+                op.out,
+                op.out_offset,
+                op.out_stride,
+                add,
+            )
+        }
+    }
+}
+
+fn storage(norm: bool, bias: bool) -> &'static [Access] {
+    const R: Access = Access::Read;
+    const RW: Access = Access::ReadWrite;
+    match (norm, bias) {
+        (false, false) => &[R, R, RW],
+        (true, false) | (false, true) => &[R, R, RW, R],
+        (true, true) => &[R, R, RW, R, R],
+    }
+}
+
+/// A define that keeps (`""`) or comments out (`"//"`) the lines it prefixes.
+fn on(yes: bool) -> Cow<'static, str> {
+    Cow::Borrowed(if yes { "" } else { "//" })
+}
+
+fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
+    let w = op.w;
+    let (norm, bias) = (op.norm.is_some(), op.bias.is_some());
+    let glu = matches!(op.epilogue, Epilogue::Glu(_));
+    let act = match op.epilogue {
+        Epilogue::Glu(a) => a,
+        _ => Activation::Silu,
+    };
+    let mut t0 = 0;
+    while t0 < op.m {
+        let tokens = (op.m - t0).min(GEMV_MAX_TOKENS);
+        let fmt = w.format();
+        let mut defines = fmt.defines();
+        defines.extend([
+            ("ROWS", rows_per_group.to_string().into()),
+            ("TOKENS", tokens.to_string().into()),
+            ("NORM", on(norm)),
+            ("NO_NORM", on(!norm)),
+            ("BIAS", on(bias)),
+            ("NO_BIAS", on(!bias)),
+            (
+                "BIAS_BINDING",
+                if norm { "5" } else { "4" }.to_string().into(),
+            ),
+            ("EPILOGUE", op.epilogue.code().to_string().into()),
+            ("ACT", act_name(act).to_string().into()),
+        ]);
+        let name = format!(
+            "linear_gemv_{}_r{rows_per_group}_t{tokens}_n{}_b{}_e{}_{}",
+            fmt.fmt,
+            norm as u8,
+            bias as u8,
+            op.epilogue.code(),
+            act_name(act)
+        );
+        let spec = KernelSpec {
+            name: &name,
+            sources: &[QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, ACT_WGSL, GEMV_MAIN],
+            defines: &defines,
+            entry: "main",
+            storage: storage(norm, bias),
+        };
+        for part in &w.parts {
+            let out_row0 = if glu {
+                part.first_row / 2
+            } else {
+                part.first_row
+            };
+            let mut p = Params::new(
+                w,
+                tokens,
+                part.rows,
+                op.x_offset + t0 * w.cols,
+                op.out_offset + t0 * op.out_stride + out_row0,
+                op.out_stride,
+            );
+            let mut buffers: [&GpuBuffer; 5] = [&part.buffer, op.x, op.out, op.out, op.out];
+            let mut n = 3;
+            if let Some((norm_w, eps)) = op.norm {
+                p.eps = eps;
+                buffers[n] = norm_w;
+                n += 1;
+            }
+            if let Some((bias_buf, offset)) = op.bias {
+                p.bias_offset = (offset + part.first_row) as u32;
+                buffers[n] = bias_buf;
+                n += 1;
+            }
+            let groups = workgroups_for(part.rows as u32, rows_per_group);
+            rec.dispatch(&spec, &p, &buffers[..n], groups);
+        }
+        t0 += tokens;
+    }
+}
+
+/// The register-blocked form over `op.w` into `out` (store or add, with the
+/// op's bias unless gating).
+#[allow(clippy::too_many_arguments)]
+fn record_tiled(
+    rec: &mut Recorder,
+    op: &Linear,
+    x: &GpuBuffer,
+    x_offset: usize,
+    out: &GpuBuffer,
+    out_offset: usize,
+    out_stride: usize,
+    add: bool,
+) -> Result<(), GpuError> {
+    let (w, m) = (op.w, op.m);
+    let bias = op.bias.filter(|_| !matches!(op.epilogue, Epilogue::Glu(_)));
+    let (tt, rows_per_group) = tiled_shape(m);
+    let fmt = w.format();
+    let mut defines = fmt.defines();
+    defines.extend([
+        ("TM", TILE_M.to_string().into()),
+        ("TN", TILE_N.to_string().into()),
+        ("TT", tt.to_string().into()),
+        ("BIAS", on(bias.is_some())),
+        ("ADD", on(add)),
+    ]);
+    let name = format!(
+        "linear_tiled_{}_t{tt}_b{}_a{}",
+        fmt.fmt,
+        bias.is_some() as u8,
+        add as u8
+    );
+    let spec = KernelSpec {
+        name: &name,
+        sources: &[QUANT_WGSL, COMMON_WGSL, TILED_WGSL, TILED_MAIN],
+        defines: &defines,
+        entry: "main",
+        storage: storage(false, bias.is_some()),
+    };
+    let token_groups = (m as u32).div_ceil(tt * TILE_M);
+    check_groups("linear", token_groups, &format!("{m} token rows"))?;
+    for part in &w.parts {
+        let row_groups = (part.rows as u32).div_ceil(rows_per_group);
+        check_groups(
+            "linear",
+            row_groups,
+            &format!("a part of {} rows", part.rows),
+        )?;
+        let mut p = Params::new(
+            w,
+            m,
+            part.rows,
+            x_offset,
+            out_offset + part.first_row,
+            out_stride,
+        );
+        let mut buffers: [&GpuBuffer; 4] = [&part.buffer, x, out, out];
+        let mut n = 3;
+        if let Some((bias_buf, offset)) = bias {
+            p.bias_offset = (offset + part.first_row) as u32;
+            buffers[3] = bias_buf;
+            n = 4;
+        }
+        rec.dispatch(&spec, &p, &buffers[..n], [row_groups, token_groups, 1]);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "linear_tests.rs"]
+mod tests;

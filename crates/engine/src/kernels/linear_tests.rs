@@ -1,0 +1,293 @@
+//! Tests of the fused linear layer against an f64 CPU reference: every
+//! format, awkward shapes, both forms, every prologue / epilogue combination,
+//! matrices split into parts, and strided output rows.
+
+use super::*;
+use crate::format::quant::{dequantize, quantize, GgmlType};
+use crate::kernels::weights::{test_weights, GPU_DTYPES};
+use crate::testutil::{assert_shape_err, ctx, random_vec};
+
+const SENTINEL: f32 = 7777.0;
+
+fn silu(v: f64) -> f64 {
+    v / (1.0 + (-v).exp())
+}
+
+fn gelu_tanh(v: f64) -> f64 {
+    let u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+    0.5 * v * (1.0 + u.tanh())
+}
+
+struct Case {
+    k: usize,
+    n: usize,
+    m: usize,
+    norm: bool,
+    bias: bool,
+    epilogue: Epilogue,
+}
+
+/// The reference: each output and the scale `sum |x w|` bounding its error.
+fn reference(
+    c: &Case,
+    x: &[f32],
+    norm_w: &[f32],
+    w: &[f32],
+    bias: &[f32],
+    prev: &[f32],
+) -> (Vec<f64>, Vec<f64>) {
+    let (k, n) = (c.k, c.n);
+    let width = if matches!(c.epilogue, Epilogue::Glu(_)) {
+        n / 2
+    } else {
+        n
+    };
+    let (mut out, mut scale) = (Vec::new(), Vec::new());
+    for t in 0..c.m {
+        let row = &x[t * k..(t + 1) * k];
+        let xs: Vec<f64> = if c.norm {
+            let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / k as f64;
+            let s = 1.0 / (ms + 1e-5).sqrt();
+            row.iter()
+                .zip(norm_w)
+                .map(|(&v, &g)| v as f64 * s * g as f64)
+                .collect()
+        } else {
+            row.iter().map(|&v| v as f64).collect()
+        };
+        let dot = |r: usize| -> (f64, f64) {
+            let wr = &w[r * k..(r + 1) * k];
+            let s = xs.iter().zip(wr).map(|(a, &b)| a * b as f64).sum();
+            let a = xs.iter().zip(wr).map(|(a, &b)| (a * b as f64).abs()).sum();
+            (s, a)
+        };
+        for j in 0..width {
+            let (v, a) = match c.epilogue {
+                Epilogue::Glu(act) => {
+                    let ((g, ga), (u, ua)) = (dot(2 * j), dot(2 * j + 1));
+                    let f = match act {
+                        Activation::Silu => silu(g),
+                        Activation::GeluTanh => gelu_tanh(g),
+                    };
+                    (f * u, (ga + 1.0) * (ua + 1.0))
+                }
+                _ => {
+                    let (s, a) = dot(j);
+                    let b = if c.bias { bias[j] as f64 } else { 0.0 };
+                    let base = if c.epilogue == Epilogue::Add {
+                        prev[t * width + j] as f64
+                    } else {
+                        0.0
+                    };
+                    (s + b + base, a + b.abs() + base.abs())
+                }
+            };
+            out.push(v);
+            scale.push(a);
+        }
+    }
+    (out, scale)
+}
+
+/// Runs `c` with out rows `stride` apart (the extra columns must keep their sentinels).
+fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, seed: u64) {
+    let ctx = ctx();
+    let (k, n, m) = (c.k, c.n, c.m);
+    let bytes = quantize(dtype, &test_weights(n * k, seed)).unwrap();
+    let wv = dequantize(dtype, &bytes, n * k).unwrap();
+    let limit = part_rows.map_or(ctx.max_binding_bytes(), |r| {
+        (r * dtype.row_bytes(k as u64).unwrap() as usize) as u64 + 80
+    });
+    let w = QuantMatrix::upload_with_limit(ctx, "w", dtype, n, k, &bytes, limit).unwrap();
+    if let Some(r) = part_rows {
+        assert_eq!(w.parts.len(), n.div_ceil(r), "the matrix is split as asked");
+    }
+    let x = random_vec(m * k, seed + 1)
+        .iter()
+        .map(|v| v * 3.0)
+        .collect::<Vec<_>>();
+    let norm_w: Vec<f32> = random_vec(k, seed + 2)
+        .iter()
+        .map(|v| 1.0 + 0.5 * v)
+        .collect();
+    let bias = random_vec(n + 3, seed + 3);
+    let width = if matches!(c.epilogue, Epilogue::Glu(_)) {
+        n / 2
+    } else {
+        n
+    };
+    let stride = width + stride_pad;
+    let out_off = 5;
+    let prev = random_vec(m * width, seed + 4);
+    let mut out_init = vec![SENTINEL; out_off + m * stride + 2];
+    for t in 0..m {
+        out_init[out_off + t * stride..out_off + t * stride + width]
+            .copy_from_slice(&prev[t * width..(t + 1) * width]);
+    }
+    let gx = ctx
+        .upload_f32("x", &[vec![0.25; 3], x.clone()].concat())
+        .unwrap();
+    let gnorm = ctx.upload_f32("norm", &norm_w).unwrap();
+    let gbias = ctx.upload_f32("bias", &bias).unwrap();
+    let gout = ctx.upload_f32("out", &out_init).unwrap();
+    let normed = ctx.create_storage("normed", (4 * m * k) as u64).unwrap();
+    let wide = ctx.create_storage("wide", (4 * m * n) as u64).unwrap();
+    let op = Linear {
+        x: &gx,
+        x_offset: 3,
+        norm: c.norm.then_some((&*gnorm, 1e-5)),
+        w: &w,
+        bias: c.bias.then_some((&*gbias, 2)),
+        out: &gout,
+        out_offset: out_off,
+        out_stride: stride,
+        epilogue: c.epilogue,
+        m,
+    };
+    let mut rec = Recorder::new(ctx);
+    linear(
+        &mut rec,
+        &op,
+        &LinearScratch {
+            normed: &normed,
+            wide: &wide,
+        },
+    )
+    .unwrap();
+    pollster::block_on(rec.submit()).unwrap();
+    let got = pollster::block_on(ctx.read_f32(&gout, 0, out_init.len())).unwrap();
+    let (want, scale) = reference(c, &x, &norm_w, &wv, &bias[2..], &prev);
+    let what = format!(
+        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride}",
+        c.norm, c.bias, c.epilogue
+    );
+    // As assert_dot_close (testutil): f32 sums of k products, plus the norm's
+    // rounding and, when gating, the activation's: 8 sqrt(k) eps of the scale.
+    let tol = 8.0 * (k as f64).sqrt() * f32::EPSILON as f64;
+    assert_eq!(want.len(), m * width, "{what}: reference length");
+    for (i, v) in got.iter().enumerate() {
+        let (t, j) = (
+            (i.max(out_off) - out_off) / stride,
+            (i.max(out_off) - out_off) % stride,
+        );
+        if i < out_off || t >= m || j >= width {
+            assert_eq!(*v, SENTINEL, "{what}: wrote outside its output at {i}");
+            continue;
+        }
+        let (w_, s) = (want[t * width + j], scale[t * width + j]);
+        let err = (*v as f64 - w_).abs();
+        assert!(
+            err <= tol * s + 1e-6,
+            "{what}: out[{t}][{j}] = {v}, want {w_} (err {err:e}, allowed {:e})",
+            tol * s
+        );
+    }
+}
+
+fn shapes(dtype: GgmlType) -> [(usize, usize); 3] {
+    match dtype.block_elements() {
+        1 => [(37, 14), (100, 66), (53, 300)],
+        32 => [(32, 2), (96, 66), (160, 300)],
+        _ => [(256, 2), (768, 66), (256, 300)],
+    }
+}
+
+const EPILOGUES: [Epilogue; 4] = [
+    Epilogue::Store,
+    Epilogue::Add,
+    Epilogue::Glu(Activation::Silu),
+    Epilogue::Glu(Activation::GeluTanh),
+];
+
+#[test]
+fn linear_matches_reference_for_every_dtype_form_and_epilogue() {
+    for (d, dtype) in GPU_DTYPES.into_iter().enumerate() {
+        for (s, (k, n)) in shapes(dtype).into_iter().enumerate().skip(d % 2).step_by(2) {
+            for (e, epilogue) in EPILOGUES.into_iter().enumerate() {
+                for m in [1, 3, 6] {
+                    let glu = matches!(epilogue, Epilogue::Glu(_));
+                    let case = Case {
+                        k,
+                        n,
+                        m,
+                        norm: (s + e + m) % 2 == 0,
+                        bias: !glu && (d + m) % 2 == 1,
+                        epilogue,
+                    };
+                    run(&case, dtype, None, 0, (d * 100 + s * 10 + e) as u64);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn linear_norm_bias_split_parts_and_strided_rows() {
+    let dtype = GgmlType::Q8_0;
+    for m in [1, 2, 5, 33] {
+        for epilogue in EPILOGUES {
+            let glu = matches!(epilogue, Epilogue::Glu(_));
+            let case = Case {
+                k: 96,
+                n: 70,
+                m,
+                norm: true,
+                bias: !glu,
+                epilogue,
+            };
+            // Parts of 6 rows: whole gate/up pairs, and more parts than a workgroup's rows.
+            run(&case, dtype, Some(6), 0, 7 + m as u64);
+            if !glu {
+                run(&case, dtype, Some(6), 11, 8 + m as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn linear_refuses_bad_shapes() {
+    let ctx = ctx();
+    let bytes = quantize(GgmlType::Q8_0, &random_vec(5 * 64, 1)).unwrap();
+    let w = QuantMatrix::upload(ctx, "w", GgmlType::Q8_0, 5, 64, &bytes).unwrap();
+    let x = ctx.create_storage("x", 4 * 64).unwrap();
+    let out = ctx.create_storage("out", 4 * 10).unwrap();
+    let s = ctx.create_storage("s", 4 * 64 * 8).unwrap();
+    let scratch = LinearScratch {
+        normed: &s,
+        wide: &s,
+    };
+    let base = || Linear {
+        x: &x,
+        x_offset: 0,
+        norm: None,
+        w: &w,
+        bias: None,
+        out: &out,
+        out_offset: 0,
+        out_stride: 5,
+        epilogue: Epilogue::Store,
+        m: 1,
+    };
+    let mut rec = Recorder::new(ctx);
+    let bad = [
+        Linear { m: 2, ..base() }, // x too short
+        Linear {
+            out_stride: 4,
+            ..base()
+        }, // stride below width
+        Linear {
+            out_offset: 6,
+            ..base()
+        }, // out too short
+        Linear {
+            epilogue: Epilogue::Glu(Activation::Silu),
+            ..base()
+        }, // odd rows
+        Linear { out: &x, ..base() }, // out aliases x
+        Linear { m: 0, ..base() },
+    ];
+    for op in &bad {
+        assert_shape_err(&linear(&mut rec, op, &scratch).unwrap_err(), "linear");
+    }
+    assert_eq!(rec.dispatches(), 0, "nothing recorded for refused calls");
+}

@@ -1,0 +1,256 @@
+//! `rope_kv` against the separate kernels it fuses (each tested against its
+//! own CPU reference): per-head `rms_norm`, `rope`, `kv_write`.
+
+use super::*;
+use crate::gpu::GpuContext;
+use crate::kernels::kv::kv_write;
+use crate::kernels::rmsnorm::rms_norm;
+use crate::kernels::rope::rope;
+use crate::testutil::{assert_close, assert_shape_err, ctx, random_vec};
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    rows: usize,
+    q_heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    n_rot: usize,
+    layout: RopeLayout,
+    norm: bool,
+    pos0: u32,
+}
+
+/// (q, k cache, v cache) after one call of the fused kernel or of the chain.
+fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let ctx: &GpuContext = ctx();
+    let kv = KvLayout {
+        layers: 2,
+        ctx_len: 40,
+        kv_heads: c.kv_heads,
+        head_dim: c.head_dim,
+    };
+    let (hd, qd, kvd) = (c.head_dim, c.q_heads * c.head_dim, c.kv_heads * c.head_dim);
+    let row = qd + 2 * kvd;
+    let qkv_host = random_vec(3 + c.rows * row, 11 + c.rows as u64);
+    let qkv = ctx.upload_f32("qkv", &qkv_host).unwrap();
+    let q = ctx.upload_f32("q", &vec![-3.0; 2 + c.rows * qd]).unwrap();
+    let kc = ctx.upload_f32("k", &vec![-4.0; kv.elements()]).unwrap();
+    let vc = ctx.upload_f32("v", &vec![-5.0; kv.elements()]).unwrap();
+    let qn = ctx
+        .upload_f32(
+            "qn",
+            &random_vec(hd, 12)
+                .iter()
+                .map(|v| 1.0 + v)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let kn = ctx
+        .upload_f32(
+            "kn",
+            &random_vec(hd, 13)
+                .iter()
+                .map(|v| 1.0 + v)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let rotary = Rotary {
+        n_rot: c.n_rot,
+        theta: 10000.0,
+        layout: c.layout,
+        freq_scale: 0.5,
+    };
+    let mut rec = Recorder::new(ctx);
+    if fused {
+        let args = RopeKv {
+            qkv: &qkv,
+            qkv_offset: 3,
+            q_heads: c.q_heads,
+            q_out: &q,
+            q_offset: 2,
+            k_cache: &kc,
+            v_cache: &vc,
+            kv,
+            layer: 1,
+            qk_norm: c.norm.then_some((&*qn, &*kn, 1e-6)),
+            rotary,
+            rows: c.rows,
+            pos0: c.pos0,
+        };
+        rope_kv(&mut rec, &args).unwrap();
+    } else {
+        // Unpack the rows into q / k / v scratch, then the old chain.
+        let (qs, ks, vs) = (
+            ctx.create_storage("qs", (4 * c.rows * qd) as u64).unwrap(),
+            ctx.create_storage("ks", (4 * c.rows * kvd) as u64).unwrap(),
+            ctx.create_storage("vs", (4 * c.rows * kvd) as u64).unwrap(),
+        );
+        for t in 0..c.rows {
+            let base = 3 + t * row;
+            ctx.write(
+                &qs,
+                (4 * t * qd) as u64,
+                bytemuck::cast_slice(&qkv_host[base..base + qd]),
+            );
+            ctx.write(
+                &ks,
+                (4 * t * kvd) as u64,
+                bytemuck::cast_slice(&qkv_host[base + qd..base + qd + kvd]),
+            );
+            ctx.write(
+                &vs,
+                (4 * t * kvd) as u64,
+                bytemuck::cast_slice(&qkv_host[base + qd + kvd..base + row]),
+            );
+        }
+        if c.norm {
+            rms_norm(&mut rec, &qs, 0, &qn, &qs, 0, c.rows * c.q_heads, hd, 1e-6).unwrap();
+            rms_norm(&mut rec, &ks, 0, &kn, &ks, 0, c.rows * c.kv_heads, hd, 1e-6).unwrap();
+        }
+        for (x, heads) in [(&qs, c.q_heads), (&ks, c.kv_heads)] {
+            rope(
+                &mut rec, x, 0, c.rows, heads, hd, c.n_rot, c.pos0, 10000.0, c.layout, 0.5,
+            )
+            .unwrap();
+        }
+        for (src, cache) in [(&ks, &kc), (&vs, &vc)] {
+            kv_write(
+                &mut rec,
+                src,
+                0,
+                cache,
+                kv.layer_offset(1),
+                c.rows,
+                c.pos0,
+                c.kv_heads,
+                hd,
+                kv.ctx_len,
+            )
+            .unwrap();
+        }
+        rec.copy_buffer(&qs, 0, q.raw(), 8, (4 * c.rows * qd) as u64);
+    }
+    pollster::block_on(rec.submit()).unwrap();
+    let read =
+        |b: &GpuBuffer| pollster::block_on(ctx.read_f32(b, 0, (b.size() / 4) as usize)).unwrap();
+    (read(&q), read(&kc), read(&vc))
+}
+
+#[test]
+fn rope_kv_equals_the_separate_kernels() {
+    let cases = [
+        Case {
+            rows: 1,
+            q_heads: 9,
+            kv_heads: 3,
+            head_dim: 64,
+            n_rot: 64,
+            layout: RopeLayout::Interleaved,
+            norm: false,
+            pos0: 0,
+        },
+        Case {
+            rows: 5,
+            q_heads: 4,
+            kv_heads: 1,
+            head_dim: 256,
+            n_rot: 256,
+            layout: RopeLayout::NeoX,
+            norm: true,
+            pos0: 33,
+        },
+        Case {
+            rows: 3,
+            q_heads: 6,
+            kv_heads: 2,
+            head_dim: 96,
+            n_rot: 32,
+            layout: RopeLayout::NeoX,
+            norm: false,
+            pos0: 7,
+        },
+        Case {
+            rows: 2,
+            q_heads: 2,
+            kv_heads: 2,
+            head_dim: 20,
+            n_rot: 14,
+            layout: RopeLayout::Interleaved,
+            norm: true,
+            pos0: 38,
+        },
+    ];
+    for c in cases {
+        let (fq, fk, fv) = run(&c, true);
+        let (rq, rk, rv) = run(&c, false);
+        // Same rotation code; the norms' sums differ only in order (64 vs
+        // 32..256 lanes): a few ulps, and untouched slots must stay equal.
+        let what = format!("{c:?}");
+        assert_close(&fq, &rq, 2e-6, &format!("q {what}"));
+        assert_close(&fk, &rk, 2e-6, &format!("k cache {what}"));
+        assert_eq!(fv, rv, "v cache {what}");
+        assert!(
+            fk.iter().zip(&rk).any(|(a, _)| *a != -4.0),
+            "keys were written"
+        );
+    }
+}
+
+#[test]
+fn rope_kv_refuses_bad_shapes() {
+    let ctx = ctx();
+    let kv = KvLayout {
+        layers: 1,
+        ctx_len: 4,
+        kv_heads: 1,
+        head_dim: 8,
+    };
+    let b = |n: usize, l: &str| ctx.create_storage(l, 4 * n as u64).unwrap();
+    let (qkv, q, kc, vc) = (b(64, "qkv"), b(64, "q"), b(32, "k"), b(32, "v"));
+    let base = || RopeKv {
+        qkv: &qkv,
+        qkv_offset: 0,
+        q_heads: 2,
+        q_out: &q,
+        q_offset: 0,
+        k_cache: &kc,
+        v_cache: &vc,
+        kv,
+        layer: 0,
+        qk_norm: None,
+        rotary: Rotary {
+            n_rot: 8,
+            theta: 1e4,
+            layout: RopeLayout::NeoX,
+            freq_scale: 1.0,
+        },
+        rows: 1,
+        pos0: 0,
+    };
+    let mut rec = Recorder::new(ctx);
+    let odd = Rotary {
+        n_rot: 7,
+        ..base().rotary
+    };
+    for bad in [
+        RopeKv { pos0: 4, ..base() },
+        RopeKv { layer: 1, ..base() },
+        RopeKv {
+            rotary: odd,
+            ..base()
+        },
+        RopeKv {
+            rows: 3,
+            pos0: 0,
+            qkv_offset: 60,
+            ..base()
+        },
+        RopeKv {
+            q_out: &qkv,
+            ..base()
+        },
+    ] {
+        assert_shape_err(&rope_kv(&mut rec, &bad).unwrap_err(), "rope_kv");
+    }
+    assert_eq!(rec.dispatches(), 0);
+}

@@ -1,0 +1,102 @@
+// Entry point of the fused linear layer, matrix-vector form (decode): what a
+// transformer block does around a projection, in the projection's dispatch.
+//   prologue (NORM): x is RMS-normalised on the fly. Each workgroup computes
+//     its token rows' scale itself (k is a few thousand at most, and x stays
+//     in cache), so no separate norm dispatch and no normed copy of x exist.
+//   epilogue (EPILOGUE):
+//     0 store: out = W x (+ bias)
+//     1 add:   out += W x (+ bias); the residual stream absorbs a projection
+//     2 glu:   gate and up rows interleaved in W (gate row i is weight row 2i,
+//              up row i is 2i + 1): out[i] = act(gate_i . x) * (up_i . x)
+// ROWS counts weight rows (even for glu; a part holds whole pairs), p.rows the
+// part's weight rows. Sources: quant.wgsl, matmul_common.wgsl,
+// matmul_gemv.wgsl, act_fns.wgsl, then this file.
+// Extra bindings after w (1), x (2), out (3), present per variant:
+{{NORM}}@group(0) @binding(4) var<storage, read> norm_w: array<f32>; // [k]
+{{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
+// Dispatch: ceil(rows / ROWS) workgroups, folded over x and y past 65535.
+
+var<workgroup> x_scale: array<f32, TOKENS>;
+
+// 1 / sqrt(mean(x^2) + eps) of each token row into x_scale: lanes sum
+// strided squares, then one lane per token adds the 64 partials (a serial
+// sum in every lane would cost 64 reads each). Uses `partial` and ends with a
+// barrier, so gemv_partials may reuse it.
+fn norm_prologue(lid: u32, x_base: u32) {
+    for (var t = 0u; t < TOKENS; t++) {
+        var s = 0.0;
+        for (var i = lid; i < p.k; i += WG) {
+            let v = x[x_base + t * p.k + i];
+            s += v * v;
+        }
+        partial[t * WG + lid] = s;
+    }
+    workgroupBarrier();
+    if (lid < TOKENS) {
+        x_scale[lid] = inverseSqrt(row_sum(lid) / f32(p.k) + p.eps);
+    }
+    workgroupBarrier();
+}
+
+{{NORM}}fn nw4(e: u32) -> vec4<f32> {
+{{NORM}}    let l = p.k - 1u; // a masked unit's lanes past k read x = 0; keep their index in range
+{{NORM}}    return vec4<f32>(norm_w[min(e, l)], norm_w[min(e + 1u, l)], norm_w[min(e + 2u, l)], norm_w[min(e + 3u, l)]);
+{{NORM}}}
+
+fn x_unit(base: u32, t: u32, e: vec2<u32>, masked: bool) -> Unit {
+    let u = load_x(base, e, masked);
+{{NORM}}    let s = x_scale[t];
+{{NORM}}    return Unit(u.a0 * s * nw4(e.x), u.a1 * s * nw4(e.x + 4u), u.b0 * s * nw4(e.y), u.b1 * s * nw4(e.y + 4u));
+{{NO_NORM}}    return u;
+}
+
+fn bias_of(row: u32) -> f32 {
+{{BIAS}}    return bias[p.bias_offset + row];
+{{NO_BIAS}}    return 0.0;
+}
+
+const EPILOGUE: u32 = {{EPILOGUE}}u;
+
+fn emit_rows(lid: u32, row0: u32) {
+    if (EPILOGUE == 2u) {
+        if (lid < ROWS / 2u * TOKENS) {
+            let r = lid / TOKENS;
+            let t = lid % TOKENS;
+            let wrow = row0 + 2u * r;
+            if (wrow < p.rows) {
+                let g = row_sum(2u * r * TOKENS + t);
+                let u = row_sum((2u * r + 1u) * TOKENS + t);
+                out[p.out_offset + t * p.out_stride + wrow / 2u] = {{ACT}}(g) * u;
+            }
+        }
+        return;
+    }
+    if (lid < ROWS * TOKENS) {
+        let r = lid / TOKENS;
+        let t = lid % TOKENS;
+        let row = row0 + r;
+        if (row < p.rows) {
+            let o = p.out_offset + t * p.out_stride + row;
+            var v = row_sum(lid) + bias_of(row);
+            if (EPILOGUE == 1u) {
+                v += out[o];
+            }
+            out[o] = v;
+        }
+    }
+}
+
+@compute @workgroup_size(64)
+fn main(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+) {
+    let row0 = (wid.x + wid.y * groups.x) * ROWS;
+    if (row0 >= p.rows) {
+        return; // whole workgroup: uniform
+    }
+{{NORM}}    norm_prologue(lid, p.x_offset);
+    gemv_partials(lid, row0, 0u, p.x_offset);
+    emit_rows(lid, row0);
+}
