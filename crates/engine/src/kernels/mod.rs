@@ -13,6 +13,7 @@ pub mod matmul;
 pub mod moe;
 pub mod rmsnorm;
 pub mod rope;
+pub mod sample;
 pub mod softmax;
 pub mod weights;
 
