@@ -54,6 +54,7 @@ fn seeded_sampling_is_reproducible() {
         top_k: 40,
         top_p: 0.95,
         seed: 7,
+        ..Default::default()
     };
     let a = generate(&mut engine, &prompt, &params, 8);
     let b = generate(&mut engine, &prompt, &params, 8);

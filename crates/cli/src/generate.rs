@@ -37,6 +37,7 @@ pub fn run(args: GenerateArgs) -> CliResult {
         top_k: args.top_k,
         top_p: args.top_p,
         seed: args.seed,
+        ..Default::default()
     };
     sampling.validate()?;
     if args.max_tokens == 0 {

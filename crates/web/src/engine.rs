@@ -174,6 +174,7 @@ impl WasmEngine {
                 top_k: o.top_k,
                 top_p: o.top_p,
                 seed: o.seed,
+                ..Default::default()
             };
             let mut stop_ids = shared.tokenizer.stop_ids();
             stop_ids.extend(o.stop_ids);

@@ -15,6 +15,7 @@ pub mod moe;
 pub mod rmsnorm;
 pub mod rope;
 pub mod rope_kv;
+pub mod sample;
 pub mod softmax;
 pub mod weights;
 

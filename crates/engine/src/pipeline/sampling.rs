@@ -1,4 +1,31 @@
-//! Token sampling on the CPU: greedy, temperature, top-k, top-p, seeded.
+//! Token sampling on the CPU, and the reference the GPU sampler
+//! (`kernels::sample`) is tested against: both make the same decisions in the
+//! same integer arithmetic, so they can differ only where an `exp` rounding
+//! lands within ~1e-7 of a boundary (see `Decision::margin`).
+//!
+//! The steps, with llama.cpp's definitions, in this order:
+//! 1. logit bias: `z = logit + bias` (a bias <= -1e30, `-inf` included, bans);
+//! 2. penalties over the last `penalty_last_n` tokens, once per distinct token
+//!    present `c` times: `z <= 0 ? z * rep : z / rep`, then
+//!    `z -= c * frequency + presence`;
+//! 3. greedy when temperature is 0 or top_k is 1: the largest `z`, lowest id on
+//!    ties; otherwise
+//! 4. weights `w = exp((z - z_max) / T)` held as integers `q = floor(w * 2^31)`
+//!    (a token more than ~21.5 * T below the best gets q = 0 and is never
+//!    drawn: at most vocab * 2^-31 of the best token's weight is lost);
+//! 5. top-k: keep z >= the k-th largest z (ties at the cut all kept);
+//! 6. top-p: of those, keep z >= the largest cut whose mass (sum of q over
+//!    z >= cut) is >= top_p * the mass kept by top-k: the smallest prefix in
+//!    descending order reaching top_p, with ties at the cut all kept;
+//! 7. min-p: keep q >= min_p * q_max;
+//! 8. draw: `r = floor(u * W)` over the kept mass `W`, and the first kept id in
+//!    ascending id order whose running mass exceeds `r`.
+//!
+//! top_p and min_p act as 24-bit fractions (`fixed24`) and `u` is used to 24
+//! bits, so every cut and the draw are exact integer comparisons. Entries
+//! <= -1e30 count as banned; logits must not be NaN or +inf.
+
+use std::collections::VecDeque;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -11,6 +38,18 @@ pub struct SamplingParams {
     pub top_k: usize,
     /// 1.0 means no nucleus cut.
     pub top_p: f32,
+    /// 0 means no min-p cut.
+    pub min_p: f32,
+    /// 1 means off.
+    pub repetition_penalty: f32,
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
+    /// How many of the latest tokens the penalties look at (the GPU history
+    /// ring's capacity).
+    pub penalty_last_n: usize,
+    /// (token id, bias) pairs added to the logits; repeated ids add up; ids
+    /// past the vocabulary are ignored.
+    pub logit_bias: Vec<(u32, f32)>,
     pub seed: u64,
 }
 
@@ -20,6 +59,12 @@ impl Default for SamplingParams {
             temperature: 0.0,
             top_k: 0,
             top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+            penalty_last_n: 64,
+            logit_bias: Vec::new(),
             seed: 0,
         }
     }
@@ -31,7 +76,26 @@ pub enum SamplingError {
     Temperature(f32),
     #[error("top_p must be in (0, 1], got {0}")]
     TopP(f32),
+    #[error("min_p must be in [0, 1], got {0}")]
+    MinP(f32),
+    #[error("repetition penalty must be a finite number > 0, got {0}")]
+    RepetitionPenalty(f32),
+    #[error("frequency penalty must be finite, got {0}")]
+    FrequencyPenalty(f32),
+    #[error("presence penalty must be finite, got {0}")]
+    PresencePenalty(f32),
+    #[error("penalties are on but penalty_last_n is 0: they need a history window")]
+    PenaltyWindow,
+    #[error("logit bias for token {id} must be finite or -inf, got {bias}")]
+    LogitBias { id: u32, bias: f32 },
 }
+
+/// Logits at or below this are banned (as the softmax kernel masks them).
+pub const MASKED: f32 = -1e30;
+/// What a ban writes: finite, so no kernel relies on IEEE infinities.
+pub const BANNED: f32 = -3.0e38;
+/// Weights are integers q = floor(w * 2^31), w = exp((z - z_max) / T) <= 1.
+pub const Q_SCALE: f64 = 2147483648.0;
 
 impl SamplingParams {
     pub fn validate(&self) -> Result<(), SamplingError> {
@@ -41,15 +105,71 @@ impl SamplingParams {
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err(SamplingError::TopP(self.top_p));
         }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return Err(SamplingError::MinP(self.min_p));
+        }
+        let rep = self.repetition_penalty;
+        if !(rep.is_finite() && rep > 0.0) {
+            return Err(SamplingError::RepetitionPenalty(rep));
+        }
+        if !self.frequency_penalty.is_finite() {
+            return Err(SamplingError::FrequencyPenalty(self.frequency_penalty));
+        }
+        if !self.presence_penalty.is_finite() {
+            return Err(SamplingError::PresencePenalty(self.presence_penalty));
+        }
+        if self.penalties_on() && self.penalty_last_n == 0 {
+            return Err(SamplingError::PenaltyWindow);
+        }
+        for &(id, bias) in &self.logit_bias {
+            if !(bias.is_finite() || bias == f32::NEG_INFINITY) {
+                return Err(SamplingError::LogitBias { id, bias });
+            }
+        }
         Ok(())
+    }
+
+    pub fn is_greedy(&self) -> bool {
+        self.temperature == 0.0 || self.top_k == 1
+    }
+
+    pub fn penalties_on(&self) -> bool {
+        self.repetition_penalty != 1.0
+            || self.frequency_penalty != 0.0
+            || self.presence_penalty != 0.0
+    }
+
+    /// 1 / T, computed once in f32 so the GPU and the CPU scale alike
+    /// (capped so a tiny T gives a huge finite factor, never inf).
+    pub fn inv_temperature(&self) -> f32 {
+        (1.0 / self.temperature).min(f32::MAX)
+    }
+
+    /// The penalty's divisor as a factor: GPU division need not be correctly
+    /// rounded, multiplication is, on both sides.
+    pub fn inv_repetition_penalty(&self) -> f32 {
+        1.0 / self.repetition_penalty
+    }
+
+    /// The logit bias with repeated ids summed (in list order) and sorted by
+    /// id: the form the GPU takes, ids distinct.
+    pub fn merged_bias(&self) -> Vec<(u32, f32)> {
+        let mut b = self.logit_bias.clone();
+        b.sort_by_key(|&(id, _)| id); // stable: duplicates keep list order
+        b.dedup_by(|later, first| {
+            let same = later.0 == first.0;
+            if same {
+                first.1 += later.1;
+            }
+            same
+        });
+        b
     }
 }
 
-pub struct Sampler {
-    params: SamplingParams,
-    rng: ChaCha8Rng,
-    /// Reused between tokens: (logit, id) candidates.
-    candidates: Vec<(f32, u32)>,
+/// `x` in [0, 1] as a 24-bit fraction (1.0 is 2^24).
+pub fn fixed24(x: f32) -> u32 {
+    (x as f64 * 16777216.0).round() as u32
 }
 
 /// Index of the largest finite logit (the lowest id on ties, as llama.cpp).
@@ -63,114 +183,129 @@ pub fn argmax(logits: &[f32]) -> u32 {
     best as u32
 }
 
+/// The f32 order as u32 order: banned entries map to 0, below everything;
+/// -0 and +0 map alike.
+pub fn order_key(z: f32) -> u32 {
+    if z <= MASKED {
+        return 0;
+    }
+    let b = if z == 0.0 { 0 } else { z.to_bits() };
+    if b >> 31 == 1 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+/// The logit whose `order_key` is `k` (k > 0).
+pub fn key_value(k: u32) -> f32 {
+    f32::from_bits(if k >> 31 == 1 { k & 0x7fff_ffff } else { !k })
+}
+
+/// A sampled id and how close the decision came to going another way.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    pub id: u32,
+    /// The smallest relative distance of the top-p, min-p and draw
+    /// comparisons from flipping (infinite for greedy). Rounding differences
+    /// in the GPU's f32 `exp` (~1e-7 relative) can flip a result only when
+    /// this is that small.
+    pub margin: f64,
+}
+
+/// Buffers reused between tokens.
+#[derive(Default)]
+pub(crate) struct Work {
+    z: Vec<f32>,
+    keys: Vec<u32>,
+    q: Vec<u64>,
+    order: Vec<u32>,
+}
+
+#[path = "sampling_ref.rs"]
+mod reference;
+pub(crate) use reference::decide;
+
+/// The reference decision for one logits row given the penalty window
+/// `history` and the uniform `u` (allocates; for tests and one-offs).
+pub fn reference(params: &SamplingParams, logits: &[f32], history: &[u32], u: f32) -> Decision {
+    decide(
+        params,
+        &params.merged_bias(),
+        logits,
+        history,
+        u,
+        &mut Work::default(),
+    )
+}
+
+pub struct Sampler {
+    params: SamplingParams,
+    bias: Vec<(u32, f32)>,
+    rng: ChaCha8Rng,
+    /// The last `penalty_last_n` tokens, oldest first.
+    history: VecDeque<u32>,
+    work: Work,
+}
+
 impl Sampler {
     pub fn new(params: SamplingParams) -> Result<Sampler, SamplingError> {
         params.validate()?;
         Ok(Sampler {
             rng: ChaCha8Rng::seed_from_u64(params.seed),
+            bias: params.merged_bias(),
             params,
-            candidates: Vec::new(),
+            history: VecDeque::new(),
+            work: Work::default(),
         })
     }
 
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// The next uniform number in [0, 1) (a multiple of 2^-24) from the
+    /// seeded stream. `sample` takes exactly one per token, greedy or not; a
+    /// GPU sampler fed these numbers (`randoms[step]`) draws the same tokens.
+    pub fn next_uniform(&mut self) -> f32 {
+        self.rng.gen::<f32>()
+    }
+
+    /// Appends tokens to the penalty window (the prompt before the first
+    /// sample; `sample` appends what it samples).
+    pub fn accept(&mut self, ids: &[u32]) {
+        let cap = self.params.penalty_last_n;
+        for &id in ids {
+            if cap == 0 {
+                return;
+            }
+            if self.history.len() == cap {
+                self.history.pop_front();
+            }
+            self.history.push_back(id);
+        }
+    }
+
+    /// The penalty window, oldest first.
+    pub fn history(&self) -> impl Iterator<Item = u32> + '_ {
+        self.history.iter().copied()
+    }
+
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        let p = &self.params;
-        if p.temperature == 0.0 || p.top_k == 1 {
-            return argmax(logits);
-        }
-        let c = &mut self.candidates;
-        c.clear();
-        c.extend(logits.iter().enumerate().map(|(i, &l)| (l, i as u32)));
-        let by_logit_desc =
-            |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        if p.top_k > 0 && p.top_k < c.len() {
-            c.select_nth_unstable_by(p.top_k - 1, by_logit_desc);
-            c.truncate(p.top_k);
-        }
-        c.sort_unstable_by(by_logit_desc);
-        // Softmax at temperature, in f64 so long tails do not vanish.
-        let max = c[0].0 as f64;
-        let t = p.temperature as f64;
-        let weights: Vec<f64> = c
-            .iter()
-            .map(|&(l, _)| ((l as f64 - max) / t).exp())
-            .collect();
-        let total: f64 = weights.iter().sum();
-        let mut keep = weights.len();
-        if p.top_p < 1.0 {
-            let mut acc = 0.0;
-            for (i, w) in weights.iter().enumerate() {
-                acc += w / total;
-                if acc >= p.top_p as f64 {
-                    keep = i + 1;
-                    break;
-                }
-            }
-        }
-        let kept_total: f64 = weights[..keep].iter().sum();
-        let mut r = self.rng.gen::<f64>() * kept_total;
-        for (i, w) in weights[..keep].iter().enumerate() {
-            r -= w;
-            if r <= 0.0 {
-                return c[i].1;
-            }
-        }
-        c[keep - 1].1
+        let u = self.next_uniform();
+        self.sample_with(logits, u)
+    }
+
+    /// Samples with a given uniform `u` instead of the next from the stream,
+    /// and appends the token to the window.
+    pub fn sample_with(&mut self, logits: &[f32], u: f32) -> u32 {
+        let window = self.history.make_contiguous();
+        let d = decide(&self.params, &self.bias, logits, window, u, &mut self.work);
+        self.accept(&[d.id]);
+        d.id
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn greedy_is_argmax_with_lowest_id_on_ties() {
-        let mut s = Sampler::new(SamplingParams::default()).unwrap();
-        assert_eq!(s.sample(&[0.1, 3.0, 3.0, -1.0]), 1);
-    }
-
-    #[test]
-    fn same_seed_same_tokens_and_cuts_respected() {
-        let logits: Vec<f32> = (0..100).map(|i| ((i * 37) % 11) as f32 * 0.3).collect();
-        let params = SamplingParams {
-            temperature: 0.9,
-            top_k: 5,
-            top_p: 0.9,
-            seed: 42,
-        };
-        let run = |params: &SamplingParams| {
-            let mut s = Sampler::new(params.clone()).unwrap();
-            (0..50).map(|_| s.sample(&logits)).collect::<Vec<_>>()
-        };
-        let a = run(&params);
-        assert_eq!(a, run(&params));
-        let mut top5: Vec<u32> = (0..100).collect();
-        top5.sort_by(|&x, &y| {
-            logits[y as usize]
-                .total_cmp(&logits[x as usize])
-                .then(x.cmp(&y))
-        });
-        assert!(a.iter().all(|id| top5[..5].contains(id)), "{a:?}");
-        assert!(
-            a.iter().any(|&id| id != a[0]),
-            "temperature 0.9 should vary"
-        );
-    }
-
-    #[test]
-    fn invalid_options_are_typed_errors() {
-        let bad_t = SamplingParams {
-            temperature: -1.0,
-            ..Default::default()
-        };
-        assert_eq!(
-            Sampler::new(bad_t).err(),
-            Some(SamplingError::Temperature(-1.0))
-        );
-        let bad_p = SamplingParams {
-            top_p: 0.0,
-            ..Default::default()
-        };
-        assert_eq!(Sampler::new(bad_p).err(), Some(SamplingError::TopP(0.0)));
-    }
-}
+#[path = "sampling_tests.rs"]
+mod tests;

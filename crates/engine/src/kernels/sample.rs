@@ -1,0 +1,216 @@
+//! Token sampling on the GPU: one dispatch of one workgroup turns a logits
+//! row into a token id in `out_ids[out_index]` and appends it to a history
+//! ring that the next step's penalties read, so tokens can stay on the GPU
+//! across several decode steps per submit. Semantics: those of
+//! `pipeline::sampling` (its CPU reference), which the tests compare against.
+//!
+//! Buffers (u32 / f32 elements):
+//! - `bias`: `[2 * bias_len]`, pairs (id, `f32::to_bits(bias)`) with distinct
+//!   ids: `bias_words` builds them from `SamplingParams::logit_bias`;
+//! - `history`: `[2 + cap]` = `len, next, ids[cap]`, a ring of the last `cap`
+//!   (= `penalty_last_n`) tokens, `next` the slot the next token overwrites;
+//!   `history_words` builds it from the prompt's ids;
+//! - `randoms`: `[steps]`, `randoms[step]` the uniform `u` in [0, 1) of a
+//!   step (`Sampler::next_uniform` gives the CPU sampler's numbers);
+//! - `scratch`: `[2 * vocab]` u32, overwritten.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::check_elems;
+use crate::gpu::{
+    error::shape_err, Access, BufferRef, GpuBuffer, GpuContext, GpuError, KernelSpec, Recorder,
+};
+use crate::pipeline::sampling::{fixed24, SamplingParams};
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    vocab: u32,
+    logits_offset: u32,
+    out_index: u32,
+    step: u32,
+    greedy: u32,
+    top_k: u32,
+    top_p24: u32,
+    min_p24: u32,
+    inv_temp: f32,
+    rep: f32,
+    inv_rep: f32,
+    freq: f32,
+    presence: f32,
+    penalties: u32,
+    hist_cap: u32,
+    n_bias: u32,
+}
+
+const SPEC: KernelSpec = KernelSpec {
+    name: "sample",
+    sources: &[include_str!("../../../../shaders/sample.wgsl")],
+    defines: &[],
+    entry: "main",
+    storage: &[
+        Access::Read,      // logits
+        Access::Read,      // bias
+        Access::ReadWrite, // history
+        Access::Read,      // randoms
+        Access::ReadWrite, // out_ids
+        Access::ReadWrite, // scratch
+    ],
+};
+
+/// The history buffer's words for a ring of capacity `cap` holding the last
+/// `cap` of `ids` (oldest first).
+pub fn history_words(cap: usize, ids: &[u32]) -> Vec<u32> {
+    let kept = &ids[ids.len().saturating_sub(cap)..];
+    let mut words = vec![0; 2 + cap];
+    words[0] = kept.len() as u32;
+    words[1] = if cap == 0 {
+        0
+    } else {
+        (kept.len() % cap) as u32
+    };
+    words[2..2 + kept.len()].copy_from_slice(kept);
+    words
+}
+
+/// The bias buffer's words: `params.merged_bias()` as (id, bits) pairs.
+pub fn bias_words(params: &SamplingParams) -> Vec<u32> {
+    let merged = params.merged_bias();
+    merged
+        .iter()
+        .flat_map(|&(id, b)| [id, b.to_bits()])
+        .collect()
+}
+
+/// A sampler's GPU state for one sequence: its parameters, logit bias,
+/// history ring, random numbers and scratch, made once per generation.
+pub struct SamplerState {
+    params: Params,
+    pub vocab: usize,
+    pub bias: BufferRef,
+    pub history: BufferRef,
+    pub randoms: BufferRef,
+    pub scratch: BufferRef,
+}
+
+/// Where one sample reads its row and writes its id.
+pub struct SampleTarget<'a> {
+    pub logits: &'a GpuBuffer,
+    /// First element of the row in `logits`.
+    pub logits_offset: usize,
+    pub out_ids: &'a GpuBuffer,
+    pub out_index: usize,
+    /// Which random number (`randoms[step]`) this sample uses.
+    pub step: usize,
+}
+
+fn err(message: impl Into<String>) -> GpuError {
+    shape_err("sample", message)
+}
+
+impl SamplerState {
+    /// Validates `params` (a `SamplingError` becomes a shape error of
+    /// kernel "sample"), uploads the bias, a history of the last
+    /// `penalty_last_n` of `history`, and room for `max_steps` randoms.
+    pub fn new(
+        ctx: &GpuContext,
+        params: &SamplingParams,
+        vocab: usize,
+        history: &[u32],
+        max_steps: usize,
+    ) -> Result<SamplerState, GpuError> {
+        params.validate().map_err(|e| err(e.to_string()))?;
+        if vocab == 0 || vocab > u32::MAX as usize / 2 {
+            return Err(err(format!("vocab {vocab} is not in 1..2^31")));
+        }
+        let cap = params.penalty_last_n;
+        let bias = bias_words(params);
+        let p = Params {
+            vocab: vocab as u32,
+            logits_offset: 0,
+            out_index: 0,
+            step: 0,
+            greedy: params.is_greedy() as u32,
+            top_k: params.top_k.min(u32::MAX as usize) as u32,
+            top_p24: fixed24(params.top_p),
+            min_p24: fixed24(params.min_p),
+            inv_temp: params.inv_temperature(),
+            rep: params.repetition_penalty,
+            inv_rep: params.inv_repetition_penalty(),
+            freq: params.frequency_penalty,
+            presence: params.presence_penalty,
+            penalties: params.penalties_on() as u32,
+            hist_cap: u32::try_from(cap).map_err(|_| err("penalty_last_n over u32"))?,
+            n_bias: (bias.len() / 2) as u32,
+        };
+        Ok(SamplerState {
+            params: p,
+            vocab,
+            bias: ctx.upload_u32("sample bias", &bias)?,
+            history: ctx.upload_u32("sample history", &history_words(cap, history))?,
+            randoms: ctx.create_storage("sample randoms", 4 * max_steps.max(1) as u64)?,
+            scratch: ctx.create_storage("sample scratch", 8 * vocab as u64)?,
+        })
+    }
+
+    /// Capacity of the history ring (`penalty_last_n`).
+    pub fn history_cap(&self) -> usize {
+        self.params.hist_cap as usize
+    }
+
+    /// Refills the history ring with the last `cap` of `ids` (a new sequence).
+    pub fn write_history(&self, ctx: &GpuContext, ids: &[u32]) {
+        let words = history_words(self.history_cap(), ids);
+        ctx.write(&self.history, 0, bytemuck::cast_slice(&words));
+    }
+
+    /// Writes the uniforms of steps `first..first + us.len()`, ordered before
+    /// the next submit.
+    pub fn write_randoms(
+        &self,
+        ctx: &GpuContext,
+        first: usize,
+        us: &[f32],
+    ) -> Result<(), GpuError> {
+        check_elems("sample", "randoms", &self.randoms, first + us.len())?;
+        ctx.write(&self.randoms, 4 * first as u64, bytemuck::cast_slice(us));
+        Ok(())
+    }
+}
+
+/// Records one sample: one dispatch of one workgroup. Allocates nothing
+/// unless it fails.
+pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Result<(), GpuError> {
+    let vocab = state.vocab;
+    check_elems("sample", "logits", t.logits, t.logits_offset + vocab)?;
+    check_elems("sample", "out_ids", t.out_ids, t.out_index + 1)?;
+    check_elems("sample", "randoms", &state.randoms, t.step + 1)?;
+    check_elems("sample", "scratch", &state.scratch, 2 * vocab)?;
+    check_elems("sample", "history", &state.history, 2 + state.history_cap())?;
+    check_elems(
+        "sample",
+        "bias",
+        &state.bias,
+        2 * state.params.n_bias as usize,
+    )?;
+    let params = Params {
+        logits_offset: t.logits_offset as u32,
+        out_index: t.out_index as u32,
+        step: t.step as u32,
+        ..state.params
+    };
+    let buffers = [
+        t.logits,
+        &*state.bias,
+        &*state.history,
+        &*state.randoms,
+        t.out_ids,
+        &*state.scratch,
+    ];
+    rec.dispatch(&SPEC, &params, &buffers, [1, 1, 1]);
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "sample_tests.rs"]
+mod tests;
