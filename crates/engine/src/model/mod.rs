@@ -12,6 +12,7 @@ pub mod loader;
 pub mod moe;
 pub mod qwen2;
 pub mod qwen3;
+pub mod synthetic;
 
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::format::quant::QuantError;
