@@ -1,26 +1,53 @@
 //! `wick bench`: prefill and decode speed of a model, and proof of the
 //! engine's per-step discipline (submits, dispatches, readback, allocations).
+//!
+//! The model is a file (`--model`) or a synthetic one (`--synthetic NAME
+//! --quant Q`: a published architecture's shapes with random weights, built
+//! in memory). The roofline fields compare decode speed with what memory
+//! allows: a decode step reads every weight once, so at best
+//! `decode_tok_s * weight_bytes_per_token` equals the adapter's copy bandwidth
+//! (measured in the same run); `roofline_fraction` is how much of it we reach.
 
 use std::path::PathBuf;
 
+use clap::builder::PossibleValuesParser;
 use serde_json::json;
+use wick::kernels::bench::copy_bandwidth;
+use wick::model::synthetic;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stopping::StopCriteria;
 use wick::pipeline::PipelineOptions;
 
-use crate::load::load;
+use crate::load::{load, load_synthetic};
 use crate::CliResult;
 
 #[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["model", "synthetic"]))]
 pub struct BenchArgs {
+    /// GGUF model file.
     #[arg(long)]
-    pub model: PathBuf,
+    pub model: Option<PathBuf>,
+    /// A published architecture's shapes with random weights, built in memory.
+    #[arg(long, value_name = "NAME",
+          value_parser = PossibleValuesParser::new(synthetic::ARCHS.map(|a| a.name)))]
+    pub synthetic: Option<String>,
+    /// The synthetic model's matrix type, q4_0 if not given (norms and
+    /// biases stay F32).
+    #[arg(long, value_name = "Q", requires = "synthetic", conflicts_with = "model",
+          value_parser = PossibleValuesParser::new(synthetic::QUANTS.map(|(n, _)| n)))]
+    pub quant: Option<String>,
     #[arg(long, default_value_t = 64)]
     pub prompt_tokens: usize,
     #[arg(long, default_value_t = 32)]
     pub gen_tokens: usize,
     #[arg(long)]
     pub json: bool,
+}
+
+/// A synthetic model's prompt: `n` ids spread over the vocabulary (its
+/// tokenizer knows only bytes and fillers, so text would say nothing).
+fn synthetic_prompt(vocab: usize, n: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + 13) % vocab) as u32).collect()
 }
 
 /// A prompt of exactly `n` ids: ordinary text, tokenized, repeated.
@@ -43,9 +70,20 @@ pub fn run(args: BenchArgs) -> CliResult {
         ctx_len: Some(args.prompt_tokens + args.gen_tokens + 1),
         ..Default::default()
     };
-    let loaded = load(&args.model, &opts, args.json)?;
+    let quant = args.quant.as_deref().unwrap_or("q4_0");
+    let loaded = match (&args.model, &args.synthetic) {
+        (Some(path), _) => load(path, &opts, args.json)?,
+        (None, Some(name)) => load_synthetic(name, quant, &opts, args.json)?,
+        (None, None) => return Err("give --model FILE or --synthetic NAME".into()),
+    };
     let mut engine = loaded.engine;
-    let prompt = bench_prompt(&engine, args.prompt_tokens)?;
+    let prompt = match args.synthetic {
+        Some(_) => synthetic_prompt(
+            engine.pipeline.model().config.vocab_size,
+            args.prompt_tokens,
+        ),
+        None => bench_prompt(&engine, args.prompt_tokens)?,
+    };
     // No stop tokens: always run the full count so runs compare.
     let stop = StopCriteria {
         stop_ids: Vec::new(),
@@ -63,9 +101,14 @@ pub fn run(args: BenchArgs) -> CliResult {
     let out = run(&mut engine)?;
     let s = &out.stats;
     let c = &s.decode_counters;
-    let report = json!({
-        "model": args.model.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "adapter": engine.pipeline.ctx().adapter.name,
+    let ctx = engine.pipeline.ctx();
+    // 256 MiB (capped at one binding): larger than any cache, as the weights are.
+    let copy_gbps = pollster::block_on(copy_bandwidth(ctx, 256 << 20, 8))?;
+    let weight_bytes = engine.pipeline.model().weight_bytes_per_token();
+    let roofline = s.decode_tok_s() * weight_bytes as f64 / (copy_gbps * 1e9);
+    let mut report = json!({
+        "model": args.model.as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()),
+        "adapter": ctx.adapter.name,
         "load_seconds": loaded.load_seconds,
         "prompt_tokens": s.prompt_tokens,
         "gen_tokens": s.generated_tokens,
@@ -77,7 +120,16 @@ pub fn run(args: BenchArgs) -> CliResult {
         "bytes_read_back_per_token": s.per_decode_step(c.bytes_read_back),
         "buffers_created_per_decode_step": s.per_decode_step(c.buffers_created),
         "bind_groups_created_per_decode_step": s.per_decode_step(c.bind_groups_created),
+        "tokens_per_submit": s.tokens_per_submit(),
+        "cpu_record_ms_per_step": s.cpu_record_ms_per_step(),
+        "weight_bytes_per_token": weight_bytes,
+        "copy_gbps": copy_gbps,
+        "roofline_fraction": roofline,
     });
+    if let Some(name) = &args.synthetic {
+        report["synthetic"] = json!(name);
+        report["quant"] = json!(quant);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

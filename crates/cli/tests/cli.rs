@@ -166,8 +166,94 @@ fn bench_json_on_a_mixture_of_experts_reports_one_submit_per_decode_step() {
     assert_eq!(v["buffers_created_per_decode_step"], 0.0, "{v}");
     // 151936 vocabulary logits in f32, nothing else.
     assert_eq!(v["bytes_read_back_per_token"], 4.0 * 151936.0, "{v}");
+    // Only the chosen experts are read: fewer bytes than the file holds.
+    let weights = v["weight_bytes_per_token"].as_u64().unwrap();
+    let file_len = std::fs::metadata(&m).unwrap().len();
+    assert!(
+        weights > 0 && weights < file_len,
+        "{weights} of {file_len}: {v}"
+    );
     assert!(
         v["dispatches_per_decode_step"].as_f64().unwrap() > 0.0,
         "{v}"
+    );
+}
+
+/// Stored bytes of a `rows x cols` matrix in `quant`, from ggml's block sizes.
+fn matrix_bytes(quant: &str, rows: u64, cols: u64) -> u64 {
+    let (block_elements, block_bytes) = match quant {
+        "q4_0" => (32, 18),
+        "q8_0" => (32, 34),
+        "f16" => (1, 2),
+        other => panic!("no block size for {other} here"),
+    };
+    rows * cols / block_elements * block_bytes
+}
+
+/// `wick bench --synthetic`: a published architecture with random weights
+/// runs like a file, and its roofline fields are finite and positive, with
+/// the weight bytes of SmolLM2-135M's shapes.
+#[test]
+fn bench_synthetic_reports_the_roofline() {
+    let out = wick(&[
+        "bench",
+        "--synthetic",
+        "smollm2-135m",
+        "--quant",
+        "q8_0",
+        "--json",
+        "--prompt-tokens",
+        "8",
+        "--gen-tokens",
+        "3",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["synthetic"].as_str(), v["quant"].as_str()),
+        (Some("smollm2-135m"), Some("q8_0"))
+    );
+    // SmolLM2-135M: 30 layers, d 576, 9 query and 3 key/value heads of 64,
+    // MLP 1536, vocabulary 49152, output head tied to the embedding.
+    let (layers, d, q, kv, ffn, vocab) = (30, 576, 9 * 64, 3 * 64, 1536, 49152);
+    let m = |rows, cols| matrix_bytes("q8_0", rows, cols);
+    let block = m(q, d) + 2 * m(kv, d) + m(d, q) + 2 * m(ffn, d) + m(d, ffn);
+    let want = layers * block + m(vocab, d);
+    assert_eq!(v["weight_bytes_per_token"].as_u64(), Some(want), "{v}");
+    for key in ["roofline_fraction", "copy_gbps", "decode_tok_s"] {
+        let x = v[key].as_f64().unwrap_or(f64::NAN);
+        assert!(x.is_finite() && x > 0.0, "{key}: {v}");
+    }
+    assert!(v["roofline_fraction"].as_f64().unwrap() < 1.5, "{v}");
+    assert_eq!(v["tokens_per_submit"].as_u64(), Some(1), "{v}");
+    assert!(v["cpu_record_ms_per_step"].as_f64().is_some(), "{v}");
+    assert!(
+        v["dispatches_per_decode_step"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+}
+
+#[test]
+fn bench_synthetic_refuses_unknown_names_listing_the_valid_ones() {
+    fn bench<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        [&["bench", "--json"], extra].concat()
+    }
+    fails_with(
+        &bench(&["--synthetic", "gpt-9", "--quant", "q4_0"]),
+        "smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b",
+    );
+    fails_with(
+        &bench(&["--synthetic", "smollm2-135m", "--quant", "q3_k"]),
+        "q4_0, q4_k, q8_0, f16",
+    );
+    fails_with(&bench(&[]), "--synthetic");
+    fails_with(
+        &bench(&["--model", "x.gguf", "--synthetic", "smollm2-135m"]),
+        "cannot be used with",
+    );
+    fails_with(
+        &bench(&["--model", "x.gguf", "--quant", "q8_0"]),
+        "cannot be used with",
     );
 }

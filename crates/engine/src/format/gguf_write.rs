@@ -14,6 +14,13 @@
 //! let file = GgufFile::parse(&bytes).unwrap();
 //! assert_eq!(file.tensor("output_norm.weight").unwrap().dtype, GgmlType::F32);
 //! ```
+//!
+//! A file too large to hold twice (a synthetic 8B model) is streamed instead:
+//! [`declare_tensor`](GgufWriter::declare_tensor) adds a tensor without its
+//! data, [`try_header`](GgufWriter::try_header) writes everything before the
+//! data section, and the caller sends each tensor's bytes after it, in
+//! insertion order, each padded with zeros to [`ALIGNMENT`] (or the
+//! `general.alignment` it set).
 
 use std::collections::HashSet;
 
@@ -21,6 +28,8 @@ use crate::format::gguf::{type_id, MetaValue};
 use crate::format::quant::GgmlType;
 
 const ALIGNMENT_KEY: &str = "general.alignment";
+/// Where each tensor's data starts, unless `general.alignment` says otherwise.
+pub const ALIGNMENT: u64 = 32;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GgufWriteError {
@@ -38,6 +47,8 @@ pub enum GgufWriteError {
     BadTensor { tensor: String, reason: String },
     #[error("general.alignment must be a power of two (stored as an integer), got {0}")]
     BadAlignment(String),
+    #[error("tensor `{0}` was declared without data, so only the header can be written")]
+    NoData(String),
 }
 
 #[derive(Clone, Debug)]
@@ -45,7 +56,8 @@ struct PendingTensor {
     name: String,
     dims: Vec<u64>,
     dtype: GgmlType,
-    data: Vec<u8>,
+    /// `None`: declared only; its bytes are streamed by the caller.
+    data: Option<Vec<u8>>,
 }
 
 /// Builds a GGUF file in memory. Problems (a duplicate key, data of the
@@ -104,7 +116,24 @@ impl GgufWriter {
             name: name.into(),
             dims: dims.to_vec(),
             dtype,
-            data: data.into(),
+            data: Some(data.into()),
+        });
+        self
+    }
+
+    /// Adds a tensor's entry in the tensor table without its data, for
+    /// [`try_header`](Self::try_header): the caller streams the data.
+    pub fn declare_tensor(
+        mut self,
+        name: impl Into<String>,
+        dims: &[u64],
+        dtype: GgmlType,
+    ) -> Self {
+        self.tensors.push(PendingTensor {
+            name: name.into(),
+            dims: dims.to_vec(),
+            dtype,
+            data: None,
         });
         self
     }
@@ -130,6 +159,22 @@ impl GgufWriter {
     /// The file's bytes, or what is wrong with the contents.
     pub fn try_to_bytes(&self) -> Result<Vec<u8>, GgufWriteError> {
         let alignment = self.checked_alignment()?;
+        let mut out = self.try_header()?;
+        for t in &self.tensors {
+            let data = t
+                .data
+                .as_ref()
+                .ok_or_else(|| GgufWriteError::NoData(t.name.clone()))?;
+            out.extend_from_slice(data);
+            pad(&mut out, alignment);
+        }
+        Ok(out)
+    }
+
+    /// Everything before the data section: magic, metadata, the tensor table
+    /// and the padding after it. Tensors may be declared without data.
+    pub fn try_header(&self) -> Result<Vec<u8>, GgufWriteError> {
+        let alignment = self.checked_alignment()?;
         let mut keys = HashSet::new();
         let mut out = Vec::new();
         out.extend_from_slice(b"GGUF");
@@ -150,25 +195,21 @@ impl GgufWriter {
             if !names.insert(t.name.as_str()) {
                 return Err(GgufWriteError::DuplicateTensor(t.name.clone()));
             }
-            check_tensor(t)?;
+            let len = check_tensor(t)?;
             put_str(&mut out, &t.name);
             put_u32(&mut out, t.dims.len() as u32);
             t.dims.iter().for_each(|&d| put_u64(&mut out, d));
             put_u32(&mut out, t.dtype.id());
             put_u64(&mut out, offset);
-            offset = (offset + t.data.len() as u64).next_multiple_of(alignment);
+            offset = (offset + len).next_multiple_of(alignment);
         }
         pad(&mut out, alignment);
-        for t in &self.tensors {
-            out.extend_from_slice(&t.data);
-            pad(&mut out, alignment);
-        }
         Ok(out)
     }
 
     fn checked_alignment(&self) -> Result<u64, GgufWriteError> {
         let Some((_, v)) = self.metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY) else {
-            return Ok(32);
+            return Ok(ALIGNMENT);
         };
         match v.as_u64() {
             Some(a) if a.is_power_of_two() => Ok(a),
@@ -177,7 +218,8 @@ impl GgufWriter {
     }
 }
 
-fn check_tensor(t: &PendingTensor) -> Result<(), GgufWriteError> {
+/// The tensor's data length from its shape, checked against the data it has.
+fn check_tensor(t: &PendingTensor) -> Result<u64, GgufWriteError> {
     let bad = |reason: String| GgufWriteError::BadTensor {
         tensor: t.name.clone(),
         reason,
@@ -192,15 +234,16 @@ fn check_tensor(t: &PendingTensor) -> Result<(), GgufWriteError> {
         .row_bytes(t.dims[0])
         .zip(rows)
         .and_then(|(r, n)| r.checked_mul(n));
-    match bytes {
-        Some(b) if b == t.data.len() as u64 => Ok(()),
-        Some(b) => Err(bad(format!(
+    match (bytes, &t.data) {
+        (Some(b), None) => Ok(b),
+        (Some(b), Some(data)) if b == data.len() as u64 => Ok(b),
+        (Some(b), Some(data)) => Err(bad(format!(
             "{:?} {} needs {b} bytes, got {}",
             t.dims,
             t.dtype,
-            t.data.len()
+            data.len()
         ))),
-        None => Err(bad(format!(
+        (None, _) => Err(bad(format!(
             "{:?} is not whole {} blocks or overflows",
             t.dims, t.dtype
         ))),
@@ -258,4 +301,37 @@ fn put_value(out: &mut Vec<u8>, key: &str, v: &MetaValue) -> Result<(), GgufWrit
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::gguf::GgufFile;
+
+    #[test]
+    fn a_declared_tensor_streams_after_the_header_as_to_bytes_writes_it() {
+        let data: Vec<u8> = (0..12u8).collect(); // 3 F32, padded to 32
+        let meta = |w: GgufWriter| w.meta("general.architecture", MetaValue::String("x".into()));
+        let whole = meta(GgufWriter::new())
+            .tensor("a", &[3], GgmlType::F32, data.clone())
+            .tensor("b", &[3], GgmlType::F32, data.clone())
+            .to_bytes();
+        let declared = meta(GgufWriter::new())
+            .declare_tensor("a", &[3], GgmlType::F32)
+            .declare_tensor("b", &[3], GgmlType::F32);
+        let mut streamed = declared.try_header().unwrap();
+        for _ in 0..2 {
+            streamed.extend_from_slice(&data);
+            streamed.resize(streamed.len().next_multiple_of(ALIGNMENT as usize), 0);
+        }
+        assert_eq!(streamed, whole);
+        GgufFile::parse(&streamed).unwrap();
+        let e = declared.try_to_bytes().unwrap_err();
+        assert_eq!(e, GgufWriteError::NoData("a".into()));
+        let bad = GgufWriter::new().declare_tensor("c", &[33], GgmlType::Q8_0);
+        assert!(matches!(
+            bad.try_header(),
+            Err(GgufWriteError::BadTensor { .. })
+        ));
+    }
 }

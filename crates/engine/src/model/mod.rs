@@ -13,6 +13,8 @@ pub mod loader;
 pub mod moe;
 pub mod qwen2;
 pub mod qwen3;
+pub mod synthetic;
+mod traffic;
 
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::format::quant::QuantError;

@@ -14,6 +14,12 @@ pub struct GenerationStats {
     pub decode_counters: CounterSnapshot,
     /// Decode steps that ran (the first token comes from prefill).
     pub decode_steps: usize,
+    /// CPU time spent recording and submitting decode steps, in total
+    /// (0 where the pipeline does not measure it).
+    pub cpu_record_seconds: f64,
+    /// Decode tokens per queue submit; 0 means not reported, read as 1
+    /// (see [`tokens_per_submit`](Self::tokens_per_submit)).
+    pub tokens_per_submit: usize,
 }
 
 impl GenerationStats {
@@ -22,6 +28,18 @@ impl GenerationStats {
     }
     pub fn decode_tok_s(&self) -> f64 {
         rate(self.decode_steps, self.decode_seconds)
+    }
+    /// Decode tokens per queue submit: at least 1.
+    pub fn tokens_per_submit(&self) -> usize {
+        self.tokens_per_submit.max(1)
+    }
+    /// CPU milliseconds spent recording and submitting one decode step, averaged.
+    pub fn cpu_record_ms_per_step(&self) -> f64 {
+        if self.decode_steps == 0 {
+            0.0
+        } else {
+            self.cpu_record_seconds * 1e3 / self.decode_steps as f64
+        }
     }
     /// Per decode step, averaged.
     pub fn per_decode_step(&self, value: u64) -> f64 {
