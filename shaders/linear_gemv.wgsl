@@ -1,8 +1,8 @@
 // Entry point of the fused linear layer, matrix-vector form (decode): what a
 // transformer block does around a projection, in the projection's dispatch.
 //   prologue (NORM): x is RMS-normalised on the fly. Each workgroup computes
-//     its token rows' scale itself (k is a few thousand at most, and x stays
-//     in cache), so no separate norm dispatch and no normed copy of x exist.
+//     its token rows' scale itself (see sum_sq below), so no separate norm
+//     dispatch and no normed copy of x exist.
 //   epilogue (EPILOGUE):
 //     0 store: out = W x (+ bias)
 //     1 add:   out += W x (+ bias); the residual stream absorbs a projection
@@ -16,27 +16,12 @@
 {{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
 // Dispatch: ceil(rows / ROWS) workgroups, folded over x and y past 65535.
 
-var<workgroup> x_scale: array<f32, TOKENS>;
-
-// 1 / sqrt(mean(x^2) + eps) of each token row into x_scale: lanes sum
-// strided squares, then one lane per token adds the 64 partials (a serial
-// sum in every lane would cost 64 reads each). Uses `partial` and ends with a
-// barrier, so gemv_partials may reuse it.
-fn norm_prologue(lid: u32, x_base: u32) {
-    for (var t = 0u; t < TOKENS; t++) {
-        var s = 0.0;
-        for (var i = lid; i < p.k; i += WG) {
-            let v = x[x_base + t * p.k + i];
-            s += v * v;
-        }
-        partial[t * WG + lid] = s;
-    }
-    workgroupBarrier();
-    if (lid < TOKENS) {
-        x_scale[lid] = inverseSqrt(row_sum(lid) / f32(p.k) + p.eps);
-    }
-    workgroupBarrier();
-}
+// The norm costs no pass and no barrier of its own: RMSNorm(x) . w =
+// scale * ((x * norm_w) . w), and the lanes that load x for the dot products
+// load each element exactly once, so they sum its squares on the way; the
+// sums travel through the reduction's one barrier with the dot products.
+var<private> sum_sq: array<f32, TOKENS>;
+var<workgroup> sq_partial: array<f32, TOKENS * WG>;
 
 {{NORM}}fn nw4(e: u32) -> vec4<f32> {
 {{NORM}}    let l = p.k - 1u; // a masked unit's lanes past k read x = 0; keep their index in range
@@ -45,9 +30,25 @@ fn norm_prologue(lid: u32, x_base: u32) {
 
 fn x_unit(base: u32, t: u32, e: vec2<u32>, masked: bool) -> Unit {
     let u = load_x(base, e, masked);
-{{NORM}}    let s = x_scale[t];
-{{NORM}}    return Unit(u.a0 * s * nw4(e.x), u.a1 * s * nw4(e.x + 4u), u.b0 * s * nw4(e.y), u.b1 * s * nw4(e.y + 4u));
+{{NORM}}    sum_sq[t] += dot(u.a0, u.a0) + dot(u.a1, u.a1) + dot(u.b0, u.b0) + dot(u.b1, u.b1);
+{{NORM}}    return Unit(u.a0 * nw4(e.x), u.a1 * nw4(e.x + 4u), u.b0 * nw4(e.y), u.b1 * nw4(e.y + 4u));
 {{NO_NORM}}    return u;
+}
+
+fn stash_lane(lid: u32) {
+{{NORM}}    for (var t = 0u; t < TOKENS; t++) {
+{{NORM}}        sq_partial[t * WG + lid] = sum_sq[t];
+{{NORM}}    }
+}
+
+// 1 / sqrt(mean(x^2) + eps) of token row t (after the barrier), or 1.
+fn x_scale(t: u32) -> f32 {
+{{NORM}}    var s = 0.0;
+{{NORM}}    for (var j = 0u; j < WG; j++) {
+{{NORM}}        s += sq_partial[t * WG + j];
+{{NORM}}    }
+{{NORM}}    return inverseSqrt(s / f32(p.k) + p.eps);
+{{NO_NORM}}    return 1.0;
 }
 
 fn bias_of(row: u32) -> f32 {
@@ -64,8 +65,9 @@ fn emit_rows(lid: u32, row0: u32) {
             let t = lid % TOKENS;
             let wrow = row0 + 2u * r;
             if (wrow < p.rows) {
-                let g = row_sum(2u * r * TOKENS + t);
-                let u = row_sum((2u * r + 1u) * TOKENS + t);
+                let s = x_scale(t);
+                let g = row_sum(2u * r * TOKENS + t) * s;
+                let u = row_sum((2u * r + 1u) * TOKENS + t) * s;
                 out[p.out_offset + t * p.out_stride + wrow / 2u] = {{ACT}}(g) * u;
             }
         }
@@ -77,7 +79,7 @@ fn emit_rows(lid: u32, row0: u32) {
         let row = row0 + r;
         if (row < p.rows) {
             let o = p.out_offset + t * p.out_stride + row;
-            var v = row_sum(lid) + bias_of(row);
+            var v = row_sum(lid) * x_scale(t) + bias_of(row);
             if (EPILOGUE == 1u) {
                 v += out[o];
             }
@@ -96,7 +98,6 @@ fn main(
     if (row0 >= p.rows) {
         return; // whole workgroup: uniform
     }
-{{NORM}}    norm_prologue(lid, p.x_offset);
     gemv_partials(lid, row0, 0u, p.x_offset);
     emit_rows(lid, row0);
 }

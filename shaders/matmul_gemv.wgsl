@@ -15,7 +15,7 @@ var<workgroup> partial: array<f32, ROWS * TOKENS * WG>;
 
 // Weight rows row0 .. row0 + ROWS (row0 < p.rows) for TOKENS token rows:
 // token t reads x from x_base + t * k (through the entry point's x_unit, which
-// may normalise it), and weight row r is row w_row0 + r of the binding (an
+// may weight it and keep statistics of it, stored by its stash_lane), and weight row r is row w_row0 + r of the binding (an
 // expert's slab in a stack). Leaves lane j's partial sum of (row r, token t)
 // in partial[(r * TOKENS + t) * WG + j] and ends with a barrier, so callers may
 // only return early workgroup-uniformly; row_sum() finishes a sum.
@@ -39,6 +39,7 @@ fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     for (var i = 0u; i < ROWS * TOKENS; i++) {
         partial[i * WG + lid] = acc[i];
     }
+    stash_lane(lid);
     workgroupBarrier();
 }
 

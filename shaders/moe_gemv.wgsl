@@ -18,6 +18,8 @@ fn x_unit(base: u32, t: u32, e: vec2<u32>, masked: bool) -> Unit {
     return load_x(base, e, masked);
 }
 
+fn stash_lane(lid: u32) {}
+
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let slot = wid.y;

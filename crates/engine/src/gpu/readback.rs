@@ -38,7 +38,20 @@ impl Readback {
         offset: u64,
         len: u64,
     ) -> Result<(), GpuError> {
-        if len > self.capacity() || offset + len > src.size() || len % 4 != 0 || offset % 4 != 0 {
+        self.record_copy_to(rec, src, offset, len, 0)
+    }
+
+    /// As `record_copy`, into the staging buffer at `dst_offset`.
+    pub fn record_copy_to(
+        &self,
+        rec: &mut Recorder,
+        src: &GpuBuffer,
+        offset: u64,
+        len: u64,
+        dst_offset: u64,
+    ) -> Result<(), GpuError> {
+        let fits = dst_offset + len <= self.capacity() && offset + len <= src.size();
+        if !fits || (len | offset | dst_offset) % 4 != 0 {
             return Err(GpuError::Readback(format!(
                 "copy of {len} bytes at {offset} from '{}' ({} bytes) into a {}-byte readback",
                 src.label(),
@@ -46,7 +59,7 @@ impl Readback {
                 self.capacity()
             )));
         }
-        rec.copy_buffer(src, offset, &self.staging, 0, len);
+        rec.copy_buffer(src, offset, &self.staging, dst_offset, len);
         Ok(())
     }
 

@@ -147,14 +147,21 @@ pub struct Forward<'r, 'c> {
 }
 
 impl Decoder {
-    /// Token ids → embeddings in `act.x`.
-    pub fn record_embed(&self, f: &mut Forward) -> Result<(), GpuError> {
+    /// Token ids (`f.rows` of them in `ids` from `ids_offset`: the step's
+    /// ids as written by the CPU, or tokens sampled on the GPU) → embeddings
+    /// in `act.x`.
+    pub fn record_embed(
+        &self,
+        f: &mut Forward,
+        ids: &GpuBuffer,
+        ids_offset: usize,
+    ) -> Result<(), GpuError> {
         let a = f.act;
         embed(
             f.rec,
             &self.token_embd,
-            &a.ids,
-            0,
+            ids,
+            ids_offset,
             &a.x,
             0,
             f.rows,

@@ -2,7 +2,7 @@
 //! A decode step is memory bound, so tokens/s times these bytes against the
 //! adapter's copy bandwidth says how close the engine gets to the memory's speed.
 
-use super::decoder::{Block, Decoder, Mlp, MlpWeights};
+use super::decoder::{Block, Decoder, DenseMlp, GateUp, Mlp, MlpWeights};
 use super::moe::MoeWeights;
 use crate::kernels::weights::ExpertStack;
 
@@ -24,14 +24,19 @@ impl Decoder {
 
 fn block_bytes(b: &Block, top_k: usize) -> u64 {
     let a = &b.attn;
-    let attn = [&a.q, &a.k, &a.v, &a.o]
-        .map(|m| m.bytes() as u64)
-        .iter()
-        .sum::<u64>();
+    let attn: u64 = a.qkv.iter().chain([&a.o]).map(|m| m.bytes() as u64).sum();
     attn + match &b.mlp {
-        Mlp::Dense(mlp) => mlp_bytes(mlp),
+        Mlp::Dense(mlp) => dense_bytes(mlp),
         Mlp::Moe(moe) => moe_bytes(moe, top_k),
     }
+}
+
+fn dense_bytes(m: &DenseMlp) -> u64 {
+    let gate_up = match &m.gate_up {
+        GateUp::Fused(w) => w.bytes(),
+        GateUp::Split { gate, up } => gate.bytes() + up.bytes(),
+    };
+    (gate_up + m.down.bytes()) as u64
 }
 
 fn mlp_bytes(m: &MlpWeights) -> u64 {

@@ -1,8 +1,15 @@
-//! Decode: one token, one step, one submit.
+//! Decode: one token a step. `decode` runs one step from a host token and
+//! returns its logits (teacher forcing, tests); `decode_sampled` records
+//! several steps into one submit, each embedding the token the previous one
+//! sampled on the GPU, and reads back only the new ids.
+
+use web_time::Instant;
 
 use super::step::InferenceStep;
-use super::Pipeline;
+use super::{Pipeline, StepIds, StepOutput};
 use crate::error::WickError;
+use crate::gpu::Recorder;
+use crate::kernels::sample::SamplerState;
 
 impl Pipeline {
     /// Appends `id` at the current position; returns its logits.
@@ -11,5 +18,49 @@ impl Pipeline {
         let step = InferenceStep::Decode { pos: self.pos };
         let mut rows = self.run_step(step, &[id], 1).await?;
         Ok(rows.pop().expect("one logits row"))
+    }
+
+    /// Runs `us.len()` decode steps in one submit from the token in the ring
+    /// (the last one sampled), step `s` drawing with random number `us[s]`.
+    /// Returns the new ids and the CPU seconds spent recording and submitting.
+    pub async fn decode_sampled(
+        &mut self,
+        state: &SamplerState,
+        us: &[f32],
+    ) -> Result<(Vec<u32>, f64), WickError> {
+        let n = us.len();
+        if n == 0 || n > self.tokens.max_steps() {
+            return Err(WickError::InvalidOption(format!(
+                "{n} decode steps in one submit (1..={})",
+                self.tokens.max_steps()
+            )));
+        }
+        self.check_room(n)?;
+        let start = Instant::now();
+        state.write_randoms(&self.ctx, 0, us)?;
+        let ctx = self.ctx.clone();
+        let mut rec = Recorder::new(&ctx);
+        for s in 0..n {
+            let step = InferenceStep::Decode { pos: self.pos + s };
+            let ids = StepIds::Ring(self.tokens.input_slot(s));
+            let slot = self.tokens.output_slot(s);
+            let output = StepOutput::Sample {
+                state,
+                step: s,
+                slot,
+            };
+            self.record_step(&mut rec, step, ids, output)?;
+        }
+        self.tokens.record_readback(&mut rec, n)?;
+        rec.submit().await?;
+        let cpu_seconds = start.elapsed().as_secs_f64();
+        let ids = self.tokens.read(&ctx, n).await?;
+        self.pos += n;
+        Ok((ids, cpu_seconds))
+    }
+
+    /// Forgets the last `n` positions (tokens sampled past a stop).
+    pub(crate) fn roll_back(&mut self, n: usize) {
+        self.pos -= n.min(self.pos);
     }
 }

@@ -13,5 +13,5 @@ pub fn record(
 ) -> Result<(), GpuError> {
     debug_assert_eq!(ids.len(), f.rows);
     ctx.write(&f.act.ids, 0, bytemuck::cast_slice(ids));
-    model.record_embed(f)
+    model.record_embed(f, &f.act.ids, 0)
 }

@@ -3,6 +3,15 @@
 //! Step-wise (`start_generation`, then `next_token` until `None`) so a caller
 //! that yields between tokens — a JavaScript async iterator, a chat server —
 //! drives it one token per call; `generate` is the whole loop.
+//!
+//! Sampling runs on the GPU (`kernels::sample`) and the sampled token feeds
+//! the next step there, so one submit decodes `tokens_per_submit` tokens and
+//! reads back only their ids. Tokens are then handed out one per call; those
+//! sampled past a stop are never returned, and their K/V positions are given
+//! back. The CPU `Sampler` draws the random numbers (seeded), so a seed gives
+//! the same tokens whatever the tokens per submit.
+
+use std::collections::VecDeque;
 
 use web_time::Instant;
 
@@ -12,13 +21,15 @@ use super::stopping::{FinishReason, StopCriteria};
 use super::Pipeline;
 use crate::error::WickError;
 use crate::gpu::CounterSnapshot;
+use crate::kernels::sample::SamplerState;
 
 /// One generation in progress.
 pub struct Generation {
     sampler: Sampler,
+    gpu: SamplerState,
     stop: StopCriteria,
-    /// Sampled but not yet returned by `next_token`.
-    next: Option<u32>,
+    /// Sampled but not yet returned by `next_token`, in order.
+    queue: VecDeque<u32>,
     ids: Vec<u32>,
     finish_reason: Option<FinishReason>,
     stats: GenerationStats,
@@ -64,19 +75,24 @@ impl Pipeline {
             return Err(WickError::InvalidOption("max tokens must be > 0".into()));
         }
         self.reset();
+        let vocab = self.model().config.vocab_size;
+        let gpu = SamplerState::new(&self.ctx, sampling, vocab, prompt, self.tokens_per_submit())?;
+        sampler.accept(prompt);
         let mut stats = GenerationStats {
             prompt_tokens: prompt.len(),
+            tokens_per_submit: self.tokens_per_submit(),
             ..Default::default()
         };
         let start = Instant::now();
-        let logits = self.prefill(prompt, 1).await?;
+        let u = sampler.next_uniform();
+        let first = self.prefill_sampled(prompt, &gpu, u).await?;
         stats.prefill_seconds = start.elapsed().as_secs_f64();
-        let first = sampler.sample(&logits[0]);
-        stats.time_to_first_token = start.elapsed().as_secs_f64();
+        stats.time_to_first_token = stats.prefill_seconds;
         Ok(Generation {
             sampler,
+            gpu,
             stop,
-            next: Some(first),
+            queue: VecDeque::from([first]),
             ids: Vec::new(),
             finish_reason: None,
             stats,
@@ -86,27 +102,49 @@ impl Pipeline {
     }
 
     /// The next token, or `None` once the generation has finished (see
-    /// `Generation::finish_reason`). Each call after the first runs one
-    /// decode step.
+    /// `Generation::finish_reason`). A call that finds no sampled token
+    /// waiting runs one submit of decode steps.
     pub async fn next_token(&mut self, g: &mut Generation) -> Result<Option<u32>, WickError> {
         if g.finish_reason.is_some() {
+            self.discard(g);
             return Ok(None);
         }
-        let token = match g.next.take() {
-            Some(token) => token,
-            None => {
-                let last = *g.ids.last().expect("a token was returned before");
-                let logits = self.decode(last).await?;
-                g.stats.decode_steps += 1;
-                g.sampler.sample(&logits)
+        if g.queue.is_empty() {
+            // Never past max_tokens or the context: only stop tokens can
+            // leave sampled tokens unused.
+            let left = g.stop.max_tokens - g.ids.len();
+            let n = self
+                .tokens_per_submit()
+                .min(left)
+                .min(self.ctx_len() - self.pos);
+            let mut us = [0.0f32; super::MAX_TOKENS_PER_SUBMIT];
+            for u in &mut us[..n] {
+                *u = g.sampler.next_uniform();
             }
-        };
+            let (ids, cpu_seconds) = self.decode_sampled(&g.gpu, &us[..n]).await?;
+            g.stats.decode_steps += n;
+            g.stats.cpu_record_seconds += cpu_seconds;
+            g.queue.extend(ids);
+        }
+        let token = g.queue.pop_front().expect("a sampled token");
+        g.sampler.accept(&[token]);
         g.ids.push(token);
         g.stats.generated_tokens = g.ids.len();
         g.stats.decode_seconds = g.decode_start.elapsed().as_secs_f64();
         g.stats.decode_counters = self.ctx.counters.snapshot().since(g.counters_before);
-        g.finish_reason = g.stop.check(token, g.ids.len(), self.pos, self.ctx_len());
+        // Positions whose K/V hold this token's predecessors and it is not yet in.
+        let pos = self.pos - g.queue.len();
+        g.finish_reason = g.stop.check(token, g.ids.len(), pos, self.ctx_len());
+        if g.finish_reason.is_some() {
+            self.discard(g);
+        }
         Ok(Some(token))
+    }
+
+    /// Drops tokens sampled past the end and gives back their positions.
+    fn discard(&mut self, g: &mut Generation) {
+        self.roll_back(g.queue.len());
+        g.queue.clear();
     }
 
     /// Generates from `prompt` (a fresh sequence). `on_token` sees each token

@@ -12,6 +12,7 @@ pub mod sampling;
 pub mod stats;
 pub mod step;
 pub mod stopping;
+pub mod tokens;
 
 use std::sync::Arc;
 
@@ -20,9 +21,11 @@ use crate::gpu::{GpuContext, Recorder};
 use crate::model::decoder::Activations;
 use crate::model::{Decoder, Forward};
 
+use crate::kernels::sample::{sample, SampleTarget, SamplerState};
 use kv_cache::KvCache;
 use logits::LogitsReader;
 use step::InferenceStep;
+use tokens::TokenRing;
 
 #[derive(Clone, Debug)]
 pub struct PipelineOptions {
@@ -31,15 +34,48 @@ pub struct PipelineOptions {
     pub ctx_len: Option<usize>,
     /// Most prompt tokens per prefill step.
     pub prefill_chunk: usize,
+    /// Decode steps recorded into one submit when generating: sampled
+    /// tokens feed the next step on the GPU, and their ids are read back once
+    /// per submit. Tokens sampled past a stop are discarded.
+    pub tokens_per_submit: usize,
 }
+
+/// Default decode steps per submit (see the README for the measurements).
+pub const DEFAULT_TOKENS_PER_SUBMIT: usize = 4;
+/// Most decode steps per submit: the uniform arena holds 8192 dispatch
+/// parameter blocks, about 40 steps of a 30-layer model.
+pub const MAX_TOKENS_PER_SUBMIT: usize = 32;
 
 impl Default for PipelineOptions {
     fn default() -> Self {
         PipelineOptions {
             ctx_len: None,
             prefill_chunk: 32,
+            tokens_per_submit: DEFAULT_TOKENS_PER_SUBMIT,
         }
     }
+}
+
+/// Where a step's token ids come from.
+#[derive(Clone, Copy)]
+enum StepIds<'a> {
+    /// Written from the CPU (one such step per submit).
+    Host(&'a [u32]),
+    /// One token sampled on the GPU, in this slot of the token ring.
+    Ring(usize),
+}
+
+/// What a step leaves besides its K/V rows.
+enum StepOutput<'a> {
+    /// Logits of its last `n` rows, copied for reading back.
+    Logits(usize),
+    /// Its last row's token, sampled into a slot of the token ring with
+    /// random number `step` of the sampler state.
+    Sample {
+        state: &'a SamplerState,
+        step: usize,
+        slot: usize,
+    },
 }
 
 pub struct Pipeline {
@@ -48,6 +84,7 @@ pub struct Pipeline {
     kv: KvCache,
     act: Activations,
     logits: LogitsReader,
+    tokens: TokenRing,
     /// Next free position in the KV cache.
     pos: usize,
 }
@@ -77,16 +114,24 @@ impl Pipeline {
         if opts.prefill_chunk == 0 {
             return Err(WickError::InvalidOption("prefill chunk must be > 0".into()));
         }
+        if !(1..=MAX_TOKENS_PER_SUBMIT).contains(&opts.tokens_per_submit) {
+            return Err(WickError::InvalidOption(format!(
+                "tokens per submit must be 1..={MAX_TOKENS_PER_SUBMIT}, got {}",
+                opts.tokens_per_submit
+            )));
+        }
         let rows = opts.prefill_chunk;
         let kv = KvCache::new(&ctx, cfg, ctx_len)?;
         let act = Activations::new(&ctx, cfg, rows, rows)?;
         let logits = LogitsReader::new(&ctx, cfg.vocab_size, rows);
+        let tokens = TokenRing::new(&ctx, opts.tokens_per_submit)?;
         Ok(Pipeline {
             ctx,
             model,
             kv,
             act,
             logits,
+            tokens,
             pos: 0,
         })
     }
@@ -109,6 +154,11 @@ impl Pipeline {
         self.pos = 0;
     }
 
+    /// Decode steps per submit when generating.
+    pub fn tokens_per_submit(&self) -> usize {
+        self.tokens.max_steps()
+    }
+
     /// Records and submits one step (one encoder, one submit) and returns the
     /// logits of its last `logit_rows` rows.
     async fn run_step(
@@ -117,12 +167,32 @@ impl Pipeline {
         ids: &[u32],
         logit_rows: usize,
     ) -> Result<Vec<Vec<f32>>, WickError> {
-        let rows = step.rows();
-        debug_assert!(ids.len() == rows && logit_rows <= rows && step.pos0() == self.pos);
+        debug_assert!(ids.len() == step.rows() && logit_rows <= step.rows());
         let ctx = self.ctx.clone();
         let mut rec = Recorder::new(&ctx);
+        let output = StepOutput::Logits(logit_rows);
+        self.record_step(&mut rec, step, StepIds::Host(ids), output)?;
+        rec.submit().await?;
+        self.pos += step.rows();
+        if logit_rows == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.logits.read(&ctx, logit_rows).await?)
+    }
+
+    /// Records one step into `rec` (the caller submits): embedding, blocks,
+    /// then its output. Positions come from `step`, not from `self.pos`, so
+    /// several decode steps can go into one submit.
+    fn record_step(
+        &self,
+        rec: &mut Recorder,
+        step: InferenceStep,
+        ids: StepIds,
+        output: StepOutput,
+    ) -> Result<(), WickError> {
+        let rows = step.rows();
         let mut f = Forward {
-            rec: &mut rec,
+            rec,
             act: &self.act,
             k_cache: &self.kv.k,
             v_cache: &self.kv.v,
@@ -130,18 +200,27 @@ impl Pipeline {
             rows,
             pos0: step.pos0() as u32,
         };
-        embed::record(&ctx, &self.model, &mut f, ids)?;
+        match ids {
+            StepIds::Host(ids) => embed::record(&self.ctx, &self.model, &mut f, ids)?,
+            StepIds::Ring(slot) => self.model.record_embed(&mut f, &self.tokens.buffer, slot)?,
+        }
         self.model.record_blocks(&mut f)?;
-        if logit_rows > 0 {
-            self.logits
-                .record(&self.model, &mut f, rows - logit_rows, logit_rows)?;
+        match output {
+            StepOutput::Logits(0) => {}
+            StepOutput::Logits(n) => self.logits.record(&self.model, &mut f, rows - n, n)?,
+            StepOutput::Sample { state, step, slot } => {
+                self.model.record_logits(&mut f, rows - 1, 1)?;
+                let target = SampleTarget {
+                    logits: &self.act.logits,
+                    logits_offset: 0,
+                    out_ids: &self.tokens.buffer,
+                    out_index: slot,
+                    step,
+                };
+                sample(f.rec, state, &target)?;
+            }
         }
-        rec.submit().await?;
-        self.pos += rows;
-        if logit_rows == 0 {
-            return Ok(Vec::new());
-        }
-        Ok(self.logits.read(&ctx, logit_rows).await?)
+        Ok(())
     }
 
     fn check_room(&self, tokens: usize) -> Result<(), WickError> {

@@ -1,33 +1,78 @@
 //! Prefill: a prompt in chunks, each one step.
 
-use super::step::plan_prefill;
-use super::Pipeline;
+use super::step::{plan_prefill, InferenceStep};
+use super::{Pipeline, StepIds, StepOutput};
 use crate::error::WickError;
+use crate::gpu::Recorder;
+use crate::kernels::sample::SamplerState;
 
 impl Pipeline {
     /// Runs `ids` at the current position and returns the logits of the last
     /// `last` of them (teacher forcing; `last` = 1 to start generating).
     pub async fn prefill(&mut self, ids: &[u32], last: usize) -> Result<Vec<Vec<f32>>, WickError> {
-        if ids.is_empty() {
-            return Err(WickError::InvalidOption("the prompt has no tokens".into()));
-        }
+        self.check_prompt(ids)?;
         if last > ids.len() {
             return Err(WickError::InvalidOption(format!(
                 "asked for logits of the last {last} positions of a {}-token input",
                 ids.len()
             )));
         }
-        self.check_room(ids.len())?;
-        let chunk = self.act.max_rows;
         let first_wanted = ids.len() - last;
         let start = self.pos;
         let mut logits = Vec::with_capacity(last);
-        for step in plan_prefill(start, ids.len(), chunk) {
+        for step in self.plan(ids.len()) {
             let (lo, rows) = (step.pos0() - start, step.rows());
             let wanted = (lo + rows).saturating_sub(first_wanted.max(lo));
             let chunk_ids = &ids[lo..lo + rows];
             logits.extend(self.run_step(step, chunk_ids, wanted).await?);
         }
         Ok(logits)
+    }
+
+    /// Runs `ids` and samples the token after them on the GPU with random
+    /// number `u` (step 0 of `state`); it lands in the token ring as the next
+    /// decode step's input, and only its id is read back.
+    pub async fn prefill_sampled(
+        &mut self,
+        ids: &[u32],
+        state: &SamplerState,
+        u: f32,
+    ) -> Result<u32, WickError> {
+        self.check_prompt(ids)?;
+        let start = self.pos;
+        let plan = self.plan(ids.len());
+        let (last, chunks) = plan.split_last().expect("a non-empty prompt has a chunk");
+        for &step in chunks {
+            let lo = step.pos0() - start;
+            self.run_step(step, &ids[lo..lo + step.rows()], 0).await?;
+        }
+        state.write_randoms(&self.ctx, 0, &[u])?;
+        self.tokens.reset();
+        let ctx = self.ctx.clone();
+        let mut rec = Recorder::new(&ctx);
+        let lo = last.pos0() - start;
+        let chunk = StepIds::Host(&ids[lo..lo + last.rows()]);
+        let slot = self.tokens.output_slot(0);
+        let output = StepOutput::Sample {
+            state,
+            step: 0,
+            slot,
+        };
+        self.record_step(&mut rec, *last, chunk, output)?;
+        self.tokens.record_readback(&mut rec, 1)?;
+        rec.submit().await?;
+        self.pos += last.rows();
+        Ok(self.tokens.read(&ctx, 1).await?[0])
+    }
+
+    fn check_prompt(&self, ids: &[u32]) -> Result<(), WickError> {
+        if ids.is_empty() {
+            return Err(WickError::InvalidOption("the prompt has no tokens".into()));
+        }
+        self.check_room(ids.len())
+    }
+
+    fn plan(&self, n: usize) -> Vec<InferenceStep> {
+        plan_prefill(self.pos, n, self.act.max_rows)
     }
 }
