@@ -17,7 +17,7 @@ export interface LoadProgress {
    * (File/Blob/ArrayBuffer bytes), "parse" (the header is parsed), "upload"
    * (file bytes whose tensors are on the GPU), "ready" (done).
    */
-  phase: "fetch" | "cache" | "read" | "parse" | "upload" | "ready";
+  phase: "fetch" | "cache" | "read" | "parse" | "upload" | "warmup" | "ready";
   loaded: number;
   /** null when the size is not known (no Content-Length). */
   total: number | null;
@@ -29,6 +29,12 @@ export interface LoadOptions {
   contextLength?: number;
   /** Most prompt tokens per prefill step (default 32). */
   prefillChunk?: number;
+  /**
+   * Decode steps per GPU submit (default 4, at most 32): sampled tokens feed
+   * the next step on the GPU and their ids are read back once per submit, so
+   * tokens stream in groups of this size. Tokens past a stop are discarded.
+   */
+  tokensPerSubmit?: number;
   /** Keep the downloaded file in the Cache API so a reload does not fetch it again. */
   cache?: boolean;
   signal?: AbortSignal;

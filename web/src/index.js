@@ -74,11 +74,11 @@ export class Engine {
    * buffers tensor by tensor; the file is never held whole in memory.
    */
   static async load(source, options = {}) {
-    const { onProgress, signal, cache = false, wasmUrl, contextLength, prefillChunk } = options;
+    const { onProgress, signal, cache = false, wasmUrl, contextLength, prefillChunk, tokensPerSubmit } = options;
     checkWebGPU();
     await initWasm(wasmUrl);
     signal?.throwIfAborted();
-    const loader = await guard(WasmLoader.create({ contextLength, prefillChunk }));
+    const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit }));
     const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
     try {
       let parsed = false;
@@ -96,6 +96,9 @@ export class Engine {
       }
       signal?.throwIfAborted();
       const engine = new Engine(call(() => loader.finish()));
+      // Compile every pipeline and run one step now, not on the first token.
+      report("warmup", total, total);
+      await guard(engine.#w.warmUp());
       await engine.#describeAdapter();
       report("ready", total, total);
       return engine;

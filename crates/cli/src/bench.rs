@@ -40,6 +40,9 @@ pub struct BenchArgs {
     pub prompt_tokens: usize,
     #[arg(long, default_value_t = 32)]
     pub gen_tokens: usize,
+    /// Decode steps per GPU submit.
+    #[arg(long, default_value_t = wick::pipeline::DEFAULT_TOKENS_PER_SUBMIT)]
+    pub tokens_per_submit: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -68,6 +71,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     }
     let opts = PipelineOptions {
         ctx_len: Some(args.prompt_tokens + args.gen_tokens + 1),
+        tokens_per_submit: args.tokens_per_submit,
         ..Default::default()
     };
     let quant = args.quant.as_deref().unwrap_or("q4_0");

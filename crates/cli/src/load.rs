@@ -85,8 +85,10 @@ pub fn load_synthetic(
         Ok::<_, wick::WickError>(())
     })?;
     bar.finish_and_clear();
+    let mut engine = loader.finish()?;
+    pollster::block_on(engine.pipeline.warm_up())?;
     Ok(Loaded {
-        engine: loader.finish()?,
+        engine,
         load_seconds: start.elapsed().as_secs_f64(),
     })
 }
@@ -106,12 +108,16 @@ pub struct ModelInput {
     /// KV cache length (default: the model's, capped to what the GPU holds).
     #[arg(long)]
     pub ctx_len: Option<usize>,
+    /// Decode steps per GPU submit when generating (sampled tokens stay on the GPU).
+    #[arg(long, default_value_t = wick::pipeline::DEFAULT_TOKENS_PER_SUBMIT)]
+    pub tokens_per_submit: usize,
 }
 
 impl ModelInput {
     pub fn load(&self, quiet: bool) -> Result<Loaded, Box<dyn std::error::Error>> {
         let opts = PipelineOptions {
             ctx_len: self.ctx_len,
+            tokens_per_submit: self.tokens_per_submit,
             ..Default::default()
         };
         load(&self.model, &opts, quiet)

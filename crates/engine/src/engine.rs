@@ -34,7 +34,9 @@ impl Engine {
     ) -> Result<Engine, WickError> {
         let mut loader = ModelLoader::new(ctx, opts.clone());
         loader.push_with_progress(bytes, progress)?;
-        loader.finish()
+        let mut engine = loader.finish()?;
+        engine.pipeline.warm_up().await?;
+        Ok(engine)
     }
 
     /// Prompt text to ids the way llama.cpp does for a raw prompt: BOS where

@@ -91,6 +91,23 @@ impl WasmEngine {
 
 #[wasm_bindgen]
 impl WasmEngine {
+    /// Creates every pipeline a generation uses and runs one step, so the
+    /// first `generate` compiles nothing. `Engine.load` awaits it.
+    #[wasm_bindgen(js_name = warmUp)]
+    // The borrow held across the GPU await is the engine's one-step lock.
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn warm_up(&self) -> js_sys::Promise {
+        let shared = self.shared.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut pipeline = shared
+                .pipeline
+                .try_borrow_mut()
+                .map_err(|_| js_err("the engine is busy"))?;
+            pipeline.warm_up().await.map_err(js_err)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
     /// Adapter, features and compute path, limits, model config.
     pub fn info(&self) -> Result<JsValue, JsValue> {
         to_js(&self.shared.info)

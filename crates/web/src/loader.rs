@@ -22,6 +22,8 @@ struct LoadOptions {
     context_length: Option<usize>,
     /// Most prompt tokens per prefill step.
     prefill_chunk: Option<usize>,
+    /// Decode steps per GPU submit when generating.
+    tokens_per_submit: Option<usize>,
 }
 
 #[derive(serde::Serialize)]
@@ -42,7 +44,7 @@ pub struct WasmLoader {
 #[wasm_bindgen]
 impl WasmLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU) and starts
-    /// a load. `options`: `{ contextLength?, prefillChunk? }`.
+    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit? }`.
     pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
         let o: LoadOptions = from_js("load options", options)?;
         let mut opts = PipelineOptions {
@@ -51,6 +53,9 @@ impl WasmLoader {
         };
         if let Some(n) = o.prefill_chunk {
             opts.prefill_chunk = n;
+        }
+        if let Some(n) = o.tokens_per_submit {
+            opts.tokens_per_submit = n;
         }
         let ctx = GpuContext::new().await.map_err(|e| match e {
             GpuError::NoAdapter { .. } => js_err(NO_WEBGPU),
@@ -85,6 +90,7 @@ impl WasmLoader {
     }
 
     /// Builds the engine once the whole file was pushed.
+    /// Builds the engine; call `warmUp()` on it before the first generation.
     pub fn finish(&mut self) -> Result<WasmEngine, JsValue> {
         let loader = self
             .inner

@@ -10,6 +10,6 @@ pub mod recorder;
 pub use buffer::{BufferRef, GpuBuffer};
 pub use context::{AdapterSummary, CounterSnapshot, GpuContext, GpuFeatures};
 pub use error::GpuError;
-pub use pipeline::{workgroups_for, Access, KernelSpec};
+pub use pipeline::{workgroups_for, Access, KernelSpec, OwnedSpec, VariantKey};
 pub use readback::Readback;
 pub use recorder::Recorder;

@@ -6,6 +6,7 @@
 //! layouts (not `layout: None`) keep a binding that a variant happens not to
 //! use from silently vanishing from the layout.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -29,6 +30,42 @@ pub struct KernelSpec<'a> {
     pub storage: &'a [Access],
 }
 
+/// A kernel variant named by plain values, so that finding its pipeline in
+/// the steady state costs a hash lookup and no allocation: `family` and
+/// `fmt` name the kernel and weight format, `args` whatever else selects the
+/// variant (rows per workgroup, tokens, flags). Its `OwnedSpec` is built only
+/// the first time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VariantKey {
+    pub family: &'static str,
+    pub fmt: &'static str,
+    pub args: [u32; 6],
+}
+
+/// A `KernelSpec` that owns its generated parts.
+pub struct OwnedSpec {
+    pub name: String,
+    pub sources: Vec<&'static str>,
+    pub defines: Vec<(&'static str, Cow<'static, str>)>,
+    pub entry: &'static str,
+    pub storage: &'static [Access],
+}
+
+impl OwnedSpec {
+    pub fn spec(&self) -> KernelSpec<'_> {
+        KernelSpec {
+            name: &self.name,
+            sources: &self.sources,
+            defines: &self.defines,
+            entry: self.entry,
+            storage: self.storage,
+        }
+    }
+}
+
+/// Most storage bindings a kernel has (WebGPU guarantees 8 per stage).
+pub const MAX_STORAGE_BINDINGS: usize = 8;
+
 /// Size of one kernel's parameter block in the uniform arena.
 pub const PARAMS_BYTES: u64 = 256;
 
@@ -39,10 +76,14 @@ pub struct CachedPipeline {
     pub(crate) layout: wgpu::BindGroupLayout,
 }
 
+/// A bind group's identity: the pipeline and its buffers' ids (0-padded).
+type BindKey = (u64, [u64; MAX_STORAGE_BINDINGS]);
+
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     pipelines: Mutex<HashMap<String, Arc<CachedPipeline>>>,
-    bind_groups: Mutex<HashMap<(u64, Vec<u64>), wgpu::BindGroup>>,
+    variants: Mutex<HashMap<VariantKey, Arc<CachedPipeline>>>,
+    bind_groups: Mutex<HashMap<BindKey, wgpu::BindGroup>>,
 }
 
 /// A pipeline that was just created, with the future of its compile errors.
@@ -52,6 +93,7 @@ pub(crate) type CompileCheck =
 impl PipelineCache {
     pub(crate) fn forget(&self, name: &str) {
         self.pipelines.lock().unwrap().remove(name);
+        self.variants.lock().unwrap().retain(|_, p| p.name != name);
     }
 
     pub(crate) fn bind_group(
@@ -61,7 +103,11 @@ impl PipelineCache {
         buffers: &[&super::buffer::GpuBuffer],
         uniform: &wgpu::Buffer,
     ) -> wgpu::BindGroup {
-        let key = (pipeline.id, buffers.iter().map(|b| b.id()).collect());
+        let mut ids = [0; MAX_STORAGE_BINDINGS];
+        for (id, b) in ids.iter_mut().zip(buffers) {
+            *id = b.id();
+        }
+        let key = (pipeline.id, ids);
         let mut cache = self.bind_groups.lock().unwrap();
         if let Some(group) = cache.get(&key) {
             return group.clone();
@@ -88,6 +134,22 @@ impl PipelineCache {
         GpuCounters::add(&ctx.counters.bind_groups_created, 1);
         cache.insert(key, group.clone());
         group
+    }
+
+    /// The pipeline of a variant, building its spec only when the variant is new.
+    pub(crate) fn get_variant(
+        &self,
+        ctx: &GpuContext,
+        key: &VariantKey,
+        make: impl FnOnce() -> OwnedSpec,
+    ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
+        if let Some(p) = self.variants.lock().unwrap().get(key) {
+            return (p.clone(), None);
+        }
+        let owned = make();
+        let (pipeline, check) = self.get_or_create(ctx, &owned.spec());
+        self.variants.lock().unwrap().insert(*key, pipeline.clone());
+        (pipeline, check)
     }
 
     /// Returns the cached pipeline for `spec`, creating it if needed; a new

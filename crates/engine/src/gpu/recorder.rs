@@ -16,7 +16,12 @@ use std::sync::MutexGuard;
 use super::buffer::GpuBuffer;
 use super::context::{GpuContext, GpuCounters};
 use super::error::GpuError;
-use super::pipeline::{CompileCheck, KernelSpec, PARAMS_BYTES};
+use std::sync::Arc;
+
+use super::pipeline::{
+    CachedPipeline, CompileCheck, KernelSpec, OwnedSpec, VariantKey, MAX_STORAGE_BINDINGS,
+    PARAMS_BYTES,
+};
 
 /// The per-step parameter storage: a uniform buffer of fixed slots and its CPU
 /// mirror. One exists per context; a recorder holds it while it records.
@@ -58,6 +63,8 @@ pub struct Recorder<'c> {
     scope: Option<wgpu::ErrorScopeGuard>,
     compile_checks: Vec<(String, CompileCheck)>,
     first_error: Option<GpuError>,
+    /// Creates pipelines and bind groups but records and submits no work.
+    compile_only: bool,
 }
 
 impl<'c> Recorder<'c> {
@@ -82,6 +89,19 @@ impl<'c> Recorder<'c> {
             scope: Some(scope),
             compile_checks: Vec::new(),
             first_error: None,
+            compile_only: false,
+        }
+    }
+
+    /// A recorder that only prepares: every dispatch creates its pipeline
+    /// and bind group as a real one would, but nothing is recorded, and
+    /// `submit` submits nothing (it still reports compile and validation
+    /// errors). Loading a model records its steps through one, so the first
+    /// generation compiles nothing.
+    pub fn compile_only(ctx: &'c GpuContext) -> Recorder<'c> {
+        Recorder {
+            compile_only: true,
+            ..Recorder::new(ctx)
         }
     }
 
@@ -104,17 +124,50 @@ impl<'c> Recorder<'c> {
         buffers: &[&GpuBuffer],
         workgroups: [u32; 3],
     ) {
-        let bytes = bytemuck::bytes_of(params);
-        assert!(
-            bytes.len() as u64 <= PARAMS_BYTES,
-            "{}: params over 256 bytes",
-            spec.name
-        );
         debug_assert_eq!(
             buffers.len(),
             spec.storage.len(),
             "{}: binding count",
             spec.name
+        );
+        let ctx = self.ctx;
+        self.dispatch_with(params, buffers, workgroups, spec.name, || {
+            ctx.pipelines.get_or_create(ctx, spec)
+        });
+    }
+
+    /// As `dispatch`, for a generated variant: `make` builds its spec only
+    /// the first time `key` is seen, so the steady state allocates nothing.
+    pub fn dispatch_variant<P: bytemuck::Pod>(
+        &mut self,
+        key: &VariantKey,
+        make: impl FnOnce() -> OwnedSpec,
+        params: &P,
+        buffers: &[&GpuBuffer],
+        workgroups: [u32; 3],
+    ) {
+        let ctx = self.ctx;
+        self.dispatch_with(params, buffers, workgroups, key.family, || {
+            ctx.pipelines.get_variant(ctx, key, make)
+        });
+    }
+
+    fn dispatch_with<P: bytemuck::Pod>(
+        &mut self,
+        params: &P,
+        buffers: &[&GpuBuffer],
+        workgroups: [u32; 3],
+        name: &str,
+        pipeline: impl FnOnce() -> (Arc<CachedPipeline>, Option<CompileCheck>),
+    ) {
+        let bytes = bytemuck::bytes_of(params);
+        assert!(
+            bytes.len() as u64 <= PARAMS_BYTES,
+            "{name}: params over 256 bytes"
+        );
+        assert!(
+            buffers.len() <= MAX_STORAGE_BINDINGS,
+            "{name}: more storage bindings than a bind group key holds"
         );
         if self.slots == self.arena.capacity {
             self.first_error.get_or_insert(GpuError::UniformArenaFull {
@@ -131,14 +184,17 @@ impl<'c> Recorder<'c> {
         self.arena.staging.extend_from_slice(bytes);
         self.slots += 1;
 
-        let (pipeline, check) = self.ctx.pipelines.get_or_create(self.ctx, spec);
+        let (pipeline, check) = pipeline();
         if let Some(check) = check {
-            self.compile_checks.push((spec.name.to_string(), check));
+            self.compile_checks.push((pipeline.name.clone(), check));
         }
         let group = self
             .ctx
             .pipelines
             .bind_group(self.ctx, &pipeline, buffers, &self.arena.buffer);
+        if self.compile_only {
+            return;
+        }
         let pass = self.pass.get_or_insert_with(|| {
             self.encoder
                 .begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -162,6 +218,9 @@ impl<'c> Recorder<'c> {
         dst_offset: u64,
         len: u64,
     ) {
+        if self.compile_only {
+            return;
+        }
         self.pass = None;
         self.encoder
             .copy_buffer_to_buffer(src.raw(), src_offset, dst, dst_offset, len);
@@ -195,6 +254,15 @@ impl<'c> Recorder<'c> {
         if let Some(e) = self.first_error.take() {
             drop(scope.pop());
             return Err(e);
+        }
+        if self.compile_only {
+            return match scope.pop().await {
+                Some(e) => Err(GpuError::Validation {
+                    what: "preparing a step".into(),
+                    message: e.to_string(),
+                }),
+                None => Ok(()),
+            };
         }
         ctx.queue.submit([commands]);
         if let Some(e) = scope.pop().await {

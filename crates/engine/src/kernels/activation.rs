@@ -119,14 +119,13 @@ pub fn gated_act(
         ),
         ("ACT", act_fn.to_string().into()),
     ];
-    let (storage, buffers): (&[Access], Vec<&GpuBuffer>) = match variant {
-        Variant::Split => (
-            &[Access::Read, Access::Read, Access::ReadWrite],
-            vec![gate, up, out],
-        ),
-        Variant::GateOut => (&[Access::Read, Access::ReadWrite], vec![up, out]),
-        Variant::UpOut => (&[Access::Read, Access::ReadWrite], vec![gate, out]),
-        Variant::One => (&[Access::ReadWrite], vec![out]),
+    const R: Access = Access::Read;
+    const RW: Access = Access::ReadWrite;
+    let (storage, buffers, bound): (&[Access], [&GpuBuffer; 3], usize) = match variant {
+        Variant::Split => (&[R, R, RW], [gate, up, out], 3),
+        Variant::GateOut => (&[R, RW], [up, out, out], 2),
+        Variant::UpOut => (&[R, RW], [gate, out, out], 2),
+        Variant::One => (&[RW], [out, out, out], 1),
     };
     let spec = KernelSpec {
         name: NAMES[act as usize][variant as usize],
@@ -142,7 +141,12 @@ pub fn gated_act(
         out_offset: out_offset as u32,
         stride: 1,
     };
-    rec.dispatch(&spec, &params, &buffers, workgroups_for(n as u32, 256));
+    rec.dispatch(
+        &spec,
+        &params,
+        &buffers[..bound],
+        workgroups_for(n as u32, 256),
+    );
     Ok(())
 }
 

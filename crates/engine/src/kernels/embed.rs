@@ -10,7 +10,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
 use super::weights::{QuantMatrix, QUANT_WGSL, UNIT};
-use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, KernelSpec, Recorder};
+use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -55,12 +55,15 @@ pub fn embed(
         return Ok(());
     }
     let fmt = table.format();
-    let defines = fmt.defines();
-    let name = format!("embed_{}", fmt.fmt);
-    let spec = KernelSpec {
-        name: &name,
-        sources: &[QUANT_WGSL, EMBED_WGSL],
-        defines: &defines,
+    let key = VariantKey {
+        family: "embed",
+        fmt: fmt.fmt,
+        args: [0; 6],
+    };
+    let make = || OwnedSpec {
+        name: format!("embed_{}", fmt.fmt),
+        sources: vec![QUANT_WGSL, EMBED_WGSL],
+        defines: fmt.defines(),
         entry: "main",
         storage: &[Access::Read, Access::Read, Access::ReadWrite],
     };
@@ -79,8 +82,9 @@ pub fn embed(
             units,
             scale,
         };
-        rec.dispatch(
-            &spec,
+        rec.dispatch_variant(
+            &key,
+            make,
             &params,
             &[&part.buffer, ids, out],
             [units.div_ceil(64), m as u32, 1],

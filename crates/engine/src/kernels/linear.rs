@@ -24,7 +24,7 @@ use super::matmul::{
 use super::rmsnorm::rms_norm;
 use super::weights::{QuantMatrix, QUANT_WGSL};
 use crate::gpu::{
-    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
 
 const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
@@ -241,39 +241,42 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
         Epilogue::Glu(a) => a,
         _ => Activation::Silu,
     };
+    let fmt = w.format();
     let mut t0 = 0;
     while t0 < op.m {
         let tokens = (op.m - t0).min(GEMV_MAX_TOKENS);
-        let fmt = w.format();
-        let mut defines = fmt.defines();
-        defines.extend([
-            ("ROWS", rows_per_group.to_string().into()),
-            ("TOKENS", tokens.to_string().into()),
-            ("NORM", on(norm)),
-            ("NO_NORM", on(!norm)),
-            ("BIAS", on(bias)),
-            ("NO_BIAS", on(!bias)),
-            (
-                "BIAS_BINDING",
-                if norm { "5" } else { "4" }.to_string().into(),
-            ),
-            ("EPILOGUE", op.epilogue.code().to_string().into()),
-            ("ACT", act_name(act).to_string().into()),
-        ]);
-        let name = format!(
-            "linear_gemv_{}_r{rows_per_group}_t{tokens}_n{}_b{}_e{}_{}",
-            fmt.fmt,
-            norm as u8,
-            bias as u8,
-            op.epilogue.code(),
-            act_name(act)
-        );
-        let spec = KernelSpec {
-            name: &name,
-            sources: &[QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, ACT_WGSL, GEMV_MAIN],
-            defines: &defines,
-            entry: "main",
-            storage: storage(norm, bias),
+        let key = VariantKey {
+            family: "linear_gemv",
+            fmt: fmt.fmt,
+            args: [
+                rows_per_group,
+                tokens as u32,
+                norm as u32,
+                bias as u32,
+                op.epilogue.code(),
+                act as u32,
+            ],
+        };
+        let make = || {
+            let mut defines = fmt.defines();
+            defines.extend([
+                ("ROWS", rows_per_group.to_string().into()),
+                ("TOKENS", tokens.to_string().into()),
+                ("NORM", on(norm)),
+                ("NO_NORM", on(!norm)),
+                ("BIAS", on(bias)),
+                ("NO_BIAS", on(!bias)),
+                ("BIAS_BINDING", if norm { "5" } else { "4" }.into()),
+                ("EPILOGUE", op.epilogue.code().to_string().into()),
+                ("ACT", act_name(act).into()),
+            ]);
+            OwnedSpec {
+                name: format!("{key:?}"),
+                sources: vec![QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, ACT_WGSL, GEMV_MAIN],
+                defines,
+                entry: "main",
+                storage: storage(norm, bias),
+            }
         };
         for part in &w.parts {
             let out_row0 = if glu {
@@ -302,7 +305,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
                 n += 1;
             }
             let groups = workgroups_for(part.rows as u32, rows_per_group);
-            rec.dispatch(&spec, &p, &buffers[..n], groups);
+            rec.dispatch_variant(&key, make, &p, &buffers[..n], groups);
         }
         t0 += tokens;
     }
@@ -325,26 +328,28 @@ fn record_tiled(
     let bias = op.bias.filter(|_| !matches!(op.epilogue, Epilogue::Glu(_)));
     let (tt, rows_per_group) = tiled_shape(m);
     let fmt = w.format();
-    let mut defines = fmt.defines();
-    defines.extend([
-        ("TM", TILE_M.to_string().into()),
-        ("TN", TILE_N.to_string().into()),
-        ("TT", tt.to_string().into()),
-        ("BIAS", on(bias.is_some())),
-        ("ADD", on(add)),
-    ]);
-    let name = format!(
-        "linear_tiled_{}_t{tt}_b{}_a{}",
-        fmt.fmt,
-        bias.is_some() as u8,
-        add as u8
-    );
-    let spec = KernelSpec {
-        name: &name,
-        sources: &[QUANT_WGSL, COMMON_WGSL, TILED_WGSL, TILED_MAIN],
-        defines: &defines,
-        entry: "main",
-        storage: storage(false, bias.is_some()),
+    let has_bias = bias.is_some();
+    let key = VariantKey {
+        family: "linear_tiled",
+        fmt: fmt.fmt,
+        args: [tt, has_bias as u32, add as u32, 0, 0, 0],
+    };
+    let make = || {
+        let mut defines = fmt.defines();
+        defines.extend([
+            ("TM", TILE_M.to_string().into()),
+            ("TN", TILE_N.to_string().into()),
+            ("TT", tt.to_string().into()),
+            ("BIAS", on(has_bias)),
+            ("ADD", on(add)),
+        ]);
+        OwnedSpec {
+            name: format!("{key:?}"),
+            sources: vec![QUANT_WGSL, COMMON_WGSL, TILED_WGSL, TILED_MAIN],
+            defines,
+            entry: "main",
+            storage: storage(false, has_bias),
+        }
     };
     let token_groups = (m as u32).div_ceil(tt * TILE_M);
     check_groups("linear", token_groups, &format!("{m} token rows"))?;
@@ -370,7 +375,7 @@ fn record_tiled(
             buffers[3] = bias_buf;
             n = 4;
         }
-        rec.dispatch(&spec, &p, &buffers[..n], [row_groups, token_groups, 1]);
+        rec.dispatch_variant(&key, make, &p, &buffers[..n], [row_groups, token_groups, 1]);
     }
     Ok(())
 }

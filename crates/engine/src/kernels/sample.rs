@@ -108,6 +108,9 @@ fn err(message: impl Into<String>) -> GpuError {
     shape_err("sample", message)
 }
 
+/// Most logit-bias entries a sampler state holds (OpenAI allows 300).
+pub const MAX_BIAS: usize = 1024;
+
 impl SamplerState {
     /// Validates `params` (a `SamplingError` becomes a shape error of
     /// kernel "sample"), uploads the bias, a history of the last
@@ -119,14 +122,62 @@ impl SamplerState {
         history: &[u32],
         max_steps: usize,
     ) -> Result<SamplerState, GpuError> {
-        params.validate().map_err(|e| err(e.to_string()))?;
+        let mut state =
+            Self::with_capacity(ctx, vocab, max_steps, params.penalty_last_n, MAX_BIAS)?;
+        state.configure(ctx, params, history)?;
+        Ok(state)
+    }
+
+    /// Buffers for any parameters with a penalty window of at most
+    /// `max_history` and at most `max_bias` biased tokens; `configure` sets
+    /// the parameters. A pipeline makes one and reuses it for every
+    /// generation, so its bind groups are made once.
+    pub fn with_capacity(
+        ctx: &GpuContext,
+        vocab: usize,
+        max_steps: usize,
+        max_history: usize,
+        max_bias: usize,
+    ) -> Result<SamplerState, GpuError> {
         if vocab == 0 || vocab > u32::MAX as usize / 2 {
             return Err(err(format!("vocab {vocab} is not in 1..2^31")));
         }
+        Ok(SamplerState {
+            params: Params::zeroed(),
+            vocab,
+            bias: ctx.create_storage("sample bias", 8 * max_bias.max(1) as u64)?,
+            history: ctx.create_storage("sample history", 4 * (2 + max_history) as u64)?,
+            randoms: ctx.create_storage("sample randoms", 4 * max_steps.max(1) as u64)?,
+            scratch: ctx.create_storage("sample scratch", 8 * vocab as u64)?,
+        })
+    }
+
+    /// Sets the parameters of the next samples and refills the history ring
+    /// with the last `penalty_last_n` of `history` (a new sequence).
+    pub fn configure(
+        &mut self,
+        ctx: &GpuContext,
+        params: &SamplingParams,
+        history: &[u32],
+    ) -> Result<(), GpuError> {
+        params.validate().map_err(|e| err(e.to_string()))?;
         let cap = params.penalty_last_n;
         let bias = bias_words(params);
-        let p = Params {
-            vocab: vocab as u32,
+        if bias.len() * 4 > self.bias.size() as usize {
+            return Err(err(format!(
+                "{} biased tokens, more than the {} this sampler holds",
+                bias.len() / 2,
+                self.bias.size() / 8
+            )));
+        }
+        if 4 * (2 + cap) as u64 > self.history.size() {
+            return Err(err(format!(
+                "a penalty window of {cap} tokens, more than the {} this sampler holds",
+                self.history.size() / 4 - 2
+            )));
+        }
+        self.params = Params {
+            vocab: self.vocab as u32,
             logits_offset: 0,
             out_index: 0,
             step: 0,
@@ -143,14 +194,11 @@ impl SamplerState {
             hist_cap: u32::try_from(cap).map_err(|_| err("penalty_last_n over u32"))?,
             n_bias: (bias.len() / 2) as u32,
         };
-        Ok(SamplerState {
-            params: p,
-            vocab,
-            bias: ctx.upload_u32("sample bias", &bias)?,
-            history: ctx.upload_u32("sample history", &history_words(cap, history))?,
-            randoms: ctx.create_storage("sample randoms", 4 * max_steps.max(1) as u64)?,
-            scratch: ctx.create_storage("sample scratch", 8 * vocab as u64)?,
-        })
+        if !bias.is_empty() {
+            ctx.write(&self.bias, 0, bytemuck::cast_slice(&bias));
+        }
+        self.write_history(ctx, history);
+        Ok(())
     }
 
     /// Capacity of the history ring (`penalty_last_n`).

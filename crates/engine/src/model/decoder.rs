@@ -1,10 +1,10 @@
 //! What every decoder-only transformer here shares: the weights of a block,
 //! the scratch activations, and the recipe that records one forward step.
 //!
-//! embed → N × [attention: norm + q/k/v projection (+ bias) → q/k-norm, RoPE,
-//! KV write → causal GQA → output projection + residual | MLP: norm + gate/up
-//! + activation → down projection + residual] → norm + output head.
-//! Each `|`-separated piece is one fused op (`kernels::linear`,
+//! embed → N × [attention: norm and q/k/v projection (with bias) → q/k-norm,
+//! RoPE, KV write → causal GQA → output projection and residual | MLP: norm
+//! and gate/up with activation → down projection and residual] → norm and
+//! output head. Each piece between arrows is one fused op (`kernels::linear`,
 //! `kernels::rope_kv`): six dispatches a Llama layer when decoding (Gemma 3's
 //! post-norms add one each; q/k/v stored in two types take two projections).
 //! Architectures differ only in which optional pieces they carry and in their

@@ -102,14 +102,17 @@ pub fn decoder_fusions(file: &GgufFile, n_layers: usize, dense_mlp: bool) -> Vec
     out
 }
 
+/// A member's bytes and row count.
+type Arrived = (Vec<u8>, usize);
+
 /// Member bytes waiting for the rest of their group.
 #[derive(Default)]
 pub struct Pending {
     /// Member name -> (fusion index, member index).
     member_of: HashMap<String, (usize, usize)>,
     fusions: Vec<Fusion>,
-    /// Per fusion: each member's bytes once arrived, and its row count.
-    arrived: Vec<Vec<Option<(Vec<u8>, usize)>>>,
+    /// Per fusion, per member: its bytes once arrived, and its row count.
+    arrived: Vec<Vec<Option<Arrived>>>,
 }
 
 /// A group whose members have all arrived.

@@ -9,7 +9,6 @@ use super::step::InferenceStep;
 use super::{Pipeline, StepIds, StepOutput};
 use crate::error::WickError;
 use crate::gpu::Recorder;
-use crate::kernels::sample::SamplerState;
 
 impl Pipeline {
     /// Appends `id` at the current position; returns its logits.
@@ -21,13 +20,10 @@ impl Pipeline {
     }
 
     /// Runs `us.len()` decode steps in one submit from the token in the ring
-    /// (the last one sampled), step `s` drawing with random number `us[s]`.
+    /// (the last one sampled), step `s` drawing with random number `us[s]`
+    /// under the parameters `configure_sampler` set.
     /// Returns the new ids and the CPU seconds spent recording and submitting.
-    pub async fn decode_sampled(
-        &mut self,
-        state: &SamplerState,
-        us: &[f32],
-    ) -> Result<(Vec<u32>, f64), WickError> {
+    pub async fn decode_sampled(&mut self, us: &[f32]) -> Result<(Vec<u32>, f64), WickError> {
         let n = us.len();
         if n == 0 || n > self.tokens.max_steps() {
             return Err(WickError::InvalidOption(format!(
@@ -37,18 +33,14 @@ impl Pipeline {
         }
         self.check_room(n)?;
         let start = Instant::now();
-        state.write_randoms(&self.ctx, 0, us)?;
+        self.sampler.write_randoms(&self.ctx, 0, us)?;
         let ctx = self.ctx.clone();
         let mut rec = Recorder::new(&ctx);
         for s in 0..n {
             let step = InferenceStep::Decode { pos: self.pos + s };
             let ids = StepIds::Ring(self.tokens.input_slot(s));
             let slot = self.tokens.output_slot(s);
-            let output = StepOutput::Sample {
-                state,
-                step: s,
-                slot,
-            };
+            let output = StepOutput::Sample { step: s, slot };
             self.record_step(&mut rec, step, ids, output)?;
         }
         self.tokens.record_readback(&mut rec, n)?;
@@ -62,5 +54,17 @@ impl Pipeline {
     /// Forgets the last `n` positions (tokens sampled past a stop).
     pub(crate) fn roll_back(&mut self, n: usize) {
         self.pos -= n.min(self.pos);
+    }
+}
+
+impl Pipeline {
+    /// Sets the GPU sampler's parameters and penalty window for a new sequence.
+    pub fn configure_sampler(
+        &mut self,
+        params: &crate::pipeline::sampling::SamplingParams,
+        history: &[u32],
+    ) -> Result<(), WickError> {
+        let ctx = self.ctx.clone();
+        Ok(self.sampler.configure(&ctx, params, history)?)
     }
 }

@@ -21,12 +21,11 @@ use super::stopping::{FinishReason, StopCriteria};
 use super::Pipeline;
 use crate::error::WickError;
 use crate::gpu::CounterSnapshot;
-use crate::kernels::sample::SamplerState;
 
 /// One generation in progress.
 pub struct Generation {
+    /// The CPU sampler: the random numbers (and the reference's window).
     sampler: Sampler,
-    gpu: SamplerState,
     stop: StopCriteria,
     /// Sampled but not yet returned by `next_token`, in order.
     queue: VecDeque<u32>,
@@ -75,8 +74,7 @@ impl Pipeline {
             return Err(WickError::InvalidOption("max tokens must be > 0".into()));
         }
         self.reset();
-        let vocab = self.model().config.vocab_size;
-        let gpu = SamplerState::new(&self.ctx, sampling, vocab, prompt, self.tokens_per_submit())?;
+        self.configure_sampler(sampling, prompt)?;
         sampler.accept(prompt);
         let mut stats = GenerationStats {
             prompt_tokens: prompt.len(),
@@ -85,12 +83,11 @@ impl Pipeline {
         };
         let start = Instant::now();
         let u = sampler.next_uniform();
-        let first = self.prefill_sampled(prompt, &gpu, u).await?;
+        let first = self.prefill_sampled(prompt, u).await?;
         stats.prefill_seconds = start.elapsed().as_secs_f64();
         stats.time_to_first_token = stats.prefill_seconds;
         Ok(Generation {
             sampler,
-            gpu,
             stop,
             queue: VecDeque::from([first]),
             ids: Vec::new(),
@@ -121,7 +118,7 @@ impl Pipeline {
             for u in &mut us[..n] {
                 *u = g.sampler.next_uniform();
             }
-            let (ids, cpu_seconds) = self.decode_sampled(&g.gpu, &us[..n]).await?;
+            let (ids, cpu_seconds) = self.decode_sampled(&us[..n]).await?;
             g.stats.decode_steps += n;
             g.stats.cpu_record_seconds += cpu_seconds;
             g.queue.extend(ids);

@@ -13,6 +13,7 @@ pub mod stats;
 pub mod step;
 pub mod stopping;
 pub mod tokens;
+pub mod warm_up;
 
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ use crate::gpu::{GpuContext, Recorder};
 use crate::model::decoder::Activations;
 use crate::model::{Decoder, Forward};
 
-use crate::kernels::sample::{sample, SampleTarget, SamplerState};
+use crate::kernels::sample::{sample, SampleTarget, SamplerState, MAX_BIAS};
 use kv_cache::KvCache;
 use logits::LogitsReader;
 use step::InferenceStep;
@@ -66,16 +67,12 @@ enum StepIds<'a> {
 }
 
 /// What a step leaves besides its K/V rows.
-enum StepOutput<'a> {
+enum StepOutput {
     /// Logits of its last `n` rows, copied for reading back.
     Logits(usize),
     /// Its last row's token, sampled into a slot of the token ring with
     /// random number `step` of the sampler state.
-    Sample {
-        state: &'a SamplerState,
-        step: usize,
-        slot: usize,
-    },
+    Sample { step: usize, slot: usize },
 }
 
 pub struct Pipeline {
@@ -85,6 +82,8 @@ pub struct Pipeline {
     act: Activations,
     logits: LogitsReader,
     tokens: TokenRing,
+    /// The GPU sampler's buffers, configured per generation.
+    sampler: SamplerState,
     /// Next free position in the KV cache.
     pos: usize,
 }
@@ -125,6 +124,13 @@ impl Pipeline {
         let act = Activations::new(&ctx, cfg, rows, rows)?;
         let logits = LogitsReader::new(&ctx, cfg.vocab_size, rows);
         let tokens = TokenRing::new(&ctx, opts.tokens_per_submit)?;
+        let sampler = SamplerState::with_capacity(
+            &ctx,
+            cfg.vocab_size,
+            opts.tokens_per_submit,
+            ctx_len.max(64),
+            MAX_BIAS,
+        )?;
         Ok(Pipeline {
             ctx,
             model,
@@ -132,6 +138,7 @@ impl Pipeline {
             act,
             logits,
             tokens,
+            sampler,
             pos: 0,
         })
     }
@@ -208,7 +215,7 @@ impl Pipeline {
         match output {
             StepOutput::Logits(0) => {}
             StepOutput::Logits(n) => self.logits.record(&self.model, &mut f, rows - n, n)?,
-            StepOutput::Sample { state, step, slot } => {
+            StepOutput::Sample { step, slot } => {
                 self.model.record_logits(&mut f, rows - 1, 1)?;
                 let target = SampleTarget {
                     logits: &self.act.logits,
@@ -217,7 +224,7 @@ impl Pipeline {
                     out_index: slot,
                     step,
                 };
-                sample(f.rec, state, &target)?;
+                sample(f.rec, &self.sampler, &target)?;
             }
         }
         Ok(())

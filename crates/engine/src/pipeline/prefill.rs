@@ -4,7 +4,6 @@ use super::step::{plan_prefill, InferenceStep};
 use super::{Pipeline, StepIds, StepOutput};
 use crate::error::WickError;
 use crate::gpu::Recorder;
-use crate::kernels::sample::SamplerState;
 
 impl Pipeline {
     /// Runs `ids` at the current position and returns the logits of the last
@@ -30,14 +29,9 @@ impl Pipeline {
     }
 
     /// Runs `ids` and samples the token after them on the GPU with random
-    /// number `u` (step 0 of `state`); it lands in the token ring as the next
+    /// number `u` (parameters: `configure_sampler`); it lands in the token ring as the next
     /// decode step's input, and only its id is read back.
-    pub async fn prefill_sampled(
-        &mut self,
-        ids: &[u32],
-        state: &SamplerState,
-        u: f32,
-    ) -> Result<u32, WickError> {
+    pub async fn prefill_sampled(&mut self, ids: &[u32], u: f32) -> Result<u32, WickError> {
         self.check_prompt(ids)?;
         let start = self.pos;
         let plan = self.plan(ids.len());
@@ -46,18 +40,14 @@ impl Pipeline {
             let lo = step.pos0() - start;
             self.run_step(step, &ids[lo..lo + step.rows()], 0).await?;
         }
-        state.write_randoms(&self.ctx, 0, &[u])?;
+        self.sampler.write_randoms(&self.ctx, 0, &[u])?;
         self.tokens.reset();
         let ctx = self.ctx.clone();
         let mut rec = Recorder::new(&ctx);
         let lo = last.pos0() - start;
         let chunk = StepIds::Host(&ids[lo..lo + last.rows()]);
         let slot = self.tokens.output_slot(0);
-        let output = StepOutput::Sample {
-            state,
-            step: 0,
-            slot,
-        };
+        let output = StepOutput::Sample { step: 0, slot };
         self.record_step(&mut rec, *last, chunk, output)?;
         self.tokens.record_readback(&mut rec, 1)?;
         rec.submit().await?;
