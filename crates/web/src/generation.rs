@@ -51,6 +51,13 @@ struct Stats {
     /// GPU work per decode step (one submit per step is the design).
     submits_per_decode_step: f64,
     dispatches_per_decode_step: f64,
+    tokens_per_submit: usize,
+    bytes_read_back_per_token: f64,
+    /// CPU time to record and submit one decode step.
+    cpu_record_ms_per_step: f64,
+    /// Stored weight bytes one decode step reads: times decode tokens/s,
+    /// the memory traffic decode sustains.
+    weight_bytes_per_token: u64,
 }
 
 impl From<&GenerationStats> for Stats {
@@ -65,6 +72,10 @@ impl From<&GenerationStats> for Stats {
             decode_tokens_per_second: s.decode_tok_s(),
             submits_per_decode_step: s.per_decode_step(s.decode_counters.submits),
             dispatches_per_decode_step: s.per_decode_step(s.decode_counters.dispatches),
+            tokens_per_submit: s.tokens_per_submit(),
+            bytes_read_back_per_token: s.per_decode_step(s.decode_counters.bytes_read_back),
+            cpu_record_ms_per_step: s.cpu_record_ms_per_step(),
+            weight_bytes_per_token: s.weight_bytes_per_token,
         }
     }
 }

@@ -7,18 +7,23 @@
 //! projection), or gates (`act(gate) * up`, over a gate/up matrix whose rows
 //! are interleaved pairs, see `GluPairs`).
 //!
-//! Decode (m <= `GEMV_MAX_TOKENS`): one matrix-vector dispatch per matrix
-//! part does all of it (linear_gemv.wgsl). Prefill: the register-blocked
+//! Decode (one token row): one matrix-vector dispatch per matrix part does
+//! all of it (linear_gemv.wgsl). Several rows (prefill): the register-blocked
 //! matmul with the store / add / bias epilogues (linear_tiled.wgsl), plus a
 //! norm dispatch into scratch before it and, for gating, the activation after
 //! it; a tile sees only part of a row, so it can neither normalise nor gate.
+//! The prefill form always takes `PREFILL_TOKEN_TILES` token tiles a
+//! workgroup, whatever the chunk's length: a prompt of any length then needs
+//! the same few pipelines, which loading compiles once (each pipeline costs
+//! a compile of about a second in a software WebGPU), and the tiles past a
+//! short chunk's last token return at once.
 
 use std::borrow::Cow;
 
 use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
-    check_groups, gemv_rows, tiled_shape, Params, COMMON_WGSL, GEMV_MAX_TOKENS, GEMV_WGSL,
+    check_groups, gemv_rows, tiled_rows, Params, COMMON_WGSL, GEMV_MAX_TOKENS, GEMV_WGSL,
     TILED_WGSL, TILE_M, TILE_N,
 };
 use super::rmsnorm::rms_norm;
@@ -26,6 +31,9 @@ use super::weights::{QuantMatrix, QUANT_WGSL};
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
+
+/// Token tiles per workgroup of the prefill form (see the module comment).
+const PREFILL_TOKEN_TILES: u32 = 8;
 
 const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
 const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
@@ -143,11 +151,11 @@ impl Linear<'_> {
     }
 }
 
-/// Records `op`: one dispatch per matrix part when decoding (m <= 4), and in
+/// Records `op`: one dispatch per matrix part when decoding (m = 1), and in
 /// the prefill form also a norm and, for gating, an activation dispatch.
 pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Result<(), GpuError> {
     op.check()?;
-    if op.m <= GEMV_MAX_TOKENS {
+    if op.m == 1 {
         let rows = gemv_rows(rec.ctx().adapter.is_software, op.m);
         record_gemv(rec, op, rows);
         return Ok(());
@@ -326,7 +334,8 @@ fn record_tiled(
 ) -> Result<(), GpuError> {
     let (w, m) = (op.w, op.m);
     let bias = op.bias.filter(|_| !matches!(op.epilogue, Epilogue::Glu(_)));
-    let (tt, rows_per_group) = tiled_shape(m);
+    let tt = PREFILL_TOKEN_TILES;
+    let rows_per_group = tiled_rows(tt);
     let fmt = w.format();
     let has_bias = bias.is_some();
     let key = VariantKey {

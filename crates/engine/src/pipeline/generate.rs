@@ -79,6 +79,7 @@ impl Pipeline {
         let mut stats = GenerationStats {
             prompt_tokens: prompt.len(),
             tokens_per_submit: self.tokens_per_submit(),
+            weight_bytes_per_token: self.model().weight_bytes_per_token(),
             ..Default::default()
         };
         let start = Instant::now();

@@ -20,6 +20,8 @@ pub struct GenerationStats {
     /// Decode tokens per queue submit; 0 means not reported, read as 1
     /// (see [`tokens_per_submit`](Self::tokens_per_submit)).
     pub tokens_per_submit: usize,
+    /// Stored weight bytes one decode step reads (`Decoder::weight_bytes_per_token`).
+    pub weight_bytes_per_token: u64,
 }
 
 impl GenerationStats {

@@ -9,28 +9,25 @@ use super::{Pipeline, StepIds, StepOutput};
 use crate::error::WickError;
 use crate::gpu::Recorder;
 
-/// Row counts that select every kernel variant a prefill chunk can use: one
-/// per matrix-vector width (1..=4 rows), one per token-tile count of the
-/// tiled form (5..8, 9..16, 17..32, 33+ rows).
-const ROW_CLASSES: [usize; 8] = [1, 2, 3, 4, 5, 9, 17, 33];
+/// Row counts that select every kernel variant a prefill chunk can use: the
+/// matrix-vector form (1 row) and the prefill form (more; one variant for
+/// any count, see `kernels::linear`). Mixtures of experts pick their expert
+/// form by rows too (up to 4 rows: indexed).
+const ROW_CLASSES: [usize; 3] = [1, 2, 5];
 
 impl Pipeline {
-    /// Prepares every kernel a prompt, a teacher-forced read of logits and
-    /// sampled decoding will record, then runs a one-token step and forgets it.
+    /// Prepares every kernel a prompt and sampled decoding will record (reading
+    /// logits of many rows, for teacher forcing, may still compile its head on
+    /// first use), then runs a one-token step and forgets it.
     pub async fn warm_up(&mut self) -> Result<(), WickError> {
         let ctx = self.ctx.clone();
         let mut rec = Recorder::compile_only(&ctx);
-        let chunk = self.act.max_rows;
+        // A step longer than the context would not fit the KV cache.
+        let chunk = self.act.max_rows.min(self.ctx_len());
         let zeros = vec![0u32; chunk];
         let sizes = ROW_CLASSES.iter().copied().filter(|&r| r < chunk);
         for rows in sizes.chain([chunk]) {
             let step = InferenceStep::Prefill { pos0: 0, rows };
-            self.record_step(
-                &mut rec,
-                step,
-                StepIds::Host(&zeros[..rows]),
-                StepOutput::Logits(rows),
-            )?;
             let sample = StepOutput::Sample { step: 0, slot: 0 };
             self.record_step(&mut rec, step, StepIds::Host(&zeros[..rows]), sample)?;
         }
