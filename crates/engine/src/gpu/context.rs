@@ -177,7 +177,18 @@ impl GpuContext {
     /// Waits for all submitted work (native only; in the browser the event
     /// loop drives completion and readbacks await their own promises).
     pub fn wait_idle(&self) {
+        self.wait_for(None);
+    }
+
+    /// Natively, blocks until `submission` (the latest when none) has run and
+    /// its callbacks fired; in the browser callbacks come from the event loop.
+    pub fn wait_for(&self, submission: Option<wgpu::SubmissionIndex>) {
         #[cfg(not(target_arch = "wasm32"))]
-        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        let _ = self.device.poll(wgpu::PollType::Wait {
+            submission_index: submission,
+            timeout: None,
+        });
+        #[cfg(target_arch = "wasm32")]
+        let _ = submission;
     }
 }

@@ -65,12 +65,23 @@ impl Readback {
 
     /// Maps the staging buffer and copies out its first `len` bytes.
     pub async fn read(&self, ctx: &GpuContext, len: u64) -> Result<Vec<u8>, GpuError> {
+        self.read_after(ctx, len, None).await
+    }
+
+    /// As `read`, waiting natively only for submission `after` (the one that
+    /// filled the buffer), not for work submitted since.
+    pub async fn read_after(
+        &self,
+        ctx: &GpuContext,
+        len: u64,
+        after: Option<wgpu::SubmissionIndex>,
+    ) -> Result<Vec<u8>, GpuError> {
         let slice = self.staging.slice(0..len.max(4));
         let (sender, receiver) = futures_channel::oneshot::channel();
         slice.map_async(wgpu::MapMode::Read, move |result| {
             let _ = sender.send(result);
         });
-        ctx.wait_idle();
+        ctx.wait_for(after);
         receiver
             .await
             .map_err(|_| GpuError::Readback("map callback dropped".into()))?

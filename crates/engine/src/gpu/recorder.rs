@@ -229,7 +229,14 @@ impl<'c> Recorder<'c> {
     /// Finishes the step: writes the parameter blocks, submits the one command
     /// buffer, and reports any validation or shader-compile error raised while
     /// recording.
-    pub async fn submit(mut self) -> Result<(), GpuError> {
+    pub async fn submit(self) -> Result<(), GpuError> {
+        self.submit_indexed().await.map(|_| ())
+    }
+
+    /// As `submit`, returning the submission's index (none for a
+    /// compile-only recorder), so a reader can wait for this submission and
+    /// not for any made after it.
+    pub async fn submit_indexed(mut self) -> Result<Option<wgpu::SubmissionIndex>, GpuError> {
         self.pass = None;
         let ctx = self.ctx;
         if !self.arena.staging.is_empty() {
@@ -261,10 +268,10 @@ impl<'c> Recorder<'c> {
                     what: "preparing a step".into(),
                     message: e.to_string(),
                 }),
-                None => Ok(()),
+                None => Ok(None),
             };
         }
-        ctx.queue.submit([commands]);
+        let index = ctx.queue.submit([commands]);
         if let Some(e) = scope.pop().await {
             return Err(GpuError::Validation {
                 what: "a step".into(),
@@ -273,6 +280,6 @@ impl<'c> Recorder<'c> {
         }
         GpuCounters::add(&ctx.counters.submits, 1);
         GpuCounters::add(&ctx.counters.dispatches, self.dispatches);
-        Ok(())
+        Ok(Some(index))
     }
 }

@@ -1,14 +1,32 @@
 //! Decode: one token a step. `decode` runs one step from a host token and
 //! returns its logits (teacher forcing, tests); `decode_sampled` records
 //! several steps into one submit, each embedding the token the previous one
-//! sampled on the GPU, and reads back only the new ids.
+//! sampled on the GPU, and reads back only the new ids; `launch_decode` and
+//! `land_decode` are its two halves, so the next submit can be recorded while
+//! the GPU runs the current one.
 
 use web_time::Instant;
 
 use super::step::InferenceStep;
+use super::tokens::Ticket;
 use super::{Pipeline, StepIds, StepOutput};
 use crate::error::WickError;
 use crate::gpu::Recorder;
+
+/// Decode steps submitted and not yet read back.
+pub struct InFlight {
+    ticket: Ticket,
+    submission: Option<wgpu::SubmissionIndex>,
+    /// CPU seconds spent recording and submitting them.
+    pub cpu_seconds: f64,
+}
+
+impl InFlight {
+    /// Decode steps (and positions) it holds.
+    pub fn steps(&self) -> usize {
+        self.ticket.n
+    }
+}
 
 impl Pipeline {
     /// Appends `id` at the current position; returns its logits.
@@ -21,9 +39,19 @@ impl Pipeline {
 
     /// Runs `us.len()` decode steps in one submit from the token in the ring
     /// (the last one sampled), step `s` drawing with random number `us[s]`
-    /// under the parameters `configure_sampler` set.
-    /// Returns the new ids and the CPU seconds spent recording and submitting.
+    /// under the parameters `configure_sampler` set. Returns the new ids and
+    /// the CPU seconds spent recording and submitting.
     pub async fn decode_sampled(&mut self, us: &[f32]) -> Result<(Vec<u32>, f64), WickError> {
+        let in_flight = self.launch_decode(us).await?;
+        let cpu_seconds = in_flight.cpu_seconds;
+        Ok((self.land_decode(in_flight).await?, cpu_seconds))
+    }
+
+    /// The first half of `decode_sampled`: records and submits the steps
+    /// and returns without waiting for them, so the caller can record the
+    /// next submit while the GPU works (tokens never leave the GPU between
+    /// submits). Positions are taken at once; `land_decode` reads the ids.
+    pub async fn launch_decode(&mut self, us: &[f32]) -> Result<InFlight, WickError> {
         let n = us.len();
         if n == 0 || n > self.tokens.max_steps() {
             return Err(WickError::InvalidOption(format!(
@@ -43,12 +71,23 @@ impl Pipeline {
             let output = StepOutput::Sample { step: s, slot };
             self.record_step(&mut rec, step, ids, output)?;
         }
-        self.tokens.record_readback(&mut rec, n)?;
-        rec.submit().await?;
-        let cpu_seconds = start.elapsed().as_secs_f64();
-        let ids = self.tokens.read(&ctx, n).await?;
+        let ticket = self.tokens.record_readback(&mut rec, n)?;
+        let submission = rec.submit_indexed().await?;
         self.pos += n;
-        Ok((ids, cpu_seconds))
+        Ok(InFlight {
+            ticket,
+            submission,
+            cpu_seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The ids of a launched submit, once the GPU has run it.
+    pub async fn land_decode(&mut self, in_flight: InFlight) -> Result<Vec<u32>, WickError> {
+        let ids = self
+            .tokens
+            .read(&self.ctx, in_flight.ticket, in_flight.submission)
+            .await?;
+        Ok(ids)
     }
 
     /// Forgets the last `n` positions (tokens sampled past a stop).

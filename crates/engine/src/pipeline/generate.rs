@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 
 use web_time::Instant;
 
+use super::decode::InFlight;
 use super::sampling::{Sampler, SamplingParams};
 use super::stats::GenerationStats;
 use super::stopping::{FinishReason, StopCriteria};
@@ -29,6 +30,8 @@ pub struct Generation {
     stop: StopCriteria,
     /// Sampled but not yet returned by `next_token`, in order.
     queue: VecDeque<u32>,
+    /// The submit after the one `queue` came from, already running.
+    in_flight: Option<InFlight>,
     ids: Vec<u32>,
     finish_reason: Option<FinishReason>,
     stats: GenerationStats,
@@ -91,6 +94,7 @@ impl Pipeline {
             sampler,
             stop,
             queue: VecDeque::from([first]),
+            in_flight: None,
             ids: Vec::new(),
             finish_reason: None,
             stats,
@@ -108,20 +112,17 @@ impl Pipeline {
             return Ok(None);
         }
         if g.queue.is_empty() {
-            // Never past max_tokens or the context: only stop tokens can
-            // leave sampled tokens unused.
-            let left = g.stop.max_tokens - g.ids.len();
-            let n = self
-                .tokens_per_submit()
-                .min(left)
-                .min(self.ctx_len() - self.pos);
-            let mut us = [0.0f32; super::MAX_TOKENS_PER_SUBMIT];
-            for u in &mut us[..n] {
-                *u = g.sampler.next_uniform();
-            }
-            let (ids, cpu_seconds) = self.decode_sampled(&us[..n]).await?;
-            g.stats.decode_steps += n;
-            g.stats.cpu_record_seconds += cpu_seconds;
+            let current = match g.in_flight.take() {
+                Some(running) => running,
+                None => self
+                    .launch(g, 0)
+                    .await?
+                    .expect("room for a step: checked at the last token"),
+            };
+            // Record and submit the next steps before waiting for these: the
+            // GPU runs them back to back while the CPU reads and hands out.
+            g.in_flight = self.launch(g, current.steps()).await?;
+            let ids = self.land_decode(current).await?;
             g.queue.extend(ids);
         }
         let token = g.queue.pop_front().expect("a sampled token");
@@ -130,8 +131,9 @@ impl Pipeline {
         g.stats.generated_tokens = g.ids.len();
         g.stats.decode_seconds = g.decode_start.elapsed().as_secs_f64();
         g.stats.decode_counters = self.ctx.counters.snapshot().since(g.counters_before);
-        // Positions whose K/V hold this token's predecessors and it is not yet in.
-        let pos = self.pos - g.queue.len();
+        // Positions whose K/V hold this token's predecessors (it is not yet in).
+        let running = g.in_flight.as_ref().map_or(0, InFlight::steps);
+        let pos = self.pos - g.queue.len() - running;
         g.finish_reason = g.stop.check(token, g.ids.len(), pos, self.ctx_len());
         if g.finish_reason.is_some() {
             self.discard(g);
@@ -139,9 +141,38 @@ impl Pipeline {
         Ok(Some(token))
     }
 
-    /// Drops tokens sampled past the end and gives back their positions.
+    /// Launches the next submit of decode steps, if any are left: never past
+    /// max_tokens or the context, so only stop tokens leave sampled tokens
+    /// unused. `landing`: steps launched earlier whose ids are not yet in.
+    async fn launch(
+        &mut self,
+        g: &mut Generation,
+        landing: usize,
+    ) -> Result<Option<InFlight>, WickError> {
+        let running = g.in_flight.as_ref().map_or(0, InFlight::steps);
+        let left = g.stop.max_tokens - g.ids.len() - g.queue.len() - running - landing;
+        let n = self
+            .tokens_per_submit()
+            .min(left)
+            .min(self.ctx_len() - self.pos);
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut us = [0.0f32; super::MAX_TOKENS_PER_SUBMIT];
+        for u in &mut us[..n] {
+            *u = g.sampler.next_uniform();
+        }
+        let in_flight = self.launch_decode(&us[..n]).await?;
+        g.stats.decode_steps += n;
+        g.stats.cpu_record_seconds += in_flight.cpu_seconds;
+        Ok(Some(in_flight))
+    }
+
+    /// Drops tokens sampled past the end (handed back or still running) and
+    /// gives back their positions.
     fn discard(&mut self, g: &mut Generation) {
-        self.roll_back(g.queue.len());
+        let running = g.in_flight.take().map_or(0, |f| f.steps());
+        self.roll_back(g.queue.len() + running);
         g.queue.clear();
     }
 

@@ -49,10 +49,10 @@ impl Pipeline {
         let slot = self.tokens.output_slot(0);
         let output = StepOutput::Sample { step: 0, slot };
         self.record_step(&mut rec, *last, chunk, output)?;
-        self.tokens.record_readback(&mut rec, 1)?;
-        rec.submit().await?;
+        let ticket = self.tokens.record_readback(&mut rec, 1)?;
+        let submission = rec.submit_indexed().await?;
         self.pos += last.rows();
-        Ok(self.tokens.read(&ctx, 1).await?[0])
+        Ok(self.tokens.read(&ctx, ticket, submission).await?[0])
     }
 
     fn check_prompt(&self, ids: &[u32]) -> Result<(), WickError> {

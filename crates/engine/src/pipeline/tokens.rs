@@ -11,18 +11,30 @@ use crate::gpu::{BufferRef, GpuContext, GpuError, Readback, Recorder};
 
 pub struct TokenRing {
     pub buffer: BufferRef,
-    readback: Readback,
+    /// Two, used in turn: one submit's ids can be mapped while the next
+    /// submit copies its own.
+    readbacks: [Readback; 2],
+    next_readback: usize,
     len: usize,
     head: usize,
+}
+
+/// Where one submit's new ids will be read from.
+#[derive(Clone, Copy, Debug)]
+pub struct Ticket {
+    readback: usize,
+    pub n: usize,
 }
 
 impl TokenRing {
     /// A ring for up to `max_steps` decode steps per submit.
     pub fn new(ctx: &GpuContext, max_steps: usize) -> Result<TokenRing, GpuError> {
         let len = max_steps + 1;
+        let readback = || Readback::new(ctx, "token readback", 4 * max_steps as u64);
         Ok(TokenRing {
             buffer: ctx.create_storage("token ring", 4 * len as u64)?,
-            readback: Readback::new(ctx, "token readback", 4 * max_steps as u64),
+            readbacks: [readback(), readback()],
+            next_readback: 0,
             len,
             head: 0,
         })
@@ -33,12 +45,12 @@ impl TokenRing {
         self.len - 1
     }
 
-    /// Slot that step `s` of the next submit embeds.
+    /// Slot that step `s` of the submit being recorded embeds.
     pub fn input_slot(&self, s: usize) -> usize {
         (self.head + s) % self.len
     }
 
-    /// Slot that step `s` of the next submit samples into.
+    /// Slot that step `s` of the submit being recorded samples into.
     pub fn output_slot(&self, s: usize) -> usize {
         (self.head + s + 1) % self.len
     }
@@ -48,26 +60,39 @@ impl TokenRing {
         self.head = self.len - 1;
     }
 
-    /// Records the copy of the `n` ids the submit's steps produce (one or
-    /// two ranges of the ring) into the readback buffer.
-    pub fn record_readback(&self, rec: &mut Recorder, n: usize) -> Result<(), GpuError> {
+    /// After recording `n` steps: records the copy of their ids (one or two
+    /// ranges of the ring) into the next readback buffer and moves on to the
+    /// next submit's slots. The copy runs in the same submit, before any
+    /// later submit can reuse the slots.
+    pub fn record_readback(&mut self, rec: &mut Recorder, n: usize) -> Result<Ticket, GpuError> {
+        let readback = &self.readbacks[self.next_readback];
         let first = self.output_slot(0);
         let straight = n.min(self.len - first);
         let (first_bytes, rest) = (4 * straight as u64, n - straight);
-        self.readback
-            .record_copy_to(rec, &self.buffer, 4 * first as u64, first_bytes, 0)?;
+        readback.record_copy_to(rec, &self.buffer, 4 * first as u64, first_bytes, 0)?;
         if rest > 0 {
-            self.readback
-                .record_copy_to(rec, &self.buffer, 0, 4 * rest as u64, first_bytes)?;
+            readback.record_copy_to(rec, &self.buffer, 0, 4 * rest as u64, first_bytes)?;
         }
-        Ok(())
+        let ticket = Ticket {
+            readback: self.next_readback,
+            n,
+        };
+        self.next_readback = 1 - self.next_readback;
+        self.head = (self.head + n) % self.len;
+        Ok(ticket)
     }
 
-    /// After the submit: the `n` new ids, in order; the last becomes the next input.
-    pub async fn read(&mut self, ctx: &GpuContext, n: usize) -> Result<Vec<u32>, GpuError> {
-        let bytes = self.readback.read(ctx, 4 * n as u64).await?;
-        self.head = (self.head + n) % self.len;
-        Ok(bytemuck::pod_collect_to_vec(&bytes[..4 * n]))
+    /// The ids a ticket's submit (`after`) produced, in order.
+    pub async fn read(
+        &self,
+        ctx: &GpuContext,
+        ticket: Ticket,
+        after: Option<wgpu::SubmissionIndex>,
+    ) -> Result<Vec<u32>, GpuError> {
+        let bytes = self.readbacks[ticket.readback]
+            .read_after(ctx, 4 * ticket.n as u64, after)
+            .await?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes[..4 * ticket.n]))
     }
 }
 
@@ -82,18 +107,22 @@ mod tests {
         ctx.write(&ring.buffer, 0, bytemuck::cast_slice(&[10u32, 11, 12, 13]));
         assert_eq!((ring.input_slot(0), ring.output_slot(0)), (0, 1));
         let mut rec = Recorder::new(ctx);
-        ring.record_readback(&mut rec, 3).unwrap();
-        pollster::block_on(rec.submit()).unwrap();
-        assert_eq!(pollster::block_on(ring.read(ctx, 3)).unwrap(), [11, 12, 13]);
-        // head is now 3: outputs wrap to slots 0, 1.
+        let a = ring.record_readback(&mut rec, 3).unwrap();
+        // head is now 3: the next submit's outputs wrap to slots 0, 1.
         assert_eq!(
             (ring.input_slot(0), ring.output_slot(0), ring.output_slot(1)),
             (3, 0, 1)
         );
-        let mut rec = Recorder::new(ctx);
-        ring.record_readback(&mut rec, 2).unwrap();
-        pollster::block_on(rec.submit()).unwrap();
-        assert_eq!(pollster::block_on(ring.read(ctx, 2)).unwrap(), [10, 11]);
+        let b = ring.record_readback(&mut rec, 2).unwrap();
+        let index = pollster::block_on(rec.submit_indexed()).unwrap();
+        assert_eq!(
+            pollster::block_on(ring.read(ctx, a, index.clone())).unwrap(),
+            [11, 12, 13]
+        );
+        assert_eq!(
+            pollster::block_on(ring.read(ctx, b, index)).unwrap(),
+            [10, 11]
+        );
         assert_eq!(ring.input_slot(0), 1);
         let mut rec = Recorder::new(ctx);
         assert!(
