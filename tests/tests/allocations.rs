@@ -103,3 +103,23 @@ fn a_decode_step_allocates_a_few_times_whatever_the_depth() {
     assert_eq!(deep, shallow, "2 layers: {shallow}, 30 layers: {deep}");
     assert!(deep <= 16, "{deep} allocations recording one decode step");
 }
+
+/// The mixture-of-experts path (router, expert matrix-vector kernels,
+/// combine, 10-15 dispatches a layer) records with few allocations too, but
+/// not yet none per layer: 19 (qwen3moe) and 25 (qwen2moe, shared expert)
+/// for these 2-layer models against the dense path's 13. The bound keeps it
+/// from growing; only one depth of MoE file exists to compare depths.
+#[test]
+fn a_mixture_of_experts_decode_step_allocates_few() {
+    let ctx = Arc::new(pollster::block_on(GpuContext::new()).unwrap());
+    let (dense, _) = per_step(&mut smollm2_shaped(2));
+    for model in ["tiny-qwen3moe.q8_0.gguf", "tiny-qwen2moe.q8_0.gguf"] {
+        let mut engine = wick_tests::load_engine_on(ctx.clone(), model, 64);
+        let (recording, whole) = per_step(&mut engine);
+        eprintln!("{model}: {recording} allocations recording a decode step, {whole} in all");
+        assert!(
+            recording <= dense + 8,
+            "{model}: {recording} against {dense} for dense"
+        );
+    }
+}

@@ -12,4 +12,4 @@ pub use context::{AdapterSummary, CounterSnapshot, GpuContext, GpuFeatures};
 pub use error::GpuError;
 pub use pipeline::{workgroups_for, Access, KernelSpec, OwnedSpec, VariantKey};
 pub use readback::Readback;
-pub use recorder::Recorder;
+pub use recorder::{Recorder, Submitted};

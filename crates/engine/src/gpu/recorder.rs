@@ -53,6 +53,17 @@ impl UniformArena {
     }
 }
 
+/// What `submit_indexed` submitted.
+#[derive(Default)]
+pub struct Submitted {
+    /// None for a compile-only recorder.
+    pub index: Option<wgpu::SubmissionIndex>,
+    /// Seconds inside the driver's submit call. Software adapters (lavapipe)
+    /// run the whole submission there, so callers timing the CPU's share of
+    /// a step leave it out.
+    pub driver_seconds: f64,
+}
+
 pub struct Recorder<'c> {
     ctx: &'c GpuContext,
     arena: MutexGuard<'c, UniformArena>,
@@ -233,10 +244,9 @@ impl<'c> Recorder<'c> {
         self.submit_indexed().await.map(|_| ())
     }
 
-    /// As `submit`, returning the submission's index (none for a
-    /// compile-only recorder), so a reader can wait for this submission and
-    /// not for any made after it.
-    pub async fn submit_indexed(mut self) -> Result<Option<wgpu::SubmissionIndex>, GpuError> {
+    /// As `submit`, saying which submission it made, so that a reader can
+    /// wait for it and not for any made after it.
+    pub async fn submit_indexed(mut self) -> Result<Submitted, GpuError> {
         self.pass = None;
         let ctx = self.ctx;
         if !self.arena.staging.is_empty() {
@@ -268,10 +278,12 @@ impl<'c> Recorder<'c> {
                     what: "preparing a step".into(),
                     message: e.to_string(),
                 }),
-                None => Ok(None),
+                None => Ok(Submitted::default()),
             };
         }
+        let driver = web_time::Instant::now();
         let index = ctx.queue.submit([commands]);
+        let driver_seconds = driver.elapsed().as_secs_f64();
         if let Some(e) = scope.pop().await {
             return Err(GpuError::Validation {
                 what: "a step".into(),
@@ -280,6 +292,9 @@ impl<'c> Recorder<'c> {
         }
         GpuCounters::add(&ctx.counters.submits, 1);
         GpuCounters::add(&ctx.counters.dispatches, self.dispatches);
-        Ok(Some(index))
+        Ok(Submitted {
+            index: Some(index),
+            driver_seconds,
+        })
     }
 }

@@ -12,11 +12,12 @@
 //! matmul with the store / add / bias epilogues (linear_tiled.wgsl), plus a
 //! norm dispatch into scratch before it and, for gating, the activation after
 //! it; a tile sees only part of a row, so it can neither normalise nor gate.
-//! The prefill form always takes `PREFILL_TOKEN_TILES` token tiles a
-//! workgroup, whatever the chunk's length: a prompt of any length then needs
-//! the same few pipelines, which loading compiles once (each pipeline costs
-//! a compile of about a second in a software WebGPU), and the tiles past a
-//! short chunk's last token return at once.
+//! The prefill form takes 2 token tiles a workgroup for chunks of up to 8
+//! rows and 8 for longer ones (`prefill_token_tiles`): a prompt of any
+//! length needs the same few pipelines, which loading compiles once (a
+//! pipeline costs up to a second to compile in a software WebGPU), while a
+//! short chunk does not pay for 4x the workgroups it needs (tiles past its
+//! last token return at once, but each workgroup has a fixed cost).
 
 use std::borrow::Cow;
 
@@ -32,8 +33,15 @@ use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
 
-/// Token tiles per workgroup of the prefill form (see the module comment).
-const PREFILL_TOKEN_TILES: u32 = 8;
+/// Token tiles per workgroup of the prefill form for `m` rows (see the
+/// module comment).
+pub(crate) fn prefill_token_tiles(m: usize) -> u32 {
+    if m <= 2 * TILE_M as usize {
+        2
+    } else {
+        8
+    }
+}
 
 const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
 const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
@@ -334,7 +342,7 @@ fn record_tiled(
 ) -> Result<(), GpuError> {
     let (w, m) = (op.w, op.m);
     let bias = op.bias.filter(|_| !matches!(op.epilogue, Epilogue::Glu(_)));
-    let tt = PREFILL_TOKEN_TILES;
+    let tt = prefill_token_tiles(m);
     let rows_per_group = tiled_rows(tt);
     let fmt = w.format();
     let has_bias = bias.is_some();
@@ -361,14 +369,12 @@ fn record_tiled(
         }
     };
     let token_groups = (m as u32).div_ceil(tt * TILE_M);
-    check_groups("linear", token_groups, &format!("{m} token rows"))?;
+    check_groups("linear", token_groups, || format!("{m} token rows"))?;
     for part in &w.parts {
         let row_groups = (part.rows as u32).div_ceil(rows_per_group);
-        check_groups(
-            "linear",
-            row_groups,
-            &format!("a part of {} rows", part.rows),
-        )?;
+        check_groups("linear", row_groups, || {
+            format!("a part of {} rows", part.rows)
+        })?;
         let mut p = Params::new(
             w,
             m,

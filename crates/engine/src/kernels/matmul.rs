@@ -10,9 +10,9 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
-use super::weights::{QuantMatrix, QUANT_WGSL, UNIT};
+use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL, UNIT};
 use crate::gpu::{
-    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
 
 /// Up to this many token rows go through the matrix-vector form.
@@ -121,52 +121,89 @@ impl Operand {
     }
 }
 
-/// One compiled variant of a matmul kernel, owned so that callers can build a
-/// `KernelSpec` from it.
+/// One variant of a matmul kernel: which core, entry point and shape. Its
+/// key finds the pipeline without allocating; its spec is built only the
+/// first time (`Recorder::dispatch_variant`).
+#[derive(Clone, Copy)]
 pub(crate) struct Variant {
-    name: String,
-    defines: Vec<(&'static str, std::borrow::Cow<'static, str>)>,
-    sources: [&'static str; 4],
+    fmt: GpuFormat,
+    operand: Operand,
+    shape: Shape,
+}
+
+#[derive(Clone, Copy)]
+enum Shape {
+    /// `rows` output rows and `tokens` token rows per workgroup.
+    Gemv { rows: u32, tokens: usize },
+    /// `tt` token tiles per workgroup.
+    Tiled { tt: u32 },
 }
 
 impl Variant {
     /// The matrix-vector core with `rows` output rows and `tokens` token rows
     /// per workgroup.
     pub(crate) fn gemv(w: &QuantMatrix, operand: Operand, rows: u32, tokens: usize) -> Variant {
-        let fmt = w.format();
-        let mut defines = fmt.defines();
-        defines.push(("ROWS", rows.to_string().into()));
-        defines.push(("TOKENS", tokens.to_string().into()));
+        let shape = Shape::Gemv { rows, tokens };
         Variant {
-            name: format!("{}_gemv_{}_r{rows}_t{tokens}", operand.prefix(), fmt.fmt),
-            defines,
-            sources: [QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, operand.gemv_main()],
+            fmt: w.format(),
+            operand,
+            shape,
         }
     }
 
     /// The register-blocked core with `tt` token tiles per workgroup.
     pub(crate) fn tiled(w: &QuantMatrix, operand: Operand, tt: u32) -> Variant {
-        let fmt = w.format();
-        let mut defines = fmt.defines();
-        defines.push(("TM", TILE_M.to_string().into()));
-        defines.push(("TN", TILE_N.to_string().into()));
-        defines.push(("TT", tt.to_string().into()));
         Variant {
-            name: format!(
-                "{}_tiled_{}_m{TILE_M}_n{TILE_N}_t{tt}",
-                operand.prefix(),
-                fmt.fmt
-            ),
-            defines,
-            sources: [QUANT_WGSL, COMMON_WGSL, TILED_WGSL, operand.tiled_main()],
+            fmt: w.format(),
+            operand,
+            shape: Shape::Tiled { tt },
         }
     }
 
-    pub(crate) fn spec<'a>(&'a self, storage: &'a [Access]) -> KernelSpec<'a> {
-        KernelSpec {
-            name: &self.name,
-            sources: &self.sources,
-            defines: &self.defines,
+    pub(crate) fn key(&self) -> VariantKey {
+        let args = match self.shape {
+            Shape::Gemv { rows, tokens } => [0, rows, tokens as u32, 0, 0, 0],
+            Shape::Tiled { tt } => [1, tt, 0, 0, 0, 0],
+        };
+        VariantKey {
+            family: self.operand.prefix(),
+            fmt: self.fmt.fmt,
+            args,
+        }
+    }
+
+    pub(crate) fn spec(&self, storage: &'static [Access]) -> OwnedSpec {
+        let (fmt, op) = (self.fmt, self.operand);
+        let mut defines = fmt.defines();
+        let (name, sources) = match self.shape {
+            Shape::Gemv { rows, tokens } => {
+                defines.push(("ROWS", rows.to_string().into()));
+                defines.push(("TOKENS", tokens.to_string().into()));
+                let name = format!("{}_gemv_{}_r{rows}_t{tokens}", op.prefix(), fmt.fmt);
+                (
+                    name,
+                    vec![QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, op.gemv_main()],
+                )
+            }
+            Shape::Tiled { tt } => {
+                defines.push(("TM", TILE_M.to_string().into()));
+                defines.push(("TN", TILE_N.to_string().into()));
+                defines.push(("TT", tt.to_string().into()));
+                let name = format!(
+                    "{}_tiled_{}_m{TILE_M}_n{TILE_N}_t{tt}",
+                    op.prefix(),
+                    fmt.fmt
+                );
+                (
+                    name,
+                    vec![QUANT_WGSL, COMMON_WGSL, TILED_WGSL, op.tiled_main()],
+                )
+            }
+        };
+        OwnedSpec {
+            name,
+            sources,
+            defines,
             entry: "main",
             storage,
         }
@@ -191,9 +228,14 @@ pub(crate) fn tiled_tokens(tt: u32) -> usize {
 }
 
 /// Checks a dispatch dimension against WebGPU's per-dimension limit.
-pub(crate) fn check_groups(kernel: &'static str, groups: u32, what: &str) -> Result<(), GpuError> {
+/// `what` names the dispatch's rows; it is built only for the error.
+pub(crate) fn check_groups(
+    kernel: &'static str,
+    groups: u32,
+    what: impl FnOnce() -> String,
+) -> Result<(), GpuError> {
     if groups > 65535 {
-        return Err(shape_err(kernel, format!("{what} exceed one dispatch")));
+        return Err(shape_err(kernel, format!("{} exceed one dispatch", what())));
     }
     Ok(())
 }
@@ -253,7 +295,7 @@ pub(crate) fn matmul_form(
             while t0 < m {
                 let chunk = (m - t0).min(GEMV_MAX_TOKENS);
                 let variant = Variant::gemv(w, Operand::Matrix, rows_per_group, chunk);
-                let spec = variant.spec(STORAGE);
+                let key = variant.key();
                 for part in &w.parts {
                     let p = Params::new(
                         w,
@@ -264,7 +306,8 @@ pub(crate) fn matmul_form(
                         w.rows,
                     );
                     let groups = workgroups_for(part.rows as u32, rows_per_group);
-                    rec.dispatch(&spec, &p, &[&part.buffer, x, out], groups);
+                    let spec = || variant.spec(STORAGE);
+                    rec.dispatch_variant(&key, spec, &p, &[&part.buffer, x, out], groups);
                 }
                 t0 += chunk;
             }
@@ -272,16 +315,14 @@ pub(crate) fn matmul_form(
         Form::Tiled => {
             let (tt, rows_per_group) = tiled_shape(m);
             let variant = Variant::tiled(w, Operand::Matrix, tt);
-            let spec = variant.spec(STORAGE);
+            let key = variant.key();
             let token_groups = (m as u32).div_ceil(tt * TILE_M);
-            check_groups("matmul", token_groups, &format!("{m} token rows"))?;
+            check_groups("matmul", token_groups, || format!("{m} token rows"))?;
             for part in &w.parts {
                 let row_groups = (part.rows as u32).div_ceil(rows_per_group);
-                check_groups(
-                    "matmul",
-                    row_groups,
-                    &format!("a part of {} rows", part.rows),
-                )?;
+                check_groups("matmul", row_groups, || {
+                    format!("a part of {} rows", part.rows)
+                })?;
                 let p = Params::new(
                     w,
                     m,
@@ -290,8 +331,9 @@ pub(crate) fn matmul_form(
                     out_offset + part.first_row,
                     w.rows,
                 );
-                rec.dispatch(
-                    &spec,
+                rec.dispatch_variant(
+                    &key,
+                    || variant.spec(STORAGE),
                     &p,
                     &[&part.buffer, x, out],
                     [row_groups, token_groups, 1],

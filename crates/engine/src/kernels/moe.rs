@@ -153,7 +153,7 @@ pub fn group_by_expert<'a>(
     check_elems(K, "expert_of", routing.expert_of, slots)?;
     check_elems(K, "sorted", sorted, slots)?;
     check_elems(K, "tiles", tiles, 3 * max_tiles)?;
-    check_groups(K, max_tiles as u32, &format!("{max_tiles} tiles"))?;
+    check_groups(K, max_tiles as u32, || format!("{max_tiles} tiles"))?;
     // Two u32 arrays of n_experts in workgroup memory: keep within WebGPU's
     // default 16 KiB.
     if n_experts > 2048 {
@@ -261,13 +261,13 @@ pub fn expert_matmul(
     // (one per slot, or one per tile).
     let (variant, storage, rows_per_group, extra, y_groups) = match form {
         ExpertForm::Indexed => {
-            check_groups(K, slots as u32, &format!("{slots} slots"))?;
+            check_groups(K, slots as u32, || format!("{slots} slots"))?;
             let rows_per_group = gemv_rows(rec.ctx().adapter.is_software, 1);
             (
                 Variant::gemv(w, Operand::Experts, rows_per_group, 1),
                 EXPERT_GEMV_STORAGE,
                 rows_per_group,
-                vec![routing.expert_of],
+                ([routing.expert_of, routing.expert_of], 1),
                 slots as u32,
             )
         }
@@ -278,21 +278,23 @@ pub fn expert_matmul(
                 Variant::tiled(w, Operand::Experts, g.tt),
                 EXPERT_TILED_STORAGE,
                 tiled_rows(g.tt),
-                vec![g.tiles, g.sorted],
+                ([g.tiles, g.sorted], 2),
                 g.max_tiles,
             )
         }
     };
-    let spec = variant.spec(storage);
+    let key = variant.key();
     let row_groups = (stack.rows as u32).div_ceil(rows_per_group);
-    check_groups(K, row_groups, &format!("{} rows", stack.rows))?;
+    check_groups(K, row_groups, || format!("{} rows", stack.rows))?;
     for part in &w.parts {
-        let mut buffers = vec![&*part.buffer, x, out];
-        buffers.extend(&extra);
-        rec.dispatch(
-            &spec,
+        let (extra, n_extra) = extra;
+        let mut buffers = [&*part.buffer, x, out, out, out];
+        buffers[3..3 + n_extra].copy_from_slice(&extra[..n_extra]);
+        rec.dispatch_variant(
+            &key,
+            || variant.spec(storage),
             &part_params(part),
-            &buffers,
+            &buffers[..3 + n_extra],
             [row_groups, y_groups, 1],
         );
     }
@@ -336,7 +338,7 @@ pub fn combine(
         check_elems(K, "shared gate", s.gate, routing.tokens)?;
     }
     let on = if shared.is_some() { "" } else { "//" };
-    let defines = [("SHARED", on.to_string().into())];
+    let defines = [("SHARED", on.into())];
     let spec = KernelSpec {
         name: if shared.is_some() {
             "moe_combine_shared"
@@ -363,11 +365,16 @@ pub fn combine(
         d: d as u32,
         top_k: routing.top_k as u32,
     };
-    let mut buffers = vec![y, routing.weight_of, out];
-    if let Some(s) = &shared {
-        buffers.extend([s.y, s.gate]);
-    }
-    rec.dispatch(&spec, &params, &buffers, workgroups_for(n as u32, 256));
+    let (buffers, bound) = match &shared {
+        Some(s) => ([y, routing.weight_of, out, s.y, s.gate], 5),
+        None => ([y, routing.weight_of, out, out, out], 3),
+    };
+    rec.dispatch(
+        &spec,
+        &params,
+        &buffers[..bound],
+        workgroups_for(n as u32, 256),
+    );
     Ok(())
 }
 

@@ -17,7 +17,8 @@ use crate::gpu::Recorder;
 pub struct InFlight {
     ticket: Ticket,
     submission: Option<wgpu::SubmissionIndex>,
-    /// CPU seconds spent recording and submitting them.
+    /// CPU seconds spent recording and submitting them (not counting the
+    /// driver's submit call, which on software adapters runs the work).
     pub cpu_seconds: f64,
 }
 
@@ -72,12 +73,12 @@ impl Pipeline {
             self.record_step(&mut rec, step, ids, output)?;
         }
         let ticket = self.tokens.record_readback(&mut rec, n)?;
-        let submission = rec.submit_indexed().await?;
+        let submitted = rec.submit_indexed().await?;
         self.pos += n;
         Ok(InFlight {
             ticket,
-            submission,
-            cpu_seconds: start.elapsed().as_secs_f64(),
+            submission: submitted.index,
+            cpu_seconds: start.elapsed().as_secs_f64() - submitted.driver_seconds,
         })
     }
 

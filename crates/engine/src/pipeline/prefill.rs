@@ -50,9 +50,9 @@ impl Pipeline {
         let output = StepOutput::Sample { step: 0, slot };
         self.record_step(&mut rec, *last, chunk, output)?;
         let ticket = self.tokens.record_readback(&mut rec, 1)?;
-        let submission = rec.submit_indexed().await?;
+        let submitted = rec.submit_indexed().await?;
         self.pos += last.rows();
-        Ok(self.tokens.read(&ctx, ticket, submission).await?[0])
+        Ok(self.tokens.read(&ctx, ticket, submitted.index).await?[0])
     }
 
     fn check_prompt(&self, ids: &[u32]) -> Result<(), WickError> {

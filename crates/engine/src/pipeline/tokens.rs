@@ -114,7 +114,7 @@ mod tests {
             (3, 0, 1)
         );
         let b = ring.record_readback(&mut rec, 2).unwrap();
-        let index = pollster::block_on(rec.submit_indexed()).unwrap();
+        let index = pollster::block_on(rec.submit_indexed()).unwrap().index;
         assert_eq!(
             pollster::block_on(ring.read(ctx, a, index.clone())).unwrap(),
             [11, 12, 13]
