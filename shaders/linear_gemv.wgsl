@@ -12,7 +12,7 @@
 // part's weight rows. Sources: quant.wgsl, matmul_common.wgsl,
 // matmul_gemv.wgsl, act_fns.wgsl, then this file.
 // Extra bindings after w (1), x (2), out (3), present per variant:
-{{NORM}}@group(0) @binding(4) var<storage, read> norm_w: array<f32>; // [k]
+{{NORM}}@group(0) @binding(4) var<storage, read> norm_w: array<vec4<f32>>; // [ceil(k / 4)], zero-padded
 {{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
 // Dispatch: ceil(rows / ROWS) workgroups, folded over x and y past 65535.
 
@@ -20,32 +20,33 @@
 // scale * ((x * norm_w) . w), and the lanes that load x for the dot products
 // load each element exactly once, so they sum its squares on the way; the
 // sums travel through the reduction's one barrier with the dot products.
-var<private> sum_sq: array<f32, TOKENS>;
-var<workgroup> sq_partial: array<f32, TOKENS * WG>;
+// One accumulator: the fused form runs one token row (TOKENS == 1; see
+// kernels::linear), and a private array indexed by t would live in memory.
+var<private> sum_sq: f32;
+var<workgroup> sq_partial: array<f32, WG>;
 
+// Norm weights of elements e..e + 4: runs start at multiples of 4, so one
+// vec4 load. A masked unit's lanes past k read x = 0; keep their index in range.
 {{NORM}}fn nw4(e: u32) -> vec4<f32> {
-{{NORM}}    let l = p.k - 1u; // a masked unit's lanes past k read x = 0; keep their index in range
-{{NORM}}    return vec4<f32>(norm_w[min(e, l)], norm_w[min(e + 1u, l)], norm_w[min(e + 2u, l)], norm_w[min(e + 3u, l)]);
+{{NORM}}    return norm_w[min(e, p.k - 1u) / 4u];
 {{NORM}}}
 
 fn x_unit(base: u32, t: u32, e: vec2<u32>, masked: bool) -> Unit {
     let u = load_x(base, e, masked);
-{{NORM}}    sum_sq[t] += dot(u.a0, u.a0) + dot(u.a1, u.a1) + dot(u.b0, u.b0) + dot(u.b1, u.b1);
+{{NORM}}    sum_sq += dot(u.a0, u.a0) + dot(u.a1, u.a1) + dot(u.b0, u.b0) + dot(u.b1, u.b1);
 {{NORM}}    return Unit(u.a0 * nw4(e.x), u.a1 * nw4(e.x + 4u), u.b0 * nw4(e.y), u.b1 * nw4(e.y + 4u));
 {{NO_NORM}}    return u;
 }
 
 fn stash_lane(lid: u32) {
-{{NORM}}    for (var t = 0u; t < TOKENS; t++) {
-{{NORM}}        sq_partial[t * WG + lid] = sum_sq[t];
-{{NORM}}    }
+{{NORM}}    sq_partial[lid] = sum_sq;
 }
 
 // 1 / sqrt(mean(x^2) + eps) of token row t (after the barrier), or 1.
 fn x_scale(t: u32) -> f32 {
 {{NORM}}    var s = 0.0;
 {{NORM}}    for (var j = 0u; j < WG; j++) {
-{{NORM}}        s += sq_partial[t * WG + j];
+{{NORM}}        s += sq_partial[j];
 {{NORM}}    }
 {{NORM}}    return inverseSqrt(s / f32(p.k) + p.eps);
 {{NO_NORM}}    return 1.0;

@@ -24,8 +24,7 @@ use std::borrow::Cow;
 use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
-    check_groups, gemv_rows, tiled_rows, Params, COMMON_WGSL, GEMV_MAX_TOKENS, GEMV_WGSL,
-    TILED_WGSL, TILE_M, TILE_N,
+    check_groups, gemv_rows, tiled_rows, Params, COMMON_WGSL, GEMV_WGSL, TILED_WGSL, TILE_M, TILE_N,
 };
 use super::rmsnorm::rms_norm;
 use super::weights::{QuantMatrix, QUANT_WGSL};
@@ -73,7 +72,8 @@ impl Epilogue {
 pub struct Linear<'a> {
     pub x: &'a GpuBuffer,
     pub x_offset: usize,
-    /// RMSNorm of each x row first: its weight (`w.cols` values) and epsilon.
+    /// RMSNorm of each x row first: its weight (`w.cols` values, zero-padded
+    /// to a multiple of 4) and epsilon.
     pub norm: Option<(&'a GpuBuffer, f32)>,
     pub w: &'a QuantMatrix,
     /// Added to each output row: the buffer and the element of W's row 0.
@@ -129,7 +129,13 @@ impl Linear<'_> {
             return Err(shape_err(K, "out may not live in x's buffer"));
         }
         if let Some((norm, eps)) = self.norm {
-            check_elems(K, "norm weight", norm, w.cols)?;
+            // Read as vec4: zero-padded to whole vec4s (TensorStore pads every vector).
+            check_elems(
+                K,
+                "norm weight (padded to a multiple of 4)",
+                norm,
+                w.cols.next_multiple_of(4),
+            )?;
             if !(eps >= 0.0 && eps.is_finite()) {
                 return Err(shape_err(
                     K,
@@ -249,7 +255,9 @@ fn on(yes: bool) -> Cow<'static, str> {
     Cow::Borrowed(if yes { "" } else { "//" })
 }
 
+/// The matrix-vector form: one token row (`op.m == 1`).
 fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
+    debug_assert_eq!(op.m, 1, "the matrix-vector form takes one token row");
     let w = op.w;
     let (norm, bias) = (op.norm.is_some(), op.bias.is_some());
     let glu = matches!(op.epilogue, Epilogue::Glu(_));
@@ -258,72 +266,62 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
         _ => Activation::Silu,
     };
     let fmt = w.format();
-    let mut t0 = 0;
-    while t0 < op.m {
-        let tokens = (op.m - t0).min(GEMV_MAX_TOKENS);
-        let key = VariantKey {
-            family: "linear_gemv",
-            fmt: fmt.fmt,
-            args: [
-                rows_per_group,
-                tokens as u32,
-                norm as u32,
-                bias as u32,
-                op.epilogue.code(),
-                act as u32,
-            ],
-        };
-        let make = || {
-            let mut defines = fmt.defines();
-            defines.extend([
-                ("ROWS", rows_per_group.to_string().into()),
-                ("TOKENS", tokens.to_string().into()),
-                ("NORM", on(norm)),
-                ("NO_NORM", on(!norm)),
-                ("BIAS", on(bias)),
-                ("NO_BIAS", on(!bias)),
-                ("BIAS_BINDING", if norm { "5" } else { "4" }.into()),
-                ("EPILOGUE", op.epilogue.code().to_string().into()),
-                ("ACT", act_name(act).into()),
-            ]);
-            OwnedSpec {
-                name: format!("{key:?}"),
-                sources: vec![QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, ACT_WGSL, GEMV_MAIN],
-                defines,
-                entry: "main",
-                storage: storage(norm, bias),
-            }
-        };
-        for part in &w.parts {
-            let out_row0 = if glu {
-                part.first_row / 2
-            } else {
-                part.first_row
-            };
-            let mut p = Params::new(
-                w,
-                tokens,
-                part.rows,
-                op.x_offset + t0 * w.cols,
-                op.out_offset + t0 * op.out_stride + out_row0,
-                op.out_stride,
-            );
-            let mut buffers: [&GpuBuffer; 5] = [&part.buffer, op.x, op.out, op.out, op.out];
-            let mut n = 3;
-            if let Some((norm_w, eps)) = op.norm {
-                p.eps = eps;
-                buffers[n] = norm_w;
-                n += 1;
-            }
-            if let Some((bias_buf, offset)) = op.bias {
-                p.bias_offset = (offset + part.first_row) as u32;
-                buffers[n] = bias_buf;
-                n += 1;
-            }
-            let groups = workgroups_for(part.rows as u32, rows_per_group);
-            rec.dispatch_variant(&key, make, &p, &buffers[..n], groups);
+    let code = op.epilogue.code();
+    let key = VariantKey {
+        family: "linear_gemv",
+        fmt: fmt.fmt,
+        args: [
+            rows_per_group,
+            norm as u32,
+            bias as u32,
+            code,
+            act as u32,
+            0,
+        ],
+    };
+    let make = || {
+        let mut defines = fmt.defines();
+        defines.extend([
+            ("ROWS", rows_per_group.to_string().into()),
+            ("TOKENS", "1".into()),
+            ("NORM", on(norm)),
+            ("NO_NORM", on(!norm)),
+            ("BIAS", on(bias)),
+            ("NO_BIAS", on(!bias)),
+            ("BIAS_BINDING", if norm { "5" } else { "4" }.into()),
+            ("EPILOGUE", code.to_string().into()),
+            ("ACT", act_name(act).into()),
+        ]);
+        OwnedSpec {
+            name: format!("{key:?}"),
+            sources: vec![QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, ACT_WGSL, GEMV_MAIN],
+            defines,
+            entry: "main",
+            storage: storage(norm, bias),
         }
-        t0 += tokens;
+    };
+    for part in &w.parts {
+        let out_row0 = if glu {
+            part.first_row / 2
+        } else {
+            part.first_row
+        };
+        let out_offset = op.out_offset + out_row0;
+        let mut p = Params::new(w, 1, part.rows, op.x_offset, out_offset, op.out_stride);
+        let mut buffers: [&GpuBuffer; 5] = [&part.buffer, op.x, op.out, op.out, op.out];
+        let mut n = 3;
+        if let Some((norm_w, eps)) = op.norm {
+            p.eps = eps;
+            buffers[n] = norm_w;
+            n += 1;
+        }
+        if let Some((bias_buf, offset)) = op.bias {
+            p.bias_offset = (offset + part.first_row) as u32;
+            buffers[n] = bias_buf;
+            n += 1;
+        }
+        let groups = workgroups_for(part.rows as u32, rows_per_group);
+        rec.dispatch_variant(&key, make, &p, &buffers[..n], groups);
     }
 }
 

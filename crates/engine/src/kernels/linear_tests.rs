@@ -127,7 +127,9 @@ fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, s
     let gx = ctx
         .upload_f32("x", &[vec![0.25; 3], x.clone()].concat())
         .unwrap();
-    let gnorm = ctx.upload_f32("norm", &norm_w).unwrap();
+    let mut padded = norm_w.clone();
+    padded.resize(k.next_multiple_of(4), 0.0);
+    let gnorm = ctx.upload_f32("norm", &padded).unwrap();
     let gbias = ctx.upload_f32("bias", &bias).unwrap();
     let gout = ctx.upload_f32("out", &out_init).unwrap();
     let normed = ctx.create_storage("normed", (4 * m * k) as u64).unwrap();

@@ -166,16 +166,19 @@ impl TensorStore {
             }
             NeedKind::Vector { len } => {
                 let values = dequantize(info.dtype, bytes, len)?;
-                if self.pending.is_member(&need.name) {
-                    if let Some(Complete::Vector(name, joined)) =
-                        self.pending.vector(&need.name, &values)
-                    {
-                        let buffer = ctx.upload_f32(&name, &joined)?;
-                        self.vectors.insert(name, buffer);
+                let ready = if self.pending.is_member(&need.name) {
+                    match self.pending.vector(&need.name, &values) {
+                        Some(Complete::Vector(name, joined)) => Some((name, joined)),
+                        _ => None,
                     }
                 } else {
+                    Some((need.name.clone(), values))
+                };
+                if let Some((name, mut values)) = ready {
+                    // Zero-padded to whole vec4s: kernels may read vectors as vec4.
+                    values.resize(values.len().next_multiple_of(4), 0.0);
                     self.vectors
-                        .insert(need.name.clone(), ctx.upload_f32(&need.name, &values)?);
+                        .insert(name.clone(), ctx.upload_f32(&name, &values)?);
                 }
             }
             NeedKind::Experts {
