@@ -267,14 +267,18 @@ impl Decoder {
         match &block.mlp {
             Mlp::Dense(mlp) => {
                 let ffn = (&*a.gate, 0, cfg.ffn_dim);
+                let (x, norm) = match self.norm_ahead(f, norm)? {
+                    true => (&*a.h, None),
+                    false => (&*a.x, norm),
+                };
                 match &mlp.gate_up {
                     GateUp::Fused(w) => {
-                        self.project(f, &a.x, norm, w, None, ffn, Epilogue::Glu(cfg.activation))?
+                        self.project(f, x, norm, w, None, ffn, Epilogue::Glu(cfg.activation))?
                     }
                     GateUp::Split { gate, up } => {
-                        self.project(f, &a.x, norm, gate, None, ffn, Epilogue::Store)?;
+                        self.project(f, x, norm, gate, None, ffn, Epilogue::Store)?;
                         let up_out = (&*a.up, 0, cfg.ffn_dim);
-                        self.project(f, &a.x, norm, up, None, up_out, Epilogue::Store)?;
+                        self.project(f, x, norm, up, None, up_out, Epilogue::Store)?;
                         let n = rows * cfg.ffn_dim;
                         gated_act(f.rec, &a.gate, 0, &a.up, 0, &a.gate, 0, n, cfg.activation)?;
                     }
@@ -309,6 +313,40 @@ impl Decoder {
                     None => add_in_place(f.rec, &a.x, 0, &a.h, 0, rows * d),
                 }
             }
+        }
+    }
+
+    /// On software adapters (lavapipe, SwiftShader) a decode step's norm
+    /// before a wide projection goes into its own dispatch (into `act.h`):
+    /// their kernels dominate a step, and the matrix-vector kernel with the
+    /// norm folded in ran gate/up and the output head 15-30 % slower than one
+    /// without, more than the extra dispatch costs there. GPUs keep the
+    /// fused form. Returns whether it recorded the norm (x is then in `act.h`).
+    fn norm_ahead(
+        &self,
+        f: &mut Forward,
+        norm: Option<(&GpuBuffer, f32)>,
+    ) -> Result<bool, GpuError> {
+        if f.rows != 1 {
+            return Ok(false);
+        }
+        self.norm_ahead_of(f, 0, norm)
+    }
+
+    /// `norm_ahead` for the one row `row` of the step.
+    fn norm_ahead_of(
+        &self,
+        f: &mut Forward,
+        row: usize,
+        norm: Option<(&GpuBuffer, f32)>,
+    ) -> Result<bool, GpuError> {
+        match norm {
+            Some((weight, eps)) if f.rec.ctx().adapter.is_software => {
+                let (a, d) = (f.act, self.config.d_model);
+                rms_norm(f.rec, &a.x, row * d, weight, &a.h, 0, 1, d, eps)?;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 
@@ -373,10 +411,15 @@ impl Decoder {
         let cfg = &self.config;
         let a = f.act;
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
+        let norm = Some((&*self.output_norm, cfg.rms_eps));
+        let (x, x_offset, norm) = match n == 1 && self.norm_ahead_of(f, first, norm)? {
+            true => (&*a.h, 0, None),
+            false => (&*a.x, first * cfg.d_model, norm),
+        };
         let op = Linear {
-            x: &a.x,
-            x_offset: first * cfg.d_model,
-            norm: Some((&self.output_norm, cfg.rms_eps)),
+            x,
+            x_offset,
+            norm,
             w: head,
             bias: None,
             out: &a.logits,
