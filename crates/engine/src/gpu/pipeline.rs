@@ -25,7 +25,7 @@ pub struct KernelSpec<'a> {
     /// Unique per variant: it is the cache key.
     pub name: &'a str,
     pub sources: &'a [&'static str],
-    pub defines: &'a [(&'a str, std::borrow::Cow<'a, str>)],
+    pub defines: &'a [(&'a str, Cow<'a, str>)],
     pub entry: &'a str,
     pub storage: &'a [Access],
 }

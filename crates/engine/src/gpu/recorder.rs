@@ -11,13 +11,11 @@
 //! wrong size, a shader that fails to compile or any other GPU validation error
 //! comes back from `submit` as a typed error, never as a panic.
 
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 
 use super::buffer::GpuBuffer;
 use super::context::{GpuContext, GpuCounters};
 use super::error::GpuError;
-use std::sync::Arc;
-
 use super::pipeline::{
     CachedPipeline, CompileCheck, KernelSpec, OwnedSpec, VariantKey, MAX_STORAGE_BINDINGS,
     PARAMS_BYTES,
@@ -249,7 +247,7 @@ impl<'c> Recorder<'c> {
     pub async fn submit_indexed(mut self) -> Result<Submitted, GpuError> {
         self.pass = None;
         let ctx = self.ctx;
-        if !self.arena.staging.is_empty() {
+        if !self.arena.staging.is_empty() && !self.compile_only {
             ctx.queue
                 .write_buffer(&self.arena.buffer, 0, &self.arena.staging);
         }

@@ -29,6 +29,8 @@ struct Params {
 
 const SOURCE: &str = include_str!("../../../../shaders/rmsnorm.wgsl");
 
+const K: &str = "rmsnorm";
+
 /// Invocations per row for rows of `len` elements: about four elements per
 /// lane, at least 32 (so short rows still read a coalesced block) and at most
 /// the 256 of a workgroup. Shared with softmax, which splits rows the same way.
@@ -58,20 +60,8 @@ pub fn rms_norm(
     dim: usize,
     eps: f32,
 ) -> Result<(), GpuError> {
-    const K: &str = "rmsnorm";
-    if dim == 0 {
-        return Err(shape_err(K, "dim is 0"));
-    }
-    if !(eps >= 0.0 && eps.is_finite()) {
-        return Err(shape_err(
-            K,
-            format!("eps {eps} is not a finite number >= 0"),
-        ));
-    }
+    let (params, groups) = checked(x, x_offset, weight, out, out_offset, rows, dim, eps)?;
     let n = rows * dim;
-    check_elems(K, "x", x, x_offset + n)?;
-    check_elems(K, "weight", weight, dim)?;
-    check_elems(K, "out", out, out_offset + n)?;
     if out.id() == weight.id() {
         return Err(shape_err(K, "out may not live in the weight's buffer"));
     }
@@ -82,16 +72,6 @@ pub fn rms_norm(
             format!("out [{out_offset}, +{n}) partly overlaps x [{x_offset}, +{n}) in one buffer"),
         ));
     }
-    let lanes = lanes_for(dim);
-    let params = Params {
-        rows: rows as u32,
-        dim: dim as u32,
-        x_offset: x_offset as u32,
-        out_offset: out_offset as u32,
-        lanes,
-        eps,
-    };
-    let groups = workgroups_for(rows as u32, 256 / lanes);
     if in_place {
         let defines = [
             ("X_ACCESS", "read_write".into()),
@@ -140,25 +120,16 @@ pub fn rms_norm_add(
     dim: usize,
     eps: f32,
 ) -> Result<(), GpuError> {
-    const K: &str = "rmsnorm";
-    if dim == 0 || !(eps >= 0.0 && eps.is_finite()) {
-        return Err(shape_err(
-            K,
-            format!("dim {dim} must be > 0 and eps {eps} finite >= 0"),
-        ));
-    }
-    let n = rows * dim;
-    check_elems(K, "y", y, y_offset + n)?;
-    check_elems(K, "weight", weight, dim)?;
-    check_elems(K, "x", x, x_offset + n)?;
+    let (params, groups) = checked(y, y_offset, weight, x, x_offset, rows, dim, eps)?;
     if x.id() == y.id() || x.id() == weight.id() {
         return Err(shape_err(K, "x must be a buffer of its own"));
     }
+    use std::borrow::Cow::Borrowed;
     const DEFINES: &[(&str, std::borrow::Cow<str>)] = &[
-        ("X_ACCESS", std::borrow::Cow::Borrowed("read")),
-        ("SEPARATE_OUT", std::borrow::Cow::Borrowed("")),
-        ("OUT", std::borrow::Cow::Borrowed("dst")),
-        ("PLUS", std::borrow::Cow::Borrowed("dst[out_base + i] + ")),
+        ("X_ACCESS", Borrowed("read")),
+        ("SEPARATE_OUT", Borrowed("")),
+        ("OUT", Borrowed("dst")),
+        ("PLUS", Borrowed("dst[out_base + i] + ")),
     ];
     let spec = KernelSpec {
         name: "rmsnorm_add",
@@ -167,22 +138,46 @@ pub fn rms_norm_add(
         entry: "main",
         storage: &[Access::Read, Access::Read, Access::ReadWrite],
     };
+    rec.dispatch(&spec, &params, &[weight, y, x], groups);
+    Ok(())
+}
+
+/// The checks both norms share (sizes, dim, eps), then their parameters and
+/// dispatch shape: `rows` rows of `dim` read from `x` and written to `out`.
+#[allow(clippy::too_many_arguments)]
+fn checked(
+    x: &GpuBuffer,
+    x_offset: usize,
+    weight: &GpuBuffer,
+    out: &GpuBuffer,
+    out_offset: usize,
+    rows: usize,
+    dim: usize,
+    eps: f32,
+) -> Result<(Params, [u32; 3]), GpuError> {
+    if dim == 0 {
+        return Err(shape_err(K, "dim is 0"));
+    }
+    if !(eps >= 0.0 && eps.is_finite()) {
+        return Err(shape_err(
+            K,
+            format!("eps {eps} is not a finite number >= 0"),
+        ));
+    }
+    let n = rows * dim;
+    check_elems(K, "x", x, x_offset + n)?;
+    check_elems(K, "weight", weight, dim)?;
+    check_elems(K, "out", out, out_offset + n)?;
     let lanes = lanes_for(dim);
     let params = Params {
         rows: rows as u32,
         dim: dim as u32,
-        x_offset: y_offset as u32,
-        out_offset: x_offset as u32,
+        x_offset: x_offset as u32,
+        out_offset: out_offset as u32,
         lanes,
         eps,
     };
-    rec.dispatch(
-        &spec,
-        &params,
-        &[weight, y, x],
-        workgroups_for(rows as u32, 256 / lanes),
-    );
-    Ok(())
+    Ok((params, workgroups_for(rows as u32, 256 / lanes)))
 }
 
 #[cfg(test)]

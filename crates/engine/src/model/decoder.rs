@@ -267,7 +267,7 @@ impl Decoder {
         match &block.mlp {
             Mlp::Dense(mlp) => {
                 let ffn = (&*a.gate, 0, cfg.ffn_dim);
-                let (x, norm) = match self.norm_ahead(f, norm)? {
+                let (x, norm) = match rows == 1 && self.norm_ahead(f, 0, norm)? {
                     true => (&*a.h, None),
                     false => (&*a.x, norm),
                 };
@@ -321,20 +321,9 @@ impl Decoder {
     /// their kernels dominate a step, and the matrix-vector kernel with the
     /// norm folded in ran gate/up and the output head 15-30 % slower than one
     /// without, more than the extra dispatch costs there. GPUs keep the
-    /// fused form. Returns whether it recorded the norm (x is then in `act.h`).
+    /// fused form. For one row (`row` of the step) of a one-row projection;
+    /// returns whether it recorded the norm (the normed row is then `act.h`).
     fn norm_ahead(
-        &self,
-        f: &mut Forward,
-        norm: Option<(&GpuBuffer, f32)>,
-    ) -> Result<bool, GpuError> {
-        if f.rows != 1 {
-            return Ok(false);
-        }
-        self.norm_ahead_of(f, 0, norm)
-    }
-
-    /// `norm_ahead` for the one row `row` of the step.
-    fn norm_ahead_of(
         &self,
         f: &mut Forward,
         row: usize,
@@ -363,7 +352,6 @@ impl Decoder {
         out: (&GpuBuffer, usize, usize),
         epilogue: Epilogue,
     ) -> Result<(), GpuError> {
-        let a = f.act;
         let op = Linear {
             x,
             x_offset: 0,
@@ -376,14 +364,17 @@ impl Decoder {
             epilogue,
             m: f.rows,
         };
-        linear(
-            f.rec,
-            &op,
-            &LinearScratch {
-                normed: &a.h,
-                wide: &a.up,
-            },
-        )
+        self.run_linear(f, &op)
+    }
+
+    /// Records `op` with the step's scratch.
+    fn run_linear(&self, f: &mut Forward, op: &Linear) -> Result<(), GpuError> {
+        let a = f.act;
+        let scratch = LinearScratch {
+            normed: &a.h,
+            wide: &a.up,
+        };
+        linear(f.rec, op, &scratch)
     }
 
     /// x += W y, or x += norm(W y) with a post-norm (Gemma 3).
@@ -412,7 +403,7 @@ impl Decoder {
         let a = f.act;
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
         let norm = Some((&*self.output_norm, cfg.rms_eps));
-        let (x, x_offset, norm) = match n == 1 && self.norm_ahead_of(f, first, norm)? {
+        let (x, x_offset, norm) = match n == 1 && self.norm_ahead(f, first, norm)? {
             true => (&*a.h, 0, None),
             false => (&*a.x, first * cfg.d_model, norm),
         };
@@ -428,13 +419,6 @@ impl Decoder {
             epilogue: Epilogue::Store,
             m: n,
         };
-        linear(
-            f.rec,
-            &op,
-            &LinearScratch {
-                normed: &a.h,
-                wide: &a.up,
-            },
-        )
+        self.run_linear(f, &op)
     }
 }

@@ -174,13 +174,14 @@ impl Pipeline {
         ids: &[u32],
         logit_rows: usize,
     ) -> Result<Vec<Vec<f32>>, WickError> {
-        debug_assert!(ids.len() == step.rows() && logit_rows <= step.rows());
+        let rows = step.rows();
+        debug_assert!(ids.len() == rows && logit_rows <= rows && step.pos0() == self.pos);
         let ctx = self.ctx.clone();
         let mut rec = Recorder::new(&ctx);
         let output = StepOutput::Logits(logit_rows);
         self.record_step(&mut rec, step, StepIds::Host(ids), output)?;
         rec.submit().await?;
-        self.pos += step.rows();
+        self.pos += rows;
         if logit_rows == 0 {
             return Ok(Vec::new());
         }
