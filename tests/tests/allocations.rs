@@ -107,8 +107,9 @@ fn a_decode_step_allocates_a_few_times_whatever_the_depth() {
 /// The mixture-of-experts path (router, expert matrix-vector kernels,
 /// combine, 10-15 dispatches a layer) records with few allocations too, but
 /// not yet none per layer: 19 (qwen3moe) and 25 (qwen2moe, shared expert)
-/// for these 2-layer models against the dense path's 13. The bound keeps it
-/// from growing; only one depth of MoE file exists to compare depths.
+/// for these 2-layer models against the dense path's 13 (15, 21 and 9 since a
+/// compile-only recorder writes no uniforms). The bound, 26, keeps it from
+/// growing; only one depth of MoE file exists to compare depths.
 #[test]
 fn a_mixture_of_experts_decode_step_allocates_few() {
     let ctx = Arc::new(pollster::block_on(GpuContext::new()).unwrap());
@@ -118,7 +119,7 @@ fn a_mixture_of_experts_decode_step_allocates_few() {
         let (recording, whole) = per_step(&mut engine);
         eprintln!("{model}: {recording} allocations recording a decode step, {whole} in all");
         assert!(
-            recording <= 2 * dense,
+            recording <= 26,
             "{model}: {recording} against {dense} for dense"
         );
     }
