@@ -18,10 +18,14 @@ struct Params {
     out_offset: u32,  // element of out for token 0
     units: u32,       // ceil(k / 16)
     scale: f32,       // 1, or e.g. sqrt(d) for Gemma
+    // The part's layout (quant.wgsl).
+    blocks: u32,   // blocks per row
+    aux_base: u32, // word where the aux region starts
+    d16_base: u32, // word where the d16 region starts
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;         // part: [rows * row_bytes] bytes + zero padding
+@group(0) @binding(1) var<storage, read> w: array<u32>;         // part, in the GPU layout (quant.wgsl) + zero padding
 @group(0) @binding(2) var<storage, read> ids: array<u32>;       // [ids_offset + m]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // [out_offset + m * k]
 
@@ -55,7 +59,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let local = id - p.first_row;
     var v = Unit(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
     if (local < p.rows) {
-        let d = decode_{{FMT}}(local * p.row_bytes + (U / UNITS) * BLOCK_BYTES, U % UNITS);
+        let d = decode_{{FMT}}(local, U);
         v = Unit(p.scale * d.a0, p.scale * d.a1, p.scale * d.b0, p.scale * d.b1);
     } else if (p.zero_beyond == 0u) {
         return; // a later part's row

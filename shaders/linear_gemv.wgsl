@@ -9,10 +9,12 @@
 //     2 glu:   gate and up rows interleaved in W (gate row i is weight row 2i,
 //              up row i is 2i + 1): out[i] = act(gate_i . x) * (up_i . x)
 // ROWS counts weight rows (even for glu; a part holds whole pairs), p.rows the
-// part's weight rows. Sources: quant.wgsl, matmul_common.wgsl,
-// matmul_gemv.wgsl, act_fns.wgsl, then this file.
-// Extra bindings after w (1), x (2), out (3), present per variant:
-{{NORM}}@group(0) @binding(4) var<storage, read> norm_w: array<vec4<f32>>; // [ceil(k / 4)], zero-padded
+// part's weight rows. Sources: quant.wgsl, a matrix-vector core (the unit
+// one: matmul_common.wgsl, matmul_gemv.wgsl, linear_x_unit.wgsl; or the vec4
+// one: matvec.wgsl, quant_vec.wgsl, linear_x_vec.wgsl), act_fns.wgsl, then
+// this file; the x_* file reads x through the norm.
+// Extra bindings after the core's, present per variant:
+{{NORM}}@group(0) @binding({{NORM_BINDING}}) var<storage, read> norm_w: array<vec4<f32>>; // [ceil(k / 4)], zero-padded
 {{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
 // Dispatch: ceil(rows / ROWS) workgroups, folded over x and y past 65535.
 
@@ -24,19 +26,6 @@
 // kernels::linear), and a private array indexed by t would live in memory.
 var<private> sum_sq: f32;
 var<workgroup> sq_partial: array<f32, WG>;
-
-// Norm weights of elements e..e + 4: runs start at multiples of 4, so one
-// vec4 load. A masked unit's lanes past k read x = 0; keep their index in range.
-{{NORM}}fn nw4(e: u32) -> vec4<f32> {
-{{NORM}}    return norm_w[min(e, p.k - 1u) / 4u];
-{{NORM}}}
-
-fn x_unit(base: u32, t: u32, e: vec2<u32>, masked: bool) -> Unit {
-    let u = load_x(base, e, masked);
-{{NORM}}    sum_sq += dot(u.a0, u.a0) + dot(u.a1, u.a1) + dot(u.b0, u.b0) + dot(u.b1, u.b1);
-{{NORM}}    return Unit(u.a0 * nw4(e.x), u.a1 * nw4(e.x + 4u), u.b0 * nw4(e.y), u.b1 * nw4(e.y + 4u));
-{{NO_NORM}}    return u;
-}
 
 fn stash_lane(lid: u32) {
 {{NORM}}    sq_partial[lid] = sum_sq;

@@ -20,10 +20,14 @@ struct Params {
     // Fused linear layers only (linear_*.wgsl); 0 otherwise.
     eps: f32,          // RMSNorm epsilon of the norm prologue
     bias_offset: u32,  // element of bias for this part's row 0
+    // The part's layout (quant.wgsl).
+    blocks: u32,   // blocks per row
+    aux_base: u32, // word where the aux region starts
+    d16_base: u32, // word where the d16 region starts
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;         // part: [rows * row_bytes] bytes + zero padding
+@group(0) @binding(1) var<storage, read> w: array<u32>;         // part, in the GPU layout (quant.wgsl) + zero padding
 @group(0) @binding(2) var<storage, read> x: array<f32>;         // [x_offset + m * k]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // [out_offset + (m - 1) * out_stride + rows]
 
@@ -72,7 +76,7 @@ fn dot_unit(a: Unit, b: Unit) -> f32 {
 
 // Weights of unit U of row `row` of the part, masked if partial.
 fn weight_unit(row: u32, U: u32, e: vec2<u32>, masked: bool) -> Unit {
-    let v = decode_{{FMT}}(row * p.row_bytes + (U / UNITS) * BLOCK_BYTES, U % UNITS);
+    let v = decode_{{FMT}}(row, U);
     if (masked) {
         return mask_unit(v, e);
     }

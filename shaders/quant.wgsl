@@ -1,20 +1,30 @@
 // Weight decoding shared by the matmul and embedding kernels: one definition
 // per storage format, concatenated in front of a kernel (KernelSpec.sources).
 //
-// The including kernel declares the weights as raw words:
-//   @group(0) @binding(1) var<storage, read> w: array<u32>; // one matrix part, bytes as stored in GGUF
-// Blocks are 34, 18, 22 or 210 bytes long, so a block (and a row) may start at
-// any even byte: everything here addresses bytes and reads whole words.
-// The part buffer carries at least 80 zero bytes after its last row, so a
-// reader may fetch one word past its data, and a partial F32/F16 unit may
-// read a whole unit past the row end (the kernel masks those lanes).
+// The including kernel declares the weights as words and its parameters as
+// `p`, with the part's layout in p.row_bytes, p.blocks, p.aux_base and
+// p.d16_base:
+//   @group(0) @binding(1) var<storage, read> w: array<u32>; // one matrix part
+// F32 and F16 rows are stored as in the file (an odd F16 row length puts a
+// row at 2 bytes past a word). Quantized parts are in the GPU layout of
+// kernels::layout: three regions of words, block i of the part (row-major)
+// at the same stride in each:
+//   quants: QUANT_WORDS words of block i at word i * QUANT_WORDS;
+//   aux:    AUX_WORDS words at p.aux_base + i * AUX_WORDS;
+//   d16:    the block's f16 scale, half i % 2 of word p.d16_base + i / 2.
+// So every read is an aligned word, and the quants of a block are whole
+// vec4s. The part buffer carries at least 80 zero bytes after its data, so a
+// partial F32/F16 unit may read a whole unit past the row end (the kernel
+// masks those lanes).
 //
 // Decoding works in units of 16 weights: two runs of 8 consecutive row
 // elements, at block elements `runs_FMT(u)` (x: run a, y: run b). The runs
 // follow each format's byte layout, so a unit reads each byte it needs once:
 // e.g. the low and high nibbles of one Q4_0 byte are elements j and j+16.
-// Per format FMT the kernel gets, as defines, QK (elements per block, 16 for
-// F32/F16 whose "block" is one unit), BLOCK_BYTES and UNITS (units per block).
+// `decode_FMT(row, U)` decodes unit U of part row `row`. Per format FMT the
+// kernel gets, as defines, QK (elements per block, 16 for F32/F16 whose
+// "block" is one unit), BLOCK_BYTES, UNITS (units per block), QUANT_WORDS and
+// AUX_WORDS.
 
 struct Unit {
     a0: vec4<f32>, // run a, elements 0..4
@@ -23,43 +33,41 @@ struct Unit {
     b1: vec4<f32>, // run b, elements 4..8
 }
 
-// ---- byte readers -----------------------------------------------------------
+// ---- layout readers ------------------------------------------------------------
+
+const QUANT_WORDS: u32 = {{QUANT_WORDS}};
+const AUX_WORDS: u32 = {{AUX_WORDS}};
+
+// Block of unit U of part row `row`, and the unit within it.
+fn block_of(row: u32, U: u32) -> u32 {
+    return row * p.blocks + U / UNITS;
+}
+fn quant_word(blk: u32, j: u32) -> u32 {
+    return w[blk * QUANT_WORDS + j];
+}
+fn aux_word(blk: u32, j: u32) -> u32 {
+    return w[p.aux_base + blk * AUX_WORDS + j];
+}
+fn d16(blk: u32) -> f32 {
+    let v = unpack2x16float(w[p.d16_base + (blk >> 1u)]);
+    return select(v.x, v.y, (blk & 1u) == 1u);
+}
+// Signed byte j of the block's aux words.
+fn aux_i8(blk: u32, j: u32) -> f32 {
+    let v = aux_word(blk, j >> 2u) >> ((j & 3u) * 8u);
+    return f32(bitcast<i32>(v << 24u) >> 24u);
+}
+// Byte offset of unit U of row `row` in an F32/F16 part.
+fn unit_byte(row: u32, U: u32) -> u32 {
+    return row * p.row_bytes + U * BLOCK_BYTES;
+}
+
+// ---- F16 rows at any even byte ---------------------------------------------------
 
 // The 32 bits starting `s` bits (a multiple of 8) into `lo`, continuing in `hi`.
 // When s == 0 the shift by 32 is taken mod 32 by WGSL and the select discards it.
 fn funnel(lo: u32, hi: u32, s: u32) -> u32 {
     return select((lo >> s) | (hi << (32u - s)), lo, s == 0u);
-}
-
-// One byte at byte offset `b`.
-fn w_u8(b: u32) -> u32 {
-    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
-}
-
-// A signed byte at `b`.
-fn w_i8(b: u32) -> f32 {
-    return f32(bitcast<i32>(w_u8(b) << 24u) >> 24u);
-}
-
-// The IEEE half at an even byte offset `b`.
-fn w_f16(b: u32) -> f32 {
-    return unpack2x16float(w[b >> 2u] >> ((b & 2u) * 8u)).x;
-}
-
-// 4 bytes at any byte offset.
-fn w_bytes4(b: u32) -> u32 {
-    let i = b >> 2u;
-    return funnel(w[i], w[i + 1u], (b & 3u) * 8u);
-}
-
-// 8 bytes at any byte offset, as two little-endian words.
-fn w_bytes8(b: u32) -> vec2<u32> {
-    let i = b >> 2u;
-    let s = (b & 3u) * 8u;
-    let w0 = w[i];
-    let w1 = w[i + 1u];
-    let w2 = w[i + 2u];
-    return vec2<u32>(funnel(w0, w1, s), funnel(w1, w2, s));
 }
 
 // 16 bytes at any byte offset, as four little-endian words.
@@ -105,8 +113,8 @@ fn bit5x4(h: u32) -> vec4<f32> {
 fn runs_f32(u: u32) -> vec2<u32> {
     return vec2<u32>(0u, 8u);
 }
-fn decode_f32(b: u32, u: u32) -> Unit {
-    let i = b >> 2u; // F32 rows are whole words
+fn decode_f32(row: u32, U: u32) -> Unit {
+    let i = unit_byte(row, U) >> 2u; // F32 rows are whole words
     return Unit(
         bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u])),
         bitcast<vec4<f32>>(vec4<u32>(w[i + 4u], w[i + 5u], w[i + 6u], w[i + 7u])),
@@ -121,8 +129,9 @@ fn f16x4(v: vec2<u32>) -> vec4<f32> {
 fn runs_f16(u: u32) -> vec2<u32> {
     return vec2<u32>(0u, 8u);
 }
-fn decode_f16(b: u32, u: u32) -> Unit {
+fn decode_f16(row: u32, U: u32) -> Unit {
     // An odd row length puts a row at 2 bytes past a word.
+    let b = unit_byte(row, U);
     let lo = w_bytes16(b);
     let hi = w_bytes16(b + 16u);
     return Unit(f16x4(lo.xy), f16x4(lo.zw), f16x4(hi.xy), f16x4(hi.zw));
@@ -133,9 +142,11 @@ fn decode_f16(b: u32, u: u32) -> Unit {
 fn runs_q8_0(u: u32) -> vec2<u32> {
     return vec2<u32>(16u * u, 16u * u + 8u);
 }
-fn decode_q8_0(b: u32, u: u32) -> Unit {
-    let d = w_f16(b);
-    let q = w_bytes16(b + 2u + 16u * u);
+fn decode_q8_0(row: u32, U: u32) -> Unit {
+    let blk = block_of(row, U);
+    let u = U % UNITS;
+    let d = d16(blk);
+    let q = vec4<u32>(quant_word(blk, 4u * u), quant_word(blk, 4u * u + 1u), quant_word(blk, 4u * u + 2u), quant_word(blk, 4u * u + 3u));
     return Unit(d * bytes_i(q.x), d * bytes_i(q.y), d * bytes_i(q.z), d * bytes_i(q.w));
 }
 
@@ -145,9 +156,11 @@ fn decode_q8_0(b: u32, u: u32) -> Unit {
 fn runs_q4_0(u: u32) -> vec2<u32> {
     return vec2<u32>(8u * u, 16u + 8u * u);
 }
-fn decode_q4_0(b: u32, u: u32) -> Unit {
-    let d = w_f16(b);
-    let q = w_bytes8(b + 2u + 8u * u);
+fn decode_q4_0(row: u32, U: u32) -> Unit {
+    let blk = block_of(row, U);
+    let u = U % UNITS;
+    let d = d16(blk);
+    let q = vec2<u32>(quant_word(blk, 2u * u), quant_word(blk, 2u * u + 1u));
     let z = vec4<f32>(8.0);
     return Unit(d * (nib_lo(q.x) - z), d * (nib_lo(q.y) - z), d * (nib_hi(q.x) - z), d * (nib_hi(q.y) - z));
 }
@@ -157,11 +170,12 @@ fn decode_q4_0(b: u32, u: u32) -> Unit {
 fn runs_q4_1(u: u32) -> vec2<u32> {
     return vec2<u32>(8u * u, 16u + 8u * u);
 }
-fn decode_q4_1(b: u32, u: u32) -> Unit {
-    let i = b >> 2u;
-    let dm = unpack2x16float(w[i]);
-    let q0 = w[i + 1u + 2u * u];
-    let q1 = w[i + 2u + 2u * u];
+fn decode_q4_1(row: u32, U: u32) -> Unit {
+    let blk = block_of(row, U);
+    let u = U % UNITS;
+    let dm = unpack2x16float(aux_word(blk, 0u));
+    let q0 = quant_word(blk, 2u * u);
+    let q1 = quant_word(blk, 2u * u + 1u);
     let m = vec4<f32>(dm.y);
     return Unit(dm.x * nib_lo(q0) + m, dm.x * nib_lo(q1) + m, dm.x * nib_hi(q0) + m, dm.x * nib_hi(q1) + m);
 }
@@ -172,10 +186,12 @@ fn decode_q4_1(b: u32, u: u32) -> Unit {
 fn runs_q5_0(u: u32) -> vec2<u32> {
     return vec2<u32>(8u * u, 16u + 8u * u);
 }
-fn decode_q5_0(b: u32, u: u32) -> Unit {
-    let d = w_f16(b);
-    let qh = w_bytes4(b + 2u);
-    let q = w_bytes8(b + 6u + 8u * u);
+fn decode_q5_0(row: u32, U: u32) -> Unit {
+    let blk = block_of(row, U);
+    let u = U % UNITS;
+    let d = d16(blk);
+    let qh = aux_word(blk, 0u);
+    let q = vec2<u32>(quant_word(blk, 2u * u), quant_word(blk, 2u * u + 1u));
     let ha = qh >> (8u * u);
     let hb = qh >> (16u + 8u * u);
     let z = vec4<f32>(16.0);
@@ -209,22 +225,23 @@ fn runs_q4_k(u: u32) -> vec2<u32> {
     let s = u & 3u;
     return vec2<u32>(64u * c + 8u * s, 64u * c + 32u + 8u * s);
 }
-fn decode_q4_k(b: u32, u: u32) -> Unit {
-    let i = b >> 2u;
+fn decode_q4_k(row: u32, U: u32) -> Unit {
+    let blk = block_of(row, U);
+    let u = U % UNITS;
     let c = u >> 2u;
     let s = u & 3u;
-    let dd = unpack2x16float(w[i]);
-    let s0 = w[i + 1u];
-    let s1 = w[i + 2u];
-    let s2 = w[i + 3u];
+    let dd = unpack2x16float(aux_word(blk, 0u));
+    let s0 = aux_word(blk, 1u);
+    let s1 = aux_word(blk, 2u);
+    let s2 = aux_word(blk, 3u);
     let sa = scale_min_q4_k(2u * c, s0, s1, s2);
     let sb = scale_min_q4_k(2u * c + 1u, s0, s1, s2);
     let da = dd.x * sa.x;
     let ma = vec4<f32>(dd.y * sa.y);
     let db = dd.x * sb.x;
     let mb = vec4<f32>(dd.y * sb.y);
-    let q0 = w[i + 4u + 8u * c + 2u * s];
-    let q1 = w[i + 5u + 8u * c + 2u * s];
+    let q0 = quant_word(blk, 8u * c + 2u * s);
+    let q1 = quant_word(blk, 8u * c + 2u * s + 1u);
     return Unit(da * nib_lo(q0) - ma, da * nib_lo(q1) - ma, db * nib_hi(q0) - mb, db * nib_hi(q1) - mb);
 }
 
@@ -242,12 +259,17 @@ fn runs_q6_k(u: u32) -> vec2<u32> {
     let a = 128u * n + l0 + 32u * g;
     return vec2<u32>(a, a + 64u);
 }
-fn decode_q6_k(b: u32, u: u32) -> Unit {
+fn decode_q6_k(row: u32, U: u32) -> Unit {
+    let blk = block_of(row, U);
+    let u = U % UNITS;
     let n = u >> 3u;
     let l0 = 8u * (u & 3u);
     let g = (u >> 2u) & 1u;
-    let ql = w_bytes8(b + 64u * n + 32u * g + l0);
-    let qh = w_bytes8(b + 128u + 32u * n + l0);
+    // ql and qh are quant bytes 0..128 and 128..192; l0 is a multiple of 8.
+    let qlw = (64u * n + 32u * g + l0) / 4u;
+    let qhw = (128u + 32u * n + l0) / 4u;
+    let ql = vec2<u32>(quant_word(blk, qlw), quant_word(blk, qlw + 1u));
+    let qh = vec2<u32>(quant_word(blk, qhw), quant_word(blk, qhw + 1u));
     let sh_a = 2u * g;
     let sh_b = sh_a + 4u;
     // Pack 6-bit values four to a word, then centre them.
@@ -255,11 +277,12 @@ fn decode_q6_k(b: u32, u: u32) -> Unit {
     let qa1 = (ql.y & 0x0f0f0f0fu) | (((qh.y >> sh_a) & 0x03030303u) << 4u);
     let qb0 = ((ql.x >> 4u) & 0x0f0f0f0fu) | (((qh.x >> sh_b) & 0x03030303u) << 4u);
     let qb1 = ((ql.y >> 4u) & 0x0f0f0f0fu) | (((qh.y >> sh_b) & 0x03030303u) << 4u);
-    let d = w_f16(b + 208u);
-    // Run a starts at half element l0 + 32g, run b 64 further: scale index + 4.
-    let sc = b + 192u + 8u * n + (l0 + 32u * g) / 16u;
-    let da = d * w_i8(sc);
-    let db = d * w_i8(sc + 4u);
+    let d = d16(blk);
+    // Run a starts at half element l0 + 32g, run b 64 further: scale index + 4
+    // (the 16 scale bytes are the block's 4 aux words).
+    let sc = 8u * n + (l0 + 32u * g) / 16u;
+    let da = d * aux_i8(blk, sc);
+    let db = d * aux_i8(blk, sc + 4u);
     let z = vec4<f32>(32.0);
     return Unit(da * (bytes_u(qa0) - z), da * (bytes_u(qa1) - z), db * (bytes_u(qb0) - z), db * (bytes_u(qb1) - z));
 }

@@ -25,6 +25,9 @@ struct Params {
     out_offset: u32,
     units: u32,
     scale: f32,
+    blocks: u32,
+    aux_base: u32,
+    d16_base: u32,
 }
 
 const EMBED_WGSL: &str = include_str!("../../../../shaders/embed.wgsl");
@@ -81,6 +84,9 @@ pub fn embed(
             out_offset: out_offset as u32,
             units,
             scale,
+            blocks: (table.cols / table.dtype.block_elements()) as u32,
+            aux_base: part.bases.aux,
+            d16_base: part.bases.d16,
         };
         rec.dispatch_variant(
             &key,
@@ -160,7 +166,7 @@ mod tests {
                 rows,
                 k,
                 &bytes,
-                8 * row_bytes + 80,
+                8 * row_bytes + crate::kernels::weights::PART_SLACK,
             )
             .unwrap();
             assert_eq!(split.parts.len(), 5);

@@ -24,7 +24,8 @@ use std::borrow::Cow;
 use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
-    check_groups, gemv_rows, tiled_rows, Params, COMMON_WGSL, GEMV_WGSL, TILED_WGSL, TILE_M, TILE_N,
+    check_groups, gemv_rows, quant_vec_wgsl, tiled_rows, vec_core_defines, vec_core_fits, vec_rows,
+    Params, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILED_WGSL, TILE_M, TILE_N,
 };
 use super::rmsnorm::rms_norm;
 use super::weights::{QuantMatrix, QUANT_WGSL};
@@ -44,6 +45,8 @@ pub(crate) fn prefill_token_tiles(m: usize) -> u32 {
 
 const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
 const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
+const X_UNIT: &str = include_str!("../../../../shaders/linear_x_unit.wgsl");
+const X_VEC: &str = include_str!("../../../../shaders/linear_x_vec.wgsl");
 const TILED_MAIN: &str = include_str!("../../../../shaders/linear_tiled.wgsl");
 
 /// What happens to `W · x` on its way to `out`.
@@ -170,8 +173,18 @@ impl Linear<'_> {
 pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Result<(), GpuError> {
     op.check()?;
     if op.m == 1 {
-        let rows = gemv_rows(rec.ctx().adapter.is_software, op.m);
-        record_gemv(rec, op, rows);
+        let software = rec.ctx().adapter.is_software;
+        let core = if vec_core_fits(op.w, op.x_offset) {
+            GemvCore::Vec {
+                rows: vec_rows(software),
+                chunked: software,
+            }
+        } else {
+            GemvCore::Unit {
+                rows: gemv_rows(software, 1),
+            }
+        };
+        record_gemv(rec, op, core);
         return Ok(());
     }
     let (x, x_offset) = match op.norm {
@@ -240,14 +253,21 @@ pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Resul
     }
 }
 
-fn storage(norm: bool, bias: bool) -> &'static [Access] {
+/// Storage bindings: w, x, out, then `extra` read-only ones.
+fn storage(extra: usize) -> &'static [Access] {
     const R: Access = Access::Read;
     const RW: Access = Access::ReadWrite;
-    match (norm, bias) {
-        (false, false) => &[R, R, RW],
-        (true, false) | (false, true) => &[R, R, RW, R],
-        (true, true) => &[R, R, RW, R, R],
-    }
+    &[R, R, RW, R, R, R][..3 + extra]
+}
+
+/// Which matrix-vector core a decode projection runs on, with its output
+/// rows per workgroup.
+#[derive(Clone, Copy, Debug)]
+enum GemvCore {
+    /// Units of 16 weights (matmul_gemv.wgsl): any row length and x offset.
+    Unit { rows: u32 },
+    /// Whole-vec4 steps (matvec.wgsl): see `vec_core_fits`.
+    Vec { rows: u32, chunked: bool },
 }
 
 /// A define that keeps (`""`) or comments out (`"//"`) the lines it prefixes.
@@ -255,8 +275,8 @@ fn on(yes: bool) -> Cow<'static, str> {
     Cow::Borrowed(if yes { "" } else { "//" })
 }
 
-/// The matrix-vector form: one token row (`op.m == 1`).
-fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
+/// The matrix-vector form: one token row (`op.m == 1`) on `core`.
+fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
     debug_assert_eq!(op.m, 1, "the matrix-vector form takes one token row");
     let w = op.w;
     let (norm, bias) = (op.norm.is_some(), op.bias.is_some());
@@ -267,6 +287,12 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
     };
     let fmt = w.format();
     let code = op.epilogue.code();
+    // The vec4 core binds the part again (as vec4s) after out.
+    let (rows_per_group, vec_core) = match core {
+        GemvCore::Unit { rows } => (rows, 0),
+        GemvCore::Vec { rows, chunked } => (rows, 1 + chunked as u32),
+    };
+    let first_extra = 4 + (vec_core > 0) as usize;
     let key = VariantKey {
         family: "linear_gemv",
         fmt: fmt.fmt,
@@ -276,28 +302,57 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
             bias as u32,
             code,
             act as u32,
-            0,
+            vec_core,
         ],
     };
     let make = || {
-        let mut defines = fmt.defines();
+        let (mut defines, sources) = match core {
+            GemvCore::Unit { rows } => {
+                let mut d = fmt.defines();
+                d.extend([("ROWS", rows.to_string().into()), ("TOKENS", "1".into())]);
+                (
+                    d,
+                    vec![
+                        QUANT_WGSL,
+                        COMMON_WGSL,
+                        GEMV_WGSL,
+                        X_UNIT,
+                        ACT_WGSL,
+                        GEMV_MAIN,
+                    ],
+                )
+            }
+            GemvCore::Vec { rows, chunked } => (
+                vec_core_defines(fmt, rows, chunked),
+                vec![
+                    QUANT_WGSL,
+                    MATVEC_WGSL,
+                    quant_vec_wgsl(fmt),
+                    X_VEC,
+                    ACT_WGSL,
+                    GEMV_MAIN,
+                ],
+            ),
+        };
         defines.extend([
-            ("ROWS", rows_per_group.to_string().into()),
-            ("TOKENS", "1".into()),
             ("NORM", on(norm)),
             ("NO_NORM", on(!norm)),
             ("BIAS", on(bias)),
             ("NO_BIAS", on(!bias)),
-            ("BIAS_BINDING", if norm { "5" } else { "4" }.into()),
+            ("NORM_BINDING", first_extra.to_string().into()),
+            (
+                "BIAS_BINDING",
+                (first_extra + norm as usize).to_string().into(),
+            ),
             ("EPILOGUE", code.to_string().into()),
             ("ACT", act_name(act).into()),
         ]);
         OwnedSpec {
             name: format!("{key:?}"),
-            sources: vec![QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, ACT_WGSL, GEMV_MAIN],
+            sources,
             defines,
             entry: "main",
-            storage: storage(norm, bias),
+            storage: storage(first_extra - 4 + norm as usize + bias as usize),
         }
     };
     for part in &w.parts {
@@ -307,9 +362,21 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, rows_per_group: u32) {
             part.first_row
         };
         let out_offset = op.out_offset + out_row0;
-        let mut p = Params::new(w, 1, part.rows, op.x_offset, out_offset, op.out_stride);
-        let mut buffers: [&GpuBuffer; 5] = [&part.buffer, op.x, op.out, op.out, op.out];
+        let mut p = Params::new(
+            w,
+            part,
+            1,
+            part.rows,
+            op.x_offset,
+            out_offset,
+            op.out_stride,
+        );
+        let mut buffers: [&GpuBuffer; 6] = [&part.buffer, op.x, op.out, op.out, op.out, op.out];
         let mut n = 3;
+        if vec_core > 0 {
+            buffers[n] = &part.buffer;
+            n += 1;
+        }
         if let Some((norm_w, eps)) = op.norm {
             p.eps = eps;
             buffers[n] = norm_w;
@@ -363,7 +430,7 @@ fn record_tiled(
             sources: vec![QUANT_WGSL, COMMON_WGSL, TILED_WGSL, TILED_MAIN],
             defines,
             entry: "main",
-            storage: storage(false, has_bias),
+            storage: storage(has_bias as usize),
         }
     };
     let token_groups = (m as u32).div_ceil(tt * TILE_M);
@@ -375,6 +442,7 @@ fn record_tiled(
         })?;
         let mut p = Params::new(
             w,
+            part,
             m,
             part.rows,
             x_offset,

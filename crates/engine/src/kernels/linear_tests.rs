@@ -89,14 +89,28 @@ fn reference(
     (out, scale)
 }
 
-/// Runs `c` with out rows `stride` apart (the extra columns must keep their sentinels).
+/// Runs `c` with out rows `stride` apart (the extra columns must keep their
+/// sentinels) and x rows from element 3 (the unit matrix-vector core) or 4
+/// (a vec4: the vec4 core where the row length allows).
 fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, seed: u64) {
+    run_at(c, dtype, part_rows, stride_pad, seed, 3)
+}
+
+fn run_at(
+    c: &Case,
+    dtype: GgmlType,
+    part_rows: Option<usize>,
+    stride_pad: usize,
+    seed: u64,
+    x_offset: usize,
+) {
     let ctx = ctx();
     let (k, n, m) = (c.k, c.n, c.m);
     let bytes = quantize(dtype, &test_weights(n * k, seed)).unwrap();
     let wv = dequantize(dtype, &bytes, n * k).unwrap();
     let limit = part_rows.map_or(ctx.max_binding_bytes(), |r| {
-        (r * dtype.row_bytes(k as u64).unwrap() as usize) as u64 + 80
+        (r * dtype.row_bytes(k as u64).unwrap() as usize) as u64
+            + crate::kernels::weights::PART_SLACK
     });
     let w = QuantMatrix::upload_with_limit(ctx, "w", dtype, n, k, &bytes, limit).unwrap();
     if let Some(r) = part_rows {
@@ -125,7 +139,7 @@ fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, s
             .copy_from_slice(&prev[t * width..(t + 1) * width]);
     }
     let gx = ctx
-        .upload_f32("x", &[vec![0.25; 3], x.clone()].concat())
+        .upload_f32("x", &[vec![0.25; x_offset], x.clone()].concat())
         .unwrap();
     let mut padded = norm_w.clone();
     padded.resize(k.next_multiple_of(4), 0.0);
@@ -136,7 +150,7 @@ fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, s
     let wide = ctx.create_storage("wide", (4 * m * n) as u64).unwrap();
     let op = Linear {
         x: &gx,
-        x_offset: 3,
+        x_offset,
         norm: c.norm.then_some((&*gnorm, 1e-5)),
         w: &w,
         bias: c.bias.then_some((&*gbias, 2)),
@@ -160,7 +174,7 @@ fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, s
     let got = pollster::block_on(ctx.read_f32(&gout, 0, out_init.len())).unwrap();
     let (want, scale) = reference(c, &x, &norm_w, &wv, &bias[2..], &prev);
     let what = format!(
-        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride}",
+        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride} x at {x_offset}",
         c.norm, c.bias, c.epilogue
     );
     // As assert_dot_close (testutil): f32 sums of k products, plus the norm's
@@ -221,6 +235,47 @@ fn linear_matches_reference_for_every_dtype_form_and_epilogue() {
             }
         }
     }
+}
+
+/// A decode shape the vec4 core takes: over 64 steps a row, so lanes take
+/// one or two steps each.
+fn vec_shape(dtype: GgmlType) -> (usize, usize) {
+    match dtype.block_elements() {
+        1 => (1040, 18),
+        32 => (2080, 18),
+        _ => (4352, 10),
+    }
+}
+
+#[test]
+fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
+    for (d, dtype) in GPU_DTYPES.into_iter().enumerate() {
+        let (k, n) = vec_shape(dtype);
+        for (e, epilogue) in EPILOGUES.into_iter().enumerate() {
+            let glu = matches!(epilogue, Epilogue::Glu(_));
+            for norm in [false, true] {
+                let case = Case {
+                    k,
+                    n,
+                    m: 1,
+                    norm,
+                    bias: !glu && (d + e) % 2 == 1,
+                    epilogue,
+                };
+                run_at(&case, dtype, None, 0, (d * 10 + e) as u64, 4);
+            }
+        }
+    }
+    // Split parts and strided rows on the vec4 core.
+    let case = Case {
+        k: 96,
+        n: 70,
+        m: 1,
+        norm: true,
+        bias: true,
+        epilogue: Epilogue::Add,
+    };
+    run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4);
 }
 
 #[test]

@@ -10,7 +10,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
-use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL, UNIT};
+use super::weights::{GpuFormat, MatrixPart, QuantMatrix, QUANT_WGSL, UNIT};
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
@@ -40,6 +40,12 @@ pub(crate) fn gemv_rows(software: bool, tokens: usize) -> u32 {
     }
 }
 
+/// Output rows per workgroup of the vec4 core: as for the unit core's
+/// single row (`gemv_rows`).
+pub(crate) fn vec_rows(software: bool) -> u32 {
+    gemv_rows(software, 1)
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 pub(crate) struct Params {
@@ -57,12 +63,17 @@ pub(crate) struct Params {
     pub(crate) part_experts: u32,
     pub(crate) eps: f32,
     pub(crate) bias_offset: u32,
+    blocks: u32,
+    aux_base: u32,
+    d16_base: u32,
 }
 
 impl Params {
-    /// `rows` output rows of `w` (a part's, or one expert's), `m` token rows.
+    /// `rows` output rows of `w` (a part's, or one expert's), `m` token rows,
+    /// reading the weights of `part`.
     pub(crate) fn new(
         w: &QuantMatrix,
+        part: &MatrixPart,
         m: usize,
         rows: usize,
         x_offset: usize,
@@ -84,11 +95,46 @@ impl Params {
             part_experts: 0,
             eps: 0.0,
             bias_offset: 0,
+            blocks: (w.cols / w.dtype.block_elements()) as u32,
+            aux_base: part.bases.aux,
+            d16_base: part.bases.d16,
         }
     }
 }
 
 pub(crate) const COMMON_WGSL: &str = include_str!("../../../../shaders/matmul_common.wgsl");
+pub(crate) const MATVEC_WGSL: &str = include_str!("../../../../shaders/matvec.wgsl");
+/// The step functions of the vec4 core for `fmt` (one file per step length).
+pub(crate) fn quant_vec_wgsl(fmt: GpuFormat) -> &'static str {
+    match fmt.vec_step() {
+        16 => include_str!("../../../../shaders/quant_vec16.wgsl"),
+        32 => include_str!("../../../../shaders/quant_vec32.wgsl"),
+        _ => include_str!("../../../../shaders/quant_vec64.wgsl"),
+    }
+}
+const MATVEC_MAIN: &str = include_str!("../../../../shaders/matvec_main.wgsl");
+
+/// Whether the vec4 matrix-vector core (matvec.wgsl) takes `w` with x rows
+/// starting at `x_offset`: whole steps per row and x rows on a vec4. Every
+/// quantized format's rows are whole steps; F32/F16 rows need k % 16 == 0.
+pub(crate) fn vec_core_fits(w: &QuantMatrix, x_offset: usize) -> bool {
+    w.cols % w.format().vec_step() as usize == 0 && x_offset % 4 == 0
+}
+
+/// The defines of the vec4 core with `rows` rows a workgroup.
+pub(crate) fn vec_core_defines(
+    fmt: GpuFormat,
+    rows: u32,
+    software: bool,
+) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
+    let mut defines = fmt.defines();
+    defines.extend([
+        ("ROWS", rows.to_string().into()),
+        ("STEP", fmt.vec_step().to_string().into()),
+        ("CHUNKED", if software { "true" } else { "false" }.into()),
+    ]);
+    defines
+}
 pub(crate) const GEMV_WGSL: &str = include_str!("../../../../shaders/matmul_gemv.wgsl");
 pub(crate) const TILED_WGSL: &str = include_str!("../../../../shaders/matmul_tiled.wgsl");
 
@@ -137,6 +183,9 @@ enum Shape {
     Gemv { rows: u32, tokens: usize },
     /// `tt` token tiles per workgroup.
     Tiled { tt: u32 },
+    /// The vec4 core (one token row), `rows` output rows per workgroup,
+    /// lanes over contiguous runs of steps if `chunked`.
+    Vec { rows: u32, chunked: bool },
 }
 
 impl Variant {
@@ -148,6 +197,15 @@ impl Variant {
             fmt: w.format(),
             operand,
             shape,
+        }
+    }
+
+    /// The vec4 matrix-vector core (one token row) over a plain matrix.
+    pub(crate) fn vec(w: &QuantMatrix, rows: u32, chunked: bool) -> Variant {
+        Variant {
+            fmt: w.format(),
+            operand: Operand::Matrix,
+            shape: Shape::Vec { rows, chunked },
         }
     }
 
@@ -164,6 +222,7 @@ impl Variant {
         let args = match self.shape {
             Shape::Gemv { rows, tokens } => [0, rows, tokens as u32, 0, 0, 0],
             Shape::Tiled { tt } => [1, tt, 0, 0, 0, 0],
+            Shape::Vec { rows, chunked } => [2, rows, chunked as u32, 0, 0, 0],
         };
         VariantKey {
             family: self.operand.prefix(),
@@ -176,6 +235,14 @@ impl Variant {
         let (fmt, op) = (self.fmt, self.operand);
         let mut defines = fmt.defines();
         let (name, sources) = match self.shape {
+            Shape::Vec { rows, chunked } => {
+                defines = vec_core_defines(fmt, rows, chunked);
+                let name = format!("{}_vec_{}_r{rows}_c{}", op.prefix(), fmt.fmt, chunked as u8);
+                (
+                    name,
+                    vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt), MATVEC_MAIN],
+                )
+            }
             Shape::Gemv { rows, tokens } => {
                 defines.push(("ROWS", rows.to_string().into()));
                 defines.push(("TOKENS", tokens.to_string().into()));
@@ -241,6 +308,8 @@ pub(crate) fn check_groups(
 }
 
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+/// The vec4 core binds the part a second time, as vec4s.
+const VEC_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::Read];
 
 /// Which kernel computes a matmul; `matmul` picks by `m` and the adapter,
 /// tests force each.
@@ -248,6 +317,9 @@ const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 pub(crate) enum Form {
     /// Matrix-vector, this many output rows per workgroup (at most 16).
     Gemv(u32),
+    /// The vec4 matrix-vector core, one token row; this many output rows per
+    /// workgroup, lanes over contiguous runs of steps if the flag is set.
+    Vec(u32, bool),
     Tiled,
 }
 
@@ -263,7 +335,9 @@ pub fn matmul(
     m: usize,
 ) -> Result<(), GpuError> {
     let software = rec.ctx().adapter.is_software;
-    let form = if m <= GEMV_MAX_TOKENS {
+    let form = if m == 1 && vec_core_fits(w, x_offset) {
+        Form::Vec(vec_rows(software), software)
+    } else if m <= GEMV_MAX_TOKENS {
         Form::Gemv(gemv_rows(software, m))
     } else {
         Form::Tiled
@@ -288,6 +362,34 @@ pub(crate) fn matmul_form(
         return Ok(());
     }
     match form {
+        Form::Vec(rows_per_group, chunked) => {
+            if m != 1 || !vec_core_fits(w, x_offset) {
+                return Err(shape_err(
+                    "matmul",
+                    format!(
+                        "the vec4 core takes one token row of whole steps on a vec4 (m = {m}, k = {}, x_offset = {x_offset})",
+                        w.cols
+                    ),
+                ));
+            }
+            let variant = Variant::vec(w, rows_per_group, chunked);
+            let key = variant.key();
+            for part in &w.parts {
+                let p = Params::new(
+                    w,
+                    part,
+                    1,
+                    part.rows,
+                    x_offset,
+                    out_offset + part.first_row,
+                    w.rows,
+                );
+                let groups = workgroups_for(part.rows as u32, rows_per_group);
+                let spec = || variant.spec(VEC_STORAGE);
+                let buffers = [&*part.buffer, x, out, &part.buffer];
+                rec.dispatch_variant(&key, spec, &p, &buffers, groups);
+            }
+        }
         Form::Gemv(rows_per_group) => {
             // Token rows in chunks of up to GEMV_MAX_TOKENS, one variant per
             // chunk size so the kernel's register arrays have fixed length.
@@ -299,6 +401,7 @@ pub(crate) fn matmul_form(
                 for part in &w.parts {
                     let p = Params::new(
                         w,
+                        part,
                         chunk,
                         part.rows,
                         x_offset + t0 * w.cols,
@@ -325,6 +428,7 @@ pub(crate) fn matmul_form(
                 })?;
                 let p = Params::new(
                     w,
+                    part,
                     m,
                     part.rows,
                     x_offset,

@@ -33,12 +33,14 @@ fn run(w: &QuantMatrix, x: &[f32], m: usize, form: Form, x_off: usize, out_off: 
 
 /// Awkward shapes per format: k a whole number of blocks but not of 64 (or
 /// 512), or for F32/F16 not of the 16-weight unit; n not a multiple of any
-/// tile.
-fn shapes(dtype: GgmlType) -> [(usize, usize); 4] {
+/// tile. The last has just over 64 vec4-core steps a row, so some lanes take
+/// two steps and others one (and for F32/F16 it is the one the vec4 core
+/// takes).
+fn shapes(dtype: GgmlType) -> [(usize, usize); 5] {
     match dtype.block_elements() {
-        1 => [(7, 1), (37, 7), (100, 67), (53, 300)],
-        32 => [(32, 1), (96, 7), (160, 67), (96, 300)],
-        _ => [(256, 1), (768, 7), (256, 67), (768, 300)],
+        1 => [(7, 1), (37, 7), (100, 67), (53, 300), (1040, 9)],
+        32 => [(32, 1), (96, 7), (160, 67), (96, 300), (2080, 9)],
+        _ => [(256, 1), (768, 7), (256, 67), (768, 300), (4352, 9)],
     }
 }
 
@@ -64,6 +66,19 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                 check(&gemv, &want, &scale, k, &format!("{what} gemv"));
                 let gemv16 = run(&w, &x, m, Form::Gemv(16), 0, 0);
                 check(&gemv16, &want, &scale, k, &format!("{what} gemv16"));
+                if m == 1 && vec_core_fits(&w, 4) {
+                    // The vec4 core, both lane orders and heights.
+                    for (rows, chunked) in [(4, false), (8, true), (16, true)] {
+                        let vec = run(&w, &x, m, Form::Vec(rows, chunked), 4, 5);
+                        check(
+                            &vec,
+                            &want,
+                            &scale,
+                            k,
+                            &format!("{what} vec{rows}/{chunked}"),
+                        );
+                    }
+                }
                 let tiled = run(&w, &x, m, Form::Tiled, 0, 1);
                 check(&tiled, &want, &scale, k, &format!("{what} tiled"));
                 // The two forms agree as closely as two results each within
@@ -79,26 +94,38 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
 fn matmul_over_split_parts_matches_unsplit() {
     let ctx = ctx();
     for dtype in [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q6_K] {
-        let (k, n) = if dtype.block_elements() == 256 {
-            (256, 67)
-        } else {
-            (96, 67)
+        let (k, n) = match dtype.block_elements() {
+            256 => (256, 67),
+            32 => (96, 67),
+            _ => (112, 67),
         };
         let (bytes, _) = random_matrix(dtype, n, k, 11);
         let whole = QuantMatrix::upload(ctx, "w", dtype, n, k, &bytes).unwrap();
         let row_bytes = whole.row_bytes() as u64;
         // 10 rows per part: 7 parts, the last of 7 rows.
-        let split =
-            QuantMatrix::upload_with_limit(ctx, "w", dtype, n, k, &bytes, 10 * row_bytes + 80)
-                .unwrap();
+        let split = QuantMatrix::upload_with_limit(
+            ctx,
+            "w",
+            dtype,
+            n,
+            k,
+            &bytes,
+            10 * row_bytes + crate::kernels::weights::PART_SLACK,
+        )
+        .unwrap();
         assert_eq!(split.parts.len(), 7);
-        for (m, form) in [(1, Form::Gemv(4)), (3, Form::Gemv(16)), (17, Form::Tiled)] {
+        for (m, form) in [
+            (1, Form::Gemv(4)),
+            (1, Form::Vec(8, true)),
+            (3, Form::Gemv(16)),
+            (17, Form::Tiled),
+        ] {
             let x = random_vec(m * k, 3);
             // Each output row is computed the same way whatever part holds
             // it, so the results are bit-identical.
             assert_eq!(
-                run(&split, &x, m, form, 2, 4),
-                run(&whole, &x, m, form, 2, 4),
+                run(&split, &x, m, form, 4, 4),
+                run(&whole, &x, m, form, 4, 4),
                 "{dtype} m={m}"
             );
         }

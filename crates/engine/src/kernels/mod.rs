@@ -9,6 +9,7 @@ pub mod bench;
 pub mod bias;
 pub mod embed;
 pub mod kv;
+pub mod layout;
 pub mod linear;
 pub mod matmul;
 pub mod moe;

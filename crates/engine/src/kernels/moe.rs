@@ -250,7 +250,7 @@ pub fn expert_matmul(
     }
     let w = &stack.matrix;
     let part_params = |part: &crate::kernels::weights::MatrixPart| {
-        let mut p = MatmulParams::new(w, 1, stack.rows, 0, 0, stack.rows);
+        let mut p = MatmulParams::new(w, part, 1, stack.rows, 0, 0, stack.rows);
         p.x_div = x_div as u32;
         p.first_expert = (part.first_row / stack.rows) as u32;
         p.part_experts = (part.rows / stack.rows) as u32;

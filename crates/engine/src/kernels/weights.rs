@@ -1,4 +1,6 @@
-//! Weight matrices on the GPU, kept in their stored (GGUF) format.
+//! Weight matrices on the GPU, kept in their stored format: the same bytes
+//! as the file, quantized blocks rearranged into aligned regions at upload
+//! (`kernels::layout`).
 //!
 //! Kernels dequantize while they read, so a matrix costs its stored bytes of
 //! memory and bandwidth, not four bytes per weight. A matrix bigger than one
@@ -6,13 +8,16 @@
 //! in Q8_0 is 137 MiB) is split by rows into parts, each in its own buffer;
 //! kernels record one dispatch per part.
 
+use super::layout::{repack, BlockLayout, RegionBases};
 use crate::format::quant::GgmlType;
 use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError};
 
 /// Zero bytes after the last row of every part. Decoders read whole words,
 /// up to one word past their data, and a partial F32/F16 unit at the end of a
 /// row reads a whole unit (64 bytes) past it before masking; 80 covers both.
+/// A part's size may also round up by a half-used d16 word (4 more).
 const PART_PADDING: u64 = 80;
+pub(crate) const PART_SLACK: u64 = PART_PADDING + 4;
 
 /// A weight matrix `W[rows, cols]` (rows = output features, GGUF dims[1];
 /// cols = input features, contiguous, GGUF dims[0]) in its stored format.
@@ -24,12 +29,14 @@ pub struct QuantMatrix {
     pub parts: Vec<MatrixPart>,
 }
 
-/// Rows `first_row .. first_row + rows` of a matrix, in one buffer.
+/// Rows `first_row .. first_row + rows` of a matrix, in one buffer (in the
+/// GPU layout: `bases` says where its aux and d16 regions start).
 #[derive(Debug, Clone)]
 pub struct MatrixPart {
     pub first_row: usize,
     pub rows: usize,
     pub buffer: BufferRef,
+    pub(crate) bases: RegionBases,
 }
 
 /// How the shaders decode one format: which `decode_*` functions of
@@ -41,6 +48,9 @@ pub(crate) struct GpuFormat {
     /// Elements per block; for F32/F16 one 16-element unit.
     pub qk: u32,
     pub block_bytes: u32,
+    /// Words of one block in the quants and aux regions (0 for F32/F16).
+    pub quant_words: u32,
+    pub aux_words: u32,
 }
 
 /// Every block decodes in units of 16 weights (see quant.wgsl).
@@ -49,19 +59,15 @@ pub(crate) const UNIT: usize = 16;
 impl GpuFormat {
     pub(crate) fn of(dtype: GgmlType) -> Option<GpuFormat> {
         let fmt = match dtype {
-            GgmlType::F32 => {
+            GgmlType::F32 | GgmlType::F16 => {
+                let f32 = dtype == GgmlType::F32;
                 return Some(GpuFormat {
-                    fmt: "f32",
+                    fmt: if f32 { "f32" } else { "f16" },
                     qk: 16,
-                    block_bytes: 64,
-                })
-            }
-            GgmlType::F16 => {
-                return Some(GpuFormat {
-                    fmt: "f16",
-                    qk: 16,
-                    block_bytes: 32,
-                })
+                    block_bytes: if f32 { 64 } else { 32 },
+                    quant_words: 0,
+                    aux_words: 0,
+                });
             }
             GgmlType::Q8_0 => "q8_0",
             GgmlType::Q4_0 => "q4_0",
@@ -71,11 +77,24 @@ impl GpuFormat {
             GgmlType::Q6_K => "q6_k",
             _ => return None,
         };
+        let layout = BlockLayout::of(dtype)?;
         Some(GpuFormat {
             fmt,
             qk: dtype.block_elements() as u32,
             block_bytes: dtype.block_bytes() as u32,
+            quant_words: layout.quant_words() as u32,
+            aux_words: layout.aux_words() as u32,
         })
+    }
+
+    /// Elements per step of the vec4 matrix-vector core (matvec.wgsl): a
+    /// block, a quarter of a K-quant block, or 16 F32/F16 elements.
+    pub(crate) fn vec_step(&self) -> u32 {
+        match self.qk {
+            16 => 16,
+            256 => 64,
+            _ => 32,
+        }
     }
 
     /// The defines quant.wgsl's users expect for this format.
@@ -85,6 +104,8 @@ impl GpuFormat {
             ("QK", format!("{}u", self.qk).into()),
             ("BLOCK_BYTES", format!("{}u", self.block_bytes).into()),
             ("UNITS", format!("{}u", self.qk as usize / UNIT).into()),
+            ("QUANT_WORDS", format!("{}u", self.quant_words).into()),
+            ("AUX_WORDS", format!("{}u", self.aux_words).into()),
         ]
     }
 }
@@ -195,7 +216,7 @@ impl QuantMatrix {
         // Shaders address bytes with u32: keep every part under 4 GiB.
         let limit = max_part_bytes.min(u32::MAX as u64 - 255);
         let group_bytes = row_bytes * row_group as u64;
-        let rows_per_part = limit.saturating_sub(PART_PADDING) / group_bytes * row_group as u64;
+        let rows_per_part = limit.saturating_sub(PART_SLACK) / group_bytes * row_group as u64;
         if rows_per_part == 0 {
             let what = if row_group == 1 {
                 "one row"
@@ -204,7 +225,7 @@ impl QuantMatrix {
             };
             return Err(GpuError::BufferTooLarge {
                 label: format!("{label} ({what})"),
-                size: group_bytes + PART_PADDING,
+                size: group_bytes + PART_SLACK,
                 limit_name: "max_storage_buffer_binding_size",
                 limit,
             });
@@ -220,7 +241,12 @@ impl QuantMatrix {
             } else {
                 format!("{label}[rows {first_row}..{}]", first_row + n)
             };
-            let buffer = ctx.create_storage(&part_label, data.len() as u64 + PART_PADDING)?;
+            let repacked = repack(dtype, data);
+            let (data, bases) = match &repacked {
+                Some((gpu, bases)) => (&gpu[..], *bases),
+                None => (data, RegionBases::default()),
+            };
+            let buffer = ctx.create_storage(&part_label, data.len() as u64 + PART_SLACK)?;
             // write_buffer wants multiples of 4 bytes: the whole words, then
             // the last partial word zero-padded (the buffer starts zeroed).
             let whole = data.len() / 4 * 4;
@@ -236,6 +262,7 @@ impl QuantMatrix {
                 first_row,
                 rows: n,
                 buffer,
+                bases,
             });
             first_row += n;
         }
@@ -372,18 +399,20 @@ mod tests {
             rows,
             cols,
             &bytes,
-            3 * row_bytes + PART_PADDING,
+            3 * row_bytes + PART_SLACK,
         )
         .unwrap();
         let sizes: Vec<(usize, usize)> = m.parts.iter().map(|p| (p.first_row, p.rows)).collect();
         assert_eq!(sizes, [(0, 3), (3, 3), (6, 3), (9, 1)]);
         for p in &m.parts {
-            assert!(p.buffer.size() <= 3 * row_bytes + PART_PADDING);
+            assert!(p.buffer.size() <= 3 * row_bytes + PART_SLACK);
         }
-        // The stored bytes arrive unchanged, odd tail included.
+        // The stored bytes arrive, rearranged: the last part's two blocks
+        // read back as the file's.
         let p = &m.parts[3];
         let back = pollster::block_on(ctx.read_bytes(&p.buffer, 0, 68)).unwrap();
-        assert_eq!(back, &bytes[9 * 68..]);
+        let blocks = super::super::layout::unpack(GgmlType::Q8_0, &back, 2).unwrap();
+        assert_eq!(blocks, &bytes[9 * 68..]);
     }
 
     #[test]

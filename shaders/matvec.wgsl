@@ -1,0 +1,112 @@
+// Matrix-vector core over whole-vec4 loads, for one token row (decode):
+// every quantized format in the GPU layout (quant.wgsl), and F32/F16 rows
+// of whole 16-element units. Same contract as matmul_gemv.wgsl's core
+// (gemv_partials / row_sum / gemv), so the same entry points run on it.
+//
+// A row is cut into steps of STEP elements (a block, or a quarter of a
+// K-quant block). A step's x values are XV vec4s in two runs of XV / 2
+// (runs_vec_FMT: where each starts, in vec4s from the row start); each
+// lane loads them once and dots them with the step of all ROWS weight rows
+// (dot_step_FMT, quant_vec{16,32,64}.wgsl), whose quants it reads as vec4s.
+// Which lane takes which steps: on a GPU adjacent lanes take adjacent steps
+// (coalesced reads); on a CPU adapter (CHUNKED) each lane takes one
+// contiguous run of steps, since a CPU runs one SIMD batch of lanes through
+// the whole loop before the next, and interleaved steps would make each
+// batch stride through memory.
+// Sources: quant.wgsl, this file, quant_vec{16,32,64}.wgsl, then an entry point.
+
+struct Params {
+    m: u32,
+    k: u32,
+    rows: u32,
+    row_bytes: u32,
+    x_offset: u32,
+    out_offset: u32,
+    out_stride: u32,
+    full_units: u32,
+    units: u32,
+    x_div: u32,
+    first_expert: u32,
+    part_experts: u32,
+    eps: f32,
+    bias_offset: u32,
+    blocks: u32,
+    aux_base: u32,
+    d16_base: u32,
+}
+// (Field for field matmul_common.wgsl's Params: one Rust struct fills both.)
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // [x_offset / 4 + k / 4]
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
+
+const QK: u32 = {{QK}};
+const BLOCK_BYTES: u32 = {{BLOCK_BYTES}};
+const UNITS: u32 = {{UNITS}};
+const STEP: u32 = {{STEP}}u;
+const XV: u32 = STEP / 4u;
+const WG: u32 = 64u;
+const ROWS: u32 = {{ROWS}}u;
+const TOKENS: u32 = 1u;
+const CHUNKED: bool = {{CHUNKED}};
+
+var<workgroup> partial: array<f32, ROWS * WG>;
+
+// Sums of each 32 x values of a step (x_groups[g] = xs[8g .. 8g + 8]): the
+// formats with an offset (Q4_0's -8, Q4_1's m, K-quant mins) subtract
+// offset * sum once instead of once per weight.
+const XG: u32 = max(1u, XV / 8u);
+
+fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
+    let steps = p.k / STEP;
+    let per = (steps + WG - 1u) / WG;
+    let first = select(lid, lid * per, CHUNKED);
+    let end = select(steps, min(first + per, steps), CHUNKED);
+    let stride = select(WG, 1u, CHUNKED);
+    let base4 = x_base / 4u;
+    var acc: array<f32, ROWS>;
+    for (var s = first; s < end; s += stride) {
+        let runs = runs_vec_{{FMT}}(s);
+        var xs: array<vec4<f32>, XV>;
+        for (var i = 0u; i < XV / 2u; i++) {
+            xs[i] = x_vec(base4, runs.x + i);
+            xs[XV / 2u + i] = x_vec(base4, runs.y + i);
+        }
+        var xg: array<f32, XG>;
+        for (var g = 0u; g < XG; g++) {
+            var v = vec4<f32>(0.0);
+            for (var i = 0u; i < min(8u, XV); i++) {
+                v += xs[8u * g + i];
+            }
+            xg[g] = v.x + v.y + v.z + v.w;
+        }
+        for (var r = 0u; r < ROWS; r++) {
+            // Rows past the part repeat its last row; their sums are dropped.
+            acc[r] += dot_step_{{FMT}}(w_row0 + min(row0 + r, p.rows - 1u), s, xs, xg);
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        partial[r * WG + lid] = acc[r];
+    }
+    stash_lane(lid);
+    workgroupBarrier();
+}
+
+// The whole dot product of row r (i = r: one token row).
+fn row_sum(i: u32) -> f32 {
+    var sum = 0.0;
+    for (var j = 0u; j < WG; j++) {
+        sum += partial[i * WG + j];
+    }
+    return sum;
+}
+
+// gemv_partials, then each sum stored to out[out_base + row].
+fn gemv(lid: u32, row0: u32, w_row0: u32, x_base: u32, out_base: u32) {
+    gemv_partials(lid, row0, w_row0, x_base);
+    if (lid < ROWS && row0 + lid < p.rows) {
+        out[out_base + row0 + lid] = row_sum(lid);
+    }
+}

@@ -1,0 +1,65 @@
+// Whole-step dot products for matvec.wgsl, one pair of functions per format:
+//   runs_vec_FMT(s): where step s's two runs of x start (vec4s from the row
+//     start; each run is XV / 2 vec4s);
+//   dot_step_FMT(row, s, xs, xg): sum over step s of part row `row` of
+//     weight * x, given the step's x values xs (run a, then run b) and their
+//     sums per 32 (xg).
+// Quants come from w4 (the part as vec4s: a block's quants are whole vec4s
+// in the GPU layout), the rest through quant.wgsl's word readers. One file
+// per step length, since WGSL checks constant indices against XV.
+
+// ---- 32-element blocks: a step is one block --------------------------------
+
+fn runs_vec_block(s: u32) -> vec2<u32> {
+    return vec2<u32>(8u * s, 8u * s + 4u);
+}
+
+fn runs_vec_q8_0(s: u32) -> vec2<u32> {
+    return runs_vec_block(s);
+}
+fn dot_step_q8_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+    let blk = row * p.blocks + s;
+    let a = w4[2u * blk];
+    let b = w4[2u * blk + 1u];
+    let sum = dot(bytes_i(a.x), xs[0]) + dot(bytes_i(a.y), xs[1]) + dot(bytes_i(a.z), xs[2]) + dot(bytes_i(a.w), xs[3])
+        + dot(bytes_i(b.x), xs[4]) + dot(bytes_i(b.y), xs[5]) + dot(bytes_i(b.z), xs[6]) + dot(bytes_i(b.w), xs[7]);
+    return d16(blk) * sum;
+}
+
+// Sum over a block of 16 quant bytes: low nibbles are elements 0..16 (xs[0..4]),
+// high nibbles elements 16..32 (xs[4..8]), plus fifth bits from `qh` (Q5_0).
+fn dot_nibbles(q: vec4<u32>, xs: array<vec4<f32>, XV>) -> f32 {
+    return dot(nib_lo(q.x), xs[0]) + dot(nib_lo(q.y), xs[1]) + dot(nib_lo(q.z), xs[2]) + dot(nib_lo(q.w), xs[3])
+        + dot(nib_hi(q.x), xs[4]) + dot(nib_hi(q.y), xs[5]) + dot(nib_hi(q.z), xs[6]) + dot(nib_hi(q.w), xs[7]);
+}
+
+fn runs_vec_q4_0(s: u32) -> vec2<u32> {
+    return runs_vec_block(s);
+}
+fn dot_step_q4_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+    let blk = row * p.blocks + s;
+    return d16(blk) * (dot_nibbles(w4[blk], xs) - 8.0 * xg[0]);
+}
+
+fn runs_vec_q4_1(s: u32) -> vec2<u32> {
+    return runs_vec_block(s);
+}
+fn dot_step_q4_1(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+    let blk = row * p.blocks + s;
+    let dm = unpack2x16float(aux_word(blk, 0u));
+    return dm.x * dot_nibbles(w4[blk], xs) + dm.y * xg[0];
+}
+
+fn runs_vec_q5_0(s: u32) -> vec2<u32> {
+    return runs_vec_block(s);
+}
+fn dot_step_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+    let blk = row * p.blocks + s;
+    let q = w4[blk];
+    let qh = aux_word(blk, 0u);
+    // Bit j of qh is the fifth bit of element j.
+    let fifth = dot(bit5x4(qh), xs[0]) + dot(bit5x4(qh >> 4u), xs[1]) + dot(bit5x4(qh >> 8u), xs[2])
+        + dot(bit5x4(qh >> 12u), xs[3]) + dot(bit5x4(qh >> 16u), xs[4]) + dot(bit5x4(qh >> 20u), xs[5])
+        + dot(bit5x4(qh >> 24u), xs[6]) + dot(bit5x4(qh >> 28u), xs[7]);
+    return d16(blk) * (dot_nibbles(q, xs) + fifth - 16.0 * xg[0]);
+}

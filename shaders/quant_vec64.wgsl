@@ -1,0 +1,69 @@
+// Whole-step dot products for matvec.wgsl, one pair of functions per format:
+//   runs_vec_FMT(s): where step s's two runs of x start (vec4s from the row
+//     start; each run is XV / 2 vec4s);
+//   dot_step_FMT(row, s, xs, xg): sum over step s of part row `row` of
+//     weight * x, given the step's x values xs (run a, then run b) and their
+//     sums per 32 (xg).
+// Quants come from w4 (the part as vec4s: a block's quants are whole vec4s
+// in the GPU layout), the rest through quant.wgsl's word readers. One file
+// per step length, since WGSL checks constant indices against XV.
+
+// ---- K-quants: 256-element blocks, steps of 64 --------------------------------
+
+// Q4_K step s: chunk c = s % 4 of block s / 4, elements 64c .. 64c + 64: the
+// low nibbles of quant bytes 32c .. 32c + 32 (sub-block 2c, xs[0..8]) and
+// their high nibbles (sub-block 2c + 1, xs[8..16]).
+fn runs_vec_q4_k(s: u32) -> vec2<u32> {
+    return vec2<u32>(16u * s, 16u * s + 8u);
+}
+fn dot_step_q4_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+    let blk = row * p.blocks + s / 4u;
+    let c = s & 3u;
+    let dd = unpack2x16float(aux_word(blk, 0u));
+    let s0 = aux_word(blk, 1u);
+    let s1 = aux_word(blk, 2u);
+    let s2 = aux_word(blk, 3u);
+    let sa = scale_min_q4_k(2u * c, s0, s1, s2);
+    let sb = scale_min_q4_k(2u * c + 1u, s0, s1, s2);
+    let q0 = w4[8u * blk + 2u * c];      // bytes 32c .. 32c + 16
+    let q1 = w4[8u * blk + 2u * c + 1u]; // bytes 32c + 16 .. 32c + 32
+    let lo = dot(nib_lo(q0.x), xs[0]) + dot(nib_lo(q0.y), xs[1]) + dot(nib_lo(q0.z), xs[2]) + dot(nib_lo(q0.w), xs[3])
+        + dot(nib_lo(q1.x), xs[4]) + dot(nib_lo(q1.y), xs[5]) + dot(nib_lo(q1.z), xs[6]) + dot(nib_lo(q1.w), xs[7]);
+    let hi = dot(nib_hi(q0.x), xs[8]) + dot(nib_hi(q0.y), xs[9]) + dot(nib_hi(q0.z), xs[10]) + dot(nib_hi(q0.w), xs[11])
+        + dot(nib_hi(q1.x), xs[12]) + dot(nib_hi(q1.y), xs[13]) + dot(nib_hi(q1.z), xs[14]) + dot(nib_hi(q1.w), xs[15]);
+    return dd.x * (sa.x * lo + sb.x * hi) - dd.y * (sa.y * xg[0] + sb.y * xg[1]);
+}
+
+// Q6_K step s: half n = (s / 2) % 2 and g = s % 2 of block s / 4. Run a is
+// half elements 32g .. 32g + 32 (low nibbles of ql bytes 64n + 32g + l,
+// qh bits at shift 2g), run b the 32 elements 64 further (high nibbles,
+// shift 4 + 2g); qh byte 32n + l serves both. Each 16 elements have a scale.
+fn runs_vec_q6_k(s: u32) -> vec2<u32> {
+    let a = 64u * (s / 4u) + 32u * ((s >> 1u) & 1u) + 8u * (s & 1u);
+    return vec2<u32>(a, a + 16u);
+}
+// Element values (q - 32) of 4 elements from a ql word and a qh word.
+fn q6x4(ql: u32, qh: u32, shift: u32) -> vec4<f32> {
+    return bytes_u((ql & 0x0f0f0f0fu) | (((qh >> shift) & 0x03030303u) << 4u)) - vec4<f32>(32.0);
+}
+fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+    let blk = row * p.blocks + s / 4u;
+    let n = (s >> 1u) & 1u;
+    let g = s & 1u;
+    let qv = 12u * blk; // 192 quant bytes: ql (8 vec4s), then qh (4)
+    let sa = 2u * g;
+    let sb = 4u + 2u * g;
+    var sum = 0.0;
+    for (var j = 0u; j < 2u; j++) {
+        let ql = w4[qv + 4u * n + 2u * g + j];
+        let qh = w4[qv + 8u + 2u * n + j];
+        let a = dot(q6x4(ql.x, qh.x, sa), xs[4u * j]) + dot(q6x4(ql.y, qh.y, sa), xs[4u * j + 1u])
+            + dot(q6x4(ql.z, qh.z, sa), xs[4u * j + 2u]) + dot(q6x4(ql.w, qh.w, sa), xs[4u * j + 3u]);
+        let b = dot(q6x4(ql.x >> 4u, qh.x, sb), xs[8u + 4u * j]) + dot(q6x4(ql.y >> 4u, qh.y, sb), xs[9u + 4u * j])
+            + dot(q6x4(ql.z >> 4u, qh.z, sb), xs[10u + 4u * j]) + dot(q6x4(ql.w >> 4u, qh.w, sb), xs[11u + 4u * j]);
+        // Scales: run a's 16 elements from 16j use scale 8n + 2g + j, run b's 4 later.
+        let sc = 8u * n + 2u * g + j;
+        sum += aux_i8(blk, sc) * a + aux_i8(blk, sc + 4u) * b;
+    }
+    return d16(blk) * sum;
+}
