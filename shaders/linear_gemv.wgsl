@@ -34,7 +34,7 @@ fn stash_lane(lid: u32) {
 // 1 / sqrt(mean(x^2) + eps) of token row t (after the barrier), or 1.
 fn x_scale(t: u32) -> f32 {
 {{NORM}}    var s = 0.0;
-{{NORM}}    for (var j = 0u; j < WG; j++) {
+{{NORM}}    for (var j = 0u; j < X_LANES; j++) {
 {{NORM}}        s += sq_partial[j];
 {{NORM}}    }
 {{NORM}}    return inverseSqrt(s / f32(p.k) + p.eps);
@@ -48,11 +48,13 @@ fn bias_of(row: u32) -> f32 {
 
 const EPILOGUE: u32 = {{EPILOGUE}}u;
 
+// A workgroup may hold more rows than lanes (the vec4 core on a CPU
+// adapter), so each lane emits every WG-th one.
 fn emit_rows(lid: u32, row0: u32) {
     if (EPILOGUE == 2u) {
-        if (lid < ROWS / 2u * TOKENS) {
-            let r = lid / TOKENS;
-            let t = lid % TOKENS;
+        for (var i = lid; i < ROWS / 2u * TOKENS; i += WG) {
+            let r = i / TOKENS;
+            let t = i % TOKENS;
             let wrow = row0 + 2u * r;
             if (wrow < p.rows) {
                 let s = x_scale(t);
@@ -63,13 +65,13 @@ fn emit_rows(lid: u32, row0: u32) {
         }
         return;
     }
-    if (lid < ROWS * TOKENS) {
-        let r = lid / TOKENS;
-        let t = lid % TOKENS;
+    for (var i = lid; i < ROWS * TOKENS; i += WG) {
+        let r = i / TOKENS;
+        let t = i % TOKENS;
         let row = row0 + r;
         if (row < p.rows) {
             let o = p.out_offset + t * p.out_stride + row;
-            var v = row_sum(lid) * x_scale(t) + bias_of(row);
+            var v = row_sum(i) * x_scale(t) + bias_of(row);
             if (EPILOGUE == 1u) {
                 v += out[o];
             }

@@ -8,6 +8,8 @@
 // (matmul_gemv_main.wgsl for a matrix, moe_gemv.wgsl for an expert stack).
 
 const WG: u32 = 64u;
+// Lanes that between them load each x element once (all of them here).
+const X_LANES: u32 = WG;
 const ROWS: u32 = {{ROWS}}u;     // output rows per workgroup
 const TOKENS: u32 = {{TOKENS}}u; // token rows per workgroup
 

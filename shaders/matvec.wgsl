@@ -48,11 +48,16 @@ const UNITS: u32 = {{UNITS}};
 const STEP: u32 = {{STEP}}u;
 const XV: u32 = STEP / 4u;
 const WG: u32 = 64u;
-const ROWS: u32 = {{ROWS}}u;
+const LANES: u32 = {{LANES}}u;
+const GROUP_ROWS: u32 = {{GROUP_ROWS}}u;
+const ROWS: u32 = GROUP_ROWS * (WG / LANES); // rows a workgroup
 const TOKENS: u32 = 1u;
 const CHUNKED: bool = {{CHUNKED}};
+// Lanes that between them load each x element once: one group.
+const X_LANES: u32 = LANES;
 
-var<workgroup> partial: array<f32, ROWS * WG>;
+// Lane j's sum of workgroup row i at partial[i * LANES + j].
+var<workgroup> partial: array<f32, ROWS * LANES>;
 
 // Sums of each 32 x values of a step (x_groups[g] = xs[8g .. 8g + 8]): the
 // formats with an offset (Q4_0's -8, Q4_1's m, K-quant mins) subtract
@@ -60,13 +65,15 @@ var<workgroup> partial: array<f32, ROWS * WG>;
 const XG: u32 = max(1u, XV / 8u);
 
 fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
+    let lane = lid % LANES;
+    let group_row0 = row0 + (lid / LANES) * GROUP_ROWS;
     let steps = p.k / STEP;
-    let per = (steps + WG - 1u) / WG;
-    let first = select(lid, lid * per, CHUNKED);
+    let per = (steps + LANES - 1u) / LANES;
+    let first = select(lane, lane * per, CHUNKED);
     let end = select(steps, min(first + per, steps), CHUNKED);
-    let stride = select(WG, 1u, CHUNKED);
+    let stride = select(LANES, 1u, CHUNKED);
     let base4 = x_base / 4u;
-    var acc: array<f32, ROWS>;
+    var acc: array<f32, GROUP_ROWS>;
     for (var s = first; s < end; s += stride) {
         let runs = runs_vec_{{FMT}}(s);
         var xs: array<vec4<f32>, XV>;
@@ -82,23 +89,24 @@ fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
             }
             xg[g] = v.x + v.y + v.z + v.w;
         }
-        for (var r = 0u; r < ROWS; r++) {
+        for (var r = 0u; r < GROUP_ROWS; r++) {
             // Rows past the part repeat its last row; their sums are dropped.
-            acc[r] += dot_step_{{FMT}}(w_row0 + min(row0 + r, p.rows - 1u), s, xs, xg);
+            acc[r] += dot_step_{{FMT}}(w_row0 + min(group_row0 + r, p.rows - 1u), s, xs, xg);
         }
     }
-    for (var r = 0u; r < ROWS; r++) {
-        partial[r * WG + lid] = acc[r];
+    let first_row = (lid / LANES) * GROUP_ROWS;
+    for (var r = 0u; r < GROUP_ROWS; r++) {
+        partial[(first_row + r) * LANES + lane] = acc[r];
     }
     stash_lane(lid);
     workgroupBarrier();
 }
 
-// The whole dot product of row r (i = r: one token row).
+// The whole dot product of workgroup row i (one token row).
 fn row_sum(i: u32) -> f32 {
     var sum = 0.0;
-    for (var j = 0u; j < WG; j++) {
-        sum += partial[i * WG + j];
+    for (var j = 0u; j < LANES; j++) {
+        sum += partial[i * LANES + j];
     }
     return sum;
 }
@@ -106,7 +114,9 @@ fn row_sum(i: u32) -> f32 {
 // gemv_partials, then each sum stored to out[out_base + row].
 fn gemv(lid: u32, row0: u32, w_row0: u32, x_base: u32, out_base: u32) {
     gemv_partials(lid, row0, w_row0, x_base);
-    if (lid < ROWS && row0 + lid < p.rows) {
-        out[out_base + row0 + lid] = row_sum(lid);
+    for (var i = lid; i < ROWS; i += WG) {
+        if (row0 + i < p.rows) {
+            out[out_base + row0 + i] = row_sum(i);
+        }
     }
 }

@@ -43,6 +43,10 @@ pub struct BenchArgs {
     /// Decode steps per GPU submit.
     #[arg(long, default_value_t = wick::pipeline::DEFAULT_TOKENS_PER_SUBMIT)]
     pub tokens_per_submit: usize,
+    /// Also time each kernel family of a decode step on the GPU
+    /// (timestamp queries), in a separate run from a one-token prompt.
+    #[arg(long)]
+    pub profile: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -134,12 +138,100 @@ pub fn run(args: BenchArgs) -> CliResult {
         report["synthetic"] = json!(name);
         report["quant"] = json!(quant);
     }
+    let profile = if args.profile {
+        Some(profile_decode(&mut engine, prompt[0], &stop)?)
+    } else {
+        None
+    };
+    if let Some(p) = &profile {
+        report["profile"] = p.clone();
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for (k, v) in report.as_object().into_iter().flatten() {
-            println!("{k:<36} {v}");
+            if k != "profile" {
+                println!("{k:<36} {v}");
+            }
+        }
+        if let Some(p) = &profile {
+            print_profile(p);
         }
     }
     Ok(())
+}
+
+/// GPU time per kernel family of a decode step: a generation from a
+/// one-token prompt (so every step is a one-row step), profiled.
+fn profile_decode(
+    engine: &mut wick::Engine,
+    first: u32,
+    stop: &StopCriteria,
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    let greedy = SamplingParams::default();
+    engine.pipeline.ctx().start_profile()?;
+    let out = pollster::block_on(
+        engine
+            .pipeline
+            .generate(&[first], &greedy, stop, &mut |_| true),
+    );
+    let profile = engine
+        .pipeline
+        .ctx()
+        .finish_profile()
+        .ok_or("the profile was lost")?;
+    let steps = out?.stats.generated_tokens.max(1) as f64;
+    let total = profile.total_seconds();
+    let families: Vec<_> = profile
+        .by_family
+        .iter()
+        .map(|(name, f)| {
+            json!({
+                "kernel": name,
+                "ms_per_step": f.seconds * 1e3 / steps,
+                "dispatches_per_step": f.dispatches as f64 / steps,
+                "share": if total > 0.0 { f.seconds / total } else { 0.0 },
+            })
+        })
+        .collect();
+    Ok(json!({
+        "steps": steps,
+        "gpu_ms_per_step": total * 1e3 / steps,
+        "kernels": families,
+        "untimed_dispatches": profile.untimed_dispatches,
+        "unread_submits": profile.unread_submits,
+    }))
+}
+
+fn print_profile(p: &serde_json::Value) {
+    println!(
+        "\nprofile: {:.2} ms of GPU time a decode step over {} steps (one pass a dispatch, so slower than unprofiled)",
+        p["gpu_ms_per_step"].as_f64().unwrap_or(0.0),
+        p["steps"]
+    );
+    println!(
+        "{:<28} {:>10} {:>12} {:>7}",
+        "kernel", "ms/step", "dispatches", "share"
+    );
+    let mut rows: Vec<&serde_json::Value> = p["kernels"].as_array().into_iter().flatten().collect();
+    rows.sort_by(|a, b| {
+        b["ms_per_step"]
+            .as_f64()
+            .partial_cmp(&a["ms_per_step"].as_f64())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    for r in rows {
+        println!(
+            "{:<28} {:>10.3} {:>12.1} {:>6.1}%",
+            r["kernel"].as_str().unwrap_or(""),
+            r["ms_per_step"].as_f64().unwrap_or(0.0),
+            r["dispatches_per_step"].as_f64().unwrap_or(0.0),
+            100.0 * r["share"].as_f64().unwrap_or(0.0)
+        );
+    }
+    for key in ["untimed_dispatches", "unread_submits"] {
+        if p[key].as_u64().unwrap_or(0) > 0 {
+            println!("{key}: {}", p[key]);
+        }
+    }
 }

@@ -1,76 +1,213 @@
-//! `wick bench-kernels`: GEMV weight-read bandwidth per quant type, next to
-//! the adapter's buffer-to-buffer copy bandwidth measured in the same run.
-//! The ratio says how close each decode matmul gets to what the memory allows.
+//! `wick bench-kernels`: GEMV weight-read bandwidth per quant type and
+//! matrix shape, next to the adapter's buffer-to-buffer copy bandwidth
+//! measured in the same run. The ratio says how close each decode matmul
+//! gets to what the memory allows. `--sweep` times the vec4 core's
+//! workgroup shapes, which is how its defaults per adapter class are chosen.
 
-use serde_json::json;
+use serde_json::{json, Value};
+use wick::format::quant::GgmlType;
 use wick::gpu::GpuContext;
-use wick::kernels::bench::{copy_bandwidth, gemv_bandwidth};
+use wick::kernels::bench::{copy_bandwidth, gemv_bandwidth, gemv_bandwidth_vec, GemvBench};
+use wick::kernels::matmul::VecShape;
 use wick::kernels::weights::GPU_DTYPES;
 
 use crate::CliResult;
 
+/// A decode projection, the feed-forward up projection of a small model and
+/// a large vocabulary's output head.
+const DEFAULT_SHAPES: &str = "2048x2048,1536x576,151936x896";
+
 #[derive(clap::Args)]
 pub struct BenchKernelsArgs {
-    /// Output features of the benchmark matrix.
-    #[arg(long, default_value_t = 2048)]
-    pub rows: usize,
-    /// Input features (a multiple of 256, so every format's blocks fit).
-    #[arg(long, default_value_t = 2048)]
-    pub cols: usize,
+    /// Matrix shapes as ROWSxCOLS (output x input features), comma separated.
+    /// A format whose blocks do not divide COLS is reported as skipped.
+    #[arg(long, default_value = DEFAULT_SHAPES)]
+    pub shapes: String,
+    /// One shape's rows instead of --shapes (with --cols).
+    #[arg(long, requires = "cols")]
+    pub rows: Option<usize>,
+    #[arg(long, requires = "rows")]
+    pub cols: Option<usize>,
+    /// Most GEMVs timed per measurement (fewer for large matrices: about
+    /// 1 GB of weights is read per measurement).
     #[arg(long, default_value_t = 64)]
     pub iters: usize,
+    /// Also time the vec4 core at every rows-per-workgroup and lane order,
+    /// on the first shape.
+    #[arg(long)]
+    pub sweep: bool,
     #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(args: BenchKernelsArgs) -> CliResult {
-    if args.rows == 0 || args.cols == 0 || args.cols % 256 != 0 || args.iters == 0 {
-        return Err("--rows and --iters must be >= 1 and --cols a positive multiple of 256".into());
+fn parse_shapes(args: &BenchKernelsArgs) -> Result<Vec<(usize, usize)>, String> {
+    if let (Some(r), Some(c)) = (args.rows, args.cols) {
+        return check_shape(r, c).map(|s| vec![s]);
     }
+    args.shapes
+        .split(',')
+        .map(|s| {
+            let (r, c) = s
+                .trim()
+                .split_once('x')
+                .ok_or_else(|| format!("--shapes: '{s}' is not ROWSxCOLS"))?;
+            let parse = |v: &str| {
+                v.parse::<usize>()
+                    .map_err(|_| format!("--shapes: '{v}' in '{s}' is not a number"))
+            };
+            check_shape(parse(r)?, parse(c)?)
+        })
+        .collect()
+}
+
+fn check_shape(rows: usize, cols: usize) -> Result<(usize, usize), String> {
+    if rows == 0 || cols == 0 {
+        return Err(format!("shape {rows}x{cols}: rows and cols must be >= 1"));
+    }
+    Ok((rows, cols))
+}
+
+/// GEMVs per measurement: about 1 GB of weights, between 2 and `most`.
+fn iters_for(bytes: usize, most: usize) -> usize {
+    (1usize << 30).div_ceil(bytes.max(1)).clamp(2, most.max(2))
+}
+
+fn row_json(b: &GemvBench, copy_gbps: f64) -> Value {
+    json!({
+        "dtype": b.dtype.name(),
+        "rows": b.rows,
+        "cols": b.cols,
+        "weight_bytes": b.weight_bytes,
+        "us_per_gemv": b.seconds * 1e6,
+        "gemv_gbps": b.gbps,
+        "ratio": b.gbps / copy_gbps,
+    })
+}
+
+pub fn run(args: BenchKernelsArgs) -> CliResult {
+    if args.iters == 0 {
+        return Err("--iters must be >= 1".into());
+    }
+    let shapes = parse_shapes(&args)?;
     let ctx = pollster::block_on(GpuContext::new())?;
     // 256 MiB copies: larger than any cache, like the GEMV's rotating weights.
     let copy_gbps = pollster::block_on(copy_bandwidth(&ctx, 256 << 20, 16))?;
-    let mut rows = Vec::new();
-    for dtype in GPU_DTYPES {
-        let b = pollster::block_on(gemv_bandwidth(
-            &ctx, dtype, args.rows, args.cols, args.iters,
-        ))?;
-        rows.push(json!({
-            "dtype": dtype.name(),
-            "weight_bytes": b.weight_bytes,
-            "us_per_gemv": b.seconds * 1e6,
-            "gemv_gbps": b.gbps,
-            "copy_gbps": copy_gbps,
-            "ratio": b.gbps / copy_gbps,
-        }));
+    let mut results = Vec::new();
+    let mut skipped = Vec::new();
+    for &(rows, cols) in &shapes {
+        for dtype in GPU_DTYPES {
+            if cols % dtype.block_elements() != 0 {
+                skipped.push(json!({
+                    "dtype": dtype.name(), "rows": rows, "cols": cols,
+                    "reason": format!("{cols} columns are not whole {}-element blocks", dtype.block_elements()),
+                }));
+                continue;
+            }
+            let bytes = dtype.row_bytes(cols as u64).unwrap_or(0) as usize * rows;
+            let iters = iters_for(bytes, args.iters);
+            let b = pollster::block_on(gemv_bandwidth(&ctx, dtype, rows, cols, iters))?;
+            results.push(row_json(&b, copy_gbps));
+        }
     }
+    let sweep = if args.sweep {
+        sweep_vec_core(&ctx, shapes[0], args.iters, copy_gbps)?
+    } else {
+        Vec::new()
+    };
     if args.json {
         let report = json!({
             "adapter": ctx.adapter.name,
-            "shape": [args.rows, args.cols],
+            "software_adapter": ctx.adapter.is_software,
             "copy_gbps": copy_gbps,
-            "gemv": rows,
+            "gemv": results,
+            "skipped": skipped,
+            "vec_core_sweep": sweep,
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!(
-        "adapter {}  GEMV {}x{}  copy bandwidth {copy_gbps:.2} GB/s",
-        ctx.adapter.name, args.rows, args.cols
+        "adapter {}  copy bandwidth {copy_gbps:.2} GB/s",
+        ctx.adapter.name
     );
     println!(
-        "{:<6} {:>12} {:>12} {:>10} {:>7}",
-        "type", "bytes", "us/GEMV", "GB/s", "ratio"
+        "{:<14} {:>14} {:>12} {:>12} {:>10} {:>7}",
+        "type", "shape", "bytes", "us/GEMV", "GB/s", "ratio"
     );
-    for r in rows {
+    for r in results.iter().chain(&sweep) {
+        print_row(r);
+    }
+    for s in &skipped {
         println!(
-            "{:<6} {:>12} {:>12.1} {:>10.2} {:>7.3}",
-            r["dtype"].as_str().unwrap_or(""),
-            r["weight_bytes"],
-            r["us_per_gemv"].as_f64().unwrap_or(0.0),
-            r["gemv_gbps"].as_f64().unwrap_or(0.0),
-            r["ratio"].as_f64().unwrap_or(0.0)
+            "{:<14} {:>14} skipped: {}",
+            s["dtype"].as_str().unwrap_or(""),
+            format!("{}x{}", s["rows"], s["cols"]),
+            s["reason"].as_str().unwrap_or("")
         );
     }
     Ok(())
+}
+
+fn print_row(r: &Value) {
+    let dtype = r["dtype"].as_str().unwrap_or("");
+    let label = match r.get("lanes") {
+        Some(l) => format!(
+            "{dtype} l{l}r{}{}",
+            r["group_rows"],
+            if r["chunked"] == true { "c" } else { "i" }
+        ),
+        None => dtype.to_string(),
+    };
+    println!(
+        "{:<14} {:>14} {:>12} {:>12.1} {:>10.2} {:>7.3}",
+        label,
+        format!("{}x{}", r["rows"], r["cols"]),
+        r["weight_bytes"],
+        r["us_per_gemv"].as_f64().unwrap_or(0.0),
+        r["gemv_gbps"].as_f64().unwrap_or(0.0),
+        r["ratio"].as_f64().unwrap_or(0.0)
+    );
+}
+
+/// The vec4 core in lane groups of one SIMD batch (8) or the whole
+/// workgroup (64), 4 to 16 rows a group, lanes over contiguous runs of steps
+/// or interleaved, for every format that fits `shape`.
+fn sweep_vec_core(
+    ctx: &GpuContext,
+    (rows, cols): (usize, usize),
+    most_iters: usize,
+    copy_gbps: f64,
+) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    for dtype in GPU_DTYPES {
+        let step = match dtype {
+            GgmlType::F32 | GgmlType::F16 => 16,
+            d => d.block_elements(),
+        };
+        if cols % step != 0 {
+            continue;
+        }
+        let bytes = dtype.row_bytes(cols as u64).unwrap_or(0) as usize * rows;
+        let iters = iters_for(bytes, most_iters);
+        for chunked in [true, false] {
+            for lanes in [8, 64] {
+                for group_rows in [4, 8, 16] {
+                    let shape = VecShape {
+                        lanes,
+                        group_rows,
+                        chunked,
+                    };
+                    let b = pollster::block_on(gemv_bandwidth_vec(
+                        ctx, dtype, rows, cols, iters, shape,
+                    ))?;
+                    let mut r = row_json(&b, copy_gbps);
+                    r["lanes"] = json!(lanes);
+                    r["group_rows"] = json!(group_rows);
+                    r["chunked"] = json!(chunked);
+                    out.push(r);
+                }
+            }
+        }
+    }
+    Ok(out)
 }

@@ -93,6 +93,8 @@ pub struct GpuContext {
     pub counters: GpuCounters,
     pub(crate) pipelines: PipelineCache,
     pub(crate) arena: Mutex<UniformArena>,
+    /// The profile being measured, while profiling (gpu::profile).
+    pub(crate) profile: Mutex<Option<super::profile::Profile>>,
 }
 
 impl GpuContext {
@@ -163,6 +165,7 @@ impl GpuContext {
             counters: GpuCounters::default(),
             pipelines: PipelineCache::default(),
             arena: Mutex::new(arena),
+            profile: Mutex::new(None),
         })
     }
 

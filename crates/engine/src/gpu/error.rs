@@ -28,6 +28,8 @@ pub enum GpuError {
     UniformArenaFull { needed: usize, capacity: usize },
     #[error("reading back from the GPU failed: {0}")]
     Readback(String),
+    #[error("not supported here: {what}")]
+    Unsupported { what: String },
 }
 
 /// Shorthand used by every kernel's shape checks.

@@ -4,6 +4,7 @@ pub mod buffer;
 pub mod context;
 pub mod error;
 pub mod pipeline;
+pub mod profile;
 pub mod readback;
 pub mod recorder;
 

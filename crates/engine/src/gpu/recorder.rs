@@ -20,6 +20,7 @@ use super::pipeline::{
     CachedPipeline, CompileCheck, KernelSpec, OwnedSpec, VariantKey, MAX_STORAGE_BINDINGS,
     PARAMS_BYTES,
 };
+use super::profile::StepTimer;
 
 /// The per-step parameter storage: a uniform buffer of fixed slots and its CPU
 /// mirror. One exists per context; a recorder holds it while it records.
@@ -74,6 +75,8 @@ pub struct Recorder<'c> {
     first_error: Option<GpuError>,
     /// Creates pipelines and bind groups but records and submits no work.
     compile_only: bool,
+    /// Timestamps per dispatch, while the context profiles.
+    timer: Option<StepTimer>,
 }
 
 impl<'c> Recorder<'c> {
@@ -99,6 +102,7 @@ impl<'c> Recorder<'c> {
             compile_checks: Vec::new(),
             first_error: None,
             compile_only: false,
+            timer: ctx.profiling().then(|| StepTimer::new(ctx)),
         }
     }
 
@@ -110,6 +114,7 @@ impl<'c> Recorder<'c> {
     pub fn compile_only(ctx: &'c GpuContext) -> Recorder<'c> {
         Recorder {
             compile_only: true,
+            timer: None,
             ..Recorder::new(ctx)
         }
     }
@@ -204,6 +209,18 @@ impl<'c> Recorder<'c> {
         if self.compile_only {
             return;
         }
+        if let Some(timer) = &mut self.timer {
+            // A pass of its own, timed at both ends.
+            self.pass = None;
+            self.pass = Some(
+                self.encoder
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(name),
+                        timestamp_writes: timer.writes(name),
+                    })
+                    .forget_lifetime(),
+            );
+        }
         let pass = self.pass.get_or_insert_with(|| {
             self.encoder
                 .begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -246,6 +263,9 @@ impl<'c> Recorder<'c> {
     /// wait for it and not for any made after it.
     pub async fn submit_indexed(mut self) -> Result<Submitted, GpuError> {
         self.pass = None;
+        if let Some(timer) = &self.timer {
+            timer.resolve(&mut self.encoder);
+        }
         let ctx = self.ctx;
         if !self.arena.staging.is_empty() && !self.compile_only {
             ctx.queue
@@ -290,6 +310,9 @@ impl<'c> Recorder<'c> {
         }
         GpuCounters::add(&ctx.counters.submits, 1);
         GpuCounters::add(&ctx.counters.dispatches, self.dispatches);
+        if let Some(timer) = self.timer.take() {
+            timer.collect(ctx, index.clone());
+        }
         Ok(Submitted {
             index: Some(index),
             driver_seconds,

@@ -24,8 +24,8 @@ use std::borrow::Cow;
 use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
-    check_groups, gemv_rows, quant_vec_wgsl, tiled_rows, vec_core_defines, vec_core_fits, vec_rows,
-    Params, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILED_WGSL, TILE_M, TILE_N,
+    check_groups, gemv_rows, quant_vec_wgsl, tiled_rows, vec_core_defines, vec_core_fits, Params,
+    VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILED_WGSL, TILE_M, TILE_N,
 };
 use super::rmsnorm::rms_norm;
 use super::weights::{QuantMatrix, QUANT_WGSL};
@@ -175,10 +175,7 @@ pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Resul
     if op.m == 1 {
         let software = rec.ctx().adapter.is_software;
         let core = if vec_core_fits(op.w, op.x_offset) {
-            GemvCore::Vec {
-                rows: vec_rows(software),
-                chunked: software,
-            }
+            GemvCore::Vec(VecShape::choose(software, op.w.format(), op.w.cols))
         } else {
             GemvCore::Unit {
                 rows: gemv_rows(software, 1),
@@ -267,7 +264,7 @@ enum GemvCore {
     /// Units of 16 weights (matmul_gemv.wgsl): any row length and x offset.
     Unit { rows: u32 },
     /// Whole-vec4 steps (matvec.wgsl): see `vec_core_fits`.
-    Vec { rows: u32, chunked: bool },
+    Vec(VecShape),
 }
 
 /// A define that keeps (`""`) or comments out (`"//"`) the lines it prefixes.
@@ -290,7 +287,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
     // The vec4 core binds the part again (as vec4s) after out.
     let (rows_per_group, vec_core) = match core {
         GemvCore::Unit { rows } => (rows, 0),
-        GemvCore::Vec { rows, chunked } => (rows, 1 + chunked as u32),
+        GemvCore::Vec(v) => (v.rows(), 1 + v.chunked as u32 + 2 * v.lanes),
     };
     let first_extra = 4 + (vec_core > 0) as usize;
     let key = VariantKey {
@@ -322,8 +319,8 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
                     ],
                 )
             }
-            GemvCore::Vec { rows, chunked } => (
-                vec_core_defines(fmt, rows, chunked),
+            GemvCore::Vec(v) => (
+                vec_core_defines(fmt, v),
                 vec![
                     QUANT_WGSL,
                     MATVEC_WGSL,

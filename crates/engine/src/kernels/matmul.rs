@@ -40,10 +40,46 @@ pub(crate) fn gemv_rows(software: bool, tokens: usize) -> u32 {
     }
 }
 
-/// Output rows per workgroup of the vec4 core: as for the unit core's
-/// single row (`gemv_rows`).
-pub(crate) fn vec_rows(software: bool) -> u32 {
-    gemv_rows(software, 1)
+/// How the vec4 core (matvec.wgsl) spreads a workgroup's 64 lanes: groups
+/// of `lanes` lanes, each over `group_rows` rows, taking contiguous runs of
+/// steps (`chunked`) or interleaved ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VecShape {
+    pub lanes: u32,
+    pub group_rows: u32,
+    pub chunked: bool,
+}
+
+impl VecShape {
+    /// The shape for `fmt` rows of `k` elements. CPU adapters: a group per
+    /// SIMD batch (8 lanes), each lane's x values serving as many rows as
+    /// its step has x vec4s (8, or 16 for the K-quants' 64-element steps),
+    /// since x is re-read per group through slow per-lane loads; contiguous
+    /// steps per lane. GPUs: as many lanes as the row has steps (8 to 64),
+    /// about 4 rows a workgroup, interleaved steps. `bench-kernels --sweep`
+    /// times the alternatives.
+    pub(crate) fn choose(software: bool, fmt: GpuFormat, k: usize) -> VecShape {
+        if software {
+            let group_rows = if fmt.vec_step() == 64 { 16 } else { 8 };
+            return VecShape {
+                lanes: 8,
+                group_rows,
+                chunked: true,
+            };
+        }
+        let steps = (k / fmt.vec_step() as usize).max(1) as u32;
+        let lanes = steps.next_power_of_two().clamp(8, 64);
+        VecShape {
+            lanes,
+            group_rows: (4 * lanes / 64).max(1),
+            chunked: false,
+        }
+    }
+
+    /// Output rows of one workgroup.
+    pub fn rows(&self) -> u32 {
+        self.group_rows * 64 / self.lanes
+    }
 }
 
 #[repr(C)]
@@ -121,17 +157,20 @@ pub(crate) fn vec_core_fits(w: &QuantMatrix, x_offset: usize) -> bool {
     w.cols % w.format().vec_step() as usize == 0 && x_offset % 4 == 0
 }
 
-/// The defines of the vec4 core with `rows` rows a workgroup.
+/// The defines of the vec4 core in `shape`.
 pub(crate) fn vec_core_defines(
     fmt: GpuFormat,
-    rows: u32,
-    software: bool,
+    shape: VecShape,
 ) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
     let mut defines = fmt.defines();
     defines.extend([
-        ("ROWS", rows.to_string().into()),
+        ("LANES", shape.lanes.to_string().into()),
+        ("GROUP_ROWS", shape.group_rows.to_string().into()),
         ("STEP", fmt.vec_step().to_string().into()),
-        ("CHUNKED", if software { "true" } else { "false" }.into()),
+        (
+            "CHUNKED",
+            if shape.chunked { "true" } else { "false" }.into(),
+        ),
     ]);
     defines
 }
@@ -183,9 +222,8 @@ enum Shape {
     Gemv { rows: u32, tokens: usize },
     /// `tt` token tiles per workgroup.
     Tiled { tt: u32 },
-    /// The vec4 core (one token row), `rows` output rows per workgroup,
-    /// lanes over contiguous runs of steps if `chunked`.
-    Vec { rows: u32, chunked: bool },
+    /// The vec4 core (one token row).
+    Vec(VecShape),
 }
 
 impl Variant {
@@ -201,11 +239,11 @@ impl Variant {
     }
 
     /// The vec4 matrix-vector core (one token row) over a plain matrix.
-    pub(crate) fn vec(w: &QuantMatrix, rows: u32, chunked: bool) -> Variant {
+    pub(crate) fn vec(w: &QuantMatrix, shape: VecShape) -> Variant {
         Variant {
             fmt: w.format(),
             operand: Operand::Matrix,
-            shape: Shape::Vec { rows, chunked },
+            shape: Shape::Vec(shape),
         }
     }
 
@@ -222,7 +260,7 @@ impl Variant {
         let args = match self.shape {
             Shape::Gemv { rows, tokens } => [0, rows, tokens as u32, 0, 0, 0],
             Shape::Tiled { tt } => [1, tt, 0, 0, 0, 0],
-            Shape::Vec { rows, chunked } => [2, rows, chunked as u32, 0, 0, 0],
+            Shape::Vec(v) => [2, v.lanes, v.group_rows, v.chunked as u32, 0, 0],
         };
         VariantKey {
             family: self.operand.prefix(),
@@ -235,9 +273,16 @@ impl Variant {
         let (fmt, op) = (self.fmt, self.operand);
         let mut defines = fmt.defines();
         let (name, sources) = match self.shape {
-            Shape::Vec { rows, chunked } => {
-                defines = vec_core_defines(fmt, rows, chunked);
-                let name = format!("{}_vec_{}_r{rows}_c{}", op.prefix(), fmt.fmt, chunked as u8);
+            Shape::Vec(v) => {
+                defines = vec_core_defines(fmt, v);
+                let name = format!(
+                    "{}_vec_{}_l{}_r{}_c{}",
+                    op.prefix(),
+                    fmt.fmt,
+                    v.lanes,
+                    v.group_rows,
+                    v.chunked as u8
+                );
                 (
                     name,
                     vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt), MATVEC_MAIN],
@@ -317,9 +362,8 @@ const VEC_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, 
 pub(crate) enum Form {
     /// Matrix-vector, this many output rows per workgroup (at most 16).
     Gemv(u32),
-    /// The vec4 matrix-vector core, one token row; this many output rows per
-    /// workgroup, lanes over contiguous runs of steps if the flag is set.
-    Vec(u32, bool),
+    /// The vec4 matrix-vector core, one token row.
+    Vec(VecShape),
     Tiled,
 }
 
@@ -336,7 +380,7 @@ pub fn matmul(
 ) -> Result<(), GpuError> {
     let software = rec.ctx().adapter.is_software;
     let form = if m == 1 && vec_core_fits(w, x_offset) {
-        Form::Vec(vec_rows(software), software)
+        Form::Vec(VecShape::choose(software, w.format(), w.cols))
     } else if m <= GEMV_MAX_TOKENS {
         Form::Gemv(gemv_rows(software, m))
     } else {
@@ -362,7 +406,7 @@ pub(crate) fn matmul_form(
         return Ok(());
     }
     match form {
-        Form::Vec(rows_per_group, chunked) => {
+        Form::Vec(shape) => {
             if m != 1 || !vec_core_fits(w, x_offset) {
                 return Err(shape_err(
                     "matmul",
@@ -372,7 +416,7 @@ pub(crate) fn matmul_form(
                     ),
                 ));
             }
-            let variant = Variant::vec(w, rows_per_group, chunked);
+            let variant = Variant::vec(w, shape);
             let key = variant.key();
             for part in &w.parts {
                 let p = Params::new(
@@ -384,7 +428,7 @@ pub(crate) fn matmul_form(
                     out_offset + part.first_row,
                     w.rows,
                 );
-                let groups = workgroups_for(part.rows as u32, rows_per_group);
+                let groups = workgroups_for(part.rows as u32, shape.rows());
                 let spec = || variant.spec(VEC_STORAGE);
                 let buffers = [&*part.buffer, x, out, &part.buffer];
                 rec.dispatch_variant(&key, spec, &p, &buffers, groups);

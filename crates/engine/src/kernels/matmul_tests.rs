@@ -67,16 +67,23 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                 let gemv16 = run(&w, &x, m, Form::Gemv(16), 0, 0);
                 check(&gemv16, &want, &scale, k, &format!("{what} gemv16"));
                 if m == 1 && vec_core_fits(&w, 4) {
-                    // The vec4 core, both lane orders and heights.
-                    for (rows, chunked) in [(4, false), (8, true), (16, true)] {
-                        let vec = run(&w, &x, m, Form::Vec(rows, chunked), 4, 5);
-                        check(
-                            &vec,
-                            &want,
-                            &scale,
-                            k,
-                            &format!("{what} vec{rows}/{chunked}"),
-                        );
+                    // The vec4 core: lane groups from one SIMD batch to the
+                    // whole workgroup, both lane orders, up to 128 rows a
+                    // workgroup (more rows than lanes).
+                    for (lanes, group_rows, chunked) in [
+                        (64, 4, false),
+                        (16, 1, false),
+                        (8, 8, true),
+                        (8, 16, true),
+                        (32, 3, true),
+                    ] {
+                        let shape = VecShape {
+                            lanes,
+                            group_rows,
+                            chunked,
+                        };
+                        let vec = run(&w, &x, m, Form::Vec(shape), 4, 5);
+                        check(&vec, &want, &scale, k, &format!("{what} {shape:?}"));
                     }
                 }
                 let tiled = run(&w, &x, m, Form::Tiled, 0, 1);
@@ -116,7 +123,14 @@ fn matmul_over_split_parts_matches_unsplit() {
         assert_eq!(split.parts.len(), 7);
         for (m, form) in [
             (1, Form::Gemv(4)),
-            (1, Form::Vec(8, true)),
+            (
+                1,
+                Form::Vec(VecShape {
+                    lanes: 8,
+                    group_rows: 8,
+                    chunked: true,
+                }),
+            ),
             (3, Form::Gemv(16)),
             (17, Form::Tiled),
         ] {
