@@ -139,12 +139,18 @@ pub fn run(args: BenchArgs) -> CliResult {
         report["quant"] = json!(quant);
     }
     let profile = if args.profile {
-        Some(profile_decode(&mut engine, prompt[0], &stop)?)
+        let decode = profile_run(&mut engine, &prompt[..1], &stop)?;
+        let first_token = StopCriteria {
+            stop_ids: Vec::new(),
+            max_tokens: 1,
+        };
+        let prefill = profile_run(&mut engine, &prompt, &first_token)?;
+        Some((decode, prefill))
     } else {
         None
     };
-    if let Some(p) = &profile {
-        report["profile"] = p.clone();
+    if let Some((decode, prefill)) = &profile {
+        report["profile"] = json!({ "decode": decode, "prefill": prefill });
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -154,18 +160,20 @@ pub fn run(args: BenchArgs) -> CliResult {
                 println!("{k:<36} {v}");
             }
         }
-        if let Some(p) = &profile {
-            print_profile(p);
+        if let Some((decode, prefill)) = &profile {
+            print_profile("a decode step", decode);
+            print_profile("the prompt's prefill", prefill);
         }
     }
     Ok(())
 }
 
-/// GPU time per kernel family of a decode step: a generation from a
-/// one-token prompt (so every step is a one-row step), profiled.
-fn profile_decode(
+/// GPU time per kernel family of one generation, per step (forward pass):
+/// from a one-token prompt every step is a decode step; with one token to
+/// generate, the one step is the prompt's prefill.
+fn profile_run(
     engine: &mut wick::Engine,
-    first: u32,
+    prompt: &[u32],
     stop: &StopCriteria,
 ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     let greedy = SamplingParams::default();
@@ -173,7 +181,7 @@ fn profile_decode(
     let out = pollster::block_on(
         engine
             .pipeline
-            .generate(&[first], &greedy, stop, &mut |_| true),
+            .generate(prompt, &greedy, stop, &mut |_| true),
     );
     let profile = engine
         .pipeline
@@ -203,9 +211,9 @@ fn profile_decode(
     }))
 }
 
-fn print_profile(p: &serde_json::Value) {
+fn print_profile(what: &str, p: &serde_json::Value) {
     println!(
-        "\nprofile: {:.2} ms of GPU time a decode step over {} steps (one pass a dispatch, so slower than unprofiled)",
+        "\nprofile: {:.2} ms of GPU time for {what}, over {} steps (one pass a dispatch, so slower than unprofiled)",
         p["gpu_ms_per_step"].as_f64().unwrap_or(0.0),
         p["steps"]
     );
