@@ -13,11 +13,11 @@
 //! norm dispatch into scratch before it and, for gating, the activation after
 //! it; a tile sees only part of a row, so it can neither normalise nor gate.
 //! The prefill form takes 2 token tiles a workgroup for chunks of up to 8
-//! rows and 8 for longer ones (`prefill_token_tiles`): a prompt of any
-//! length needs the same few pipelines, which loading compiles once (a
-//! pipeline costs up to a second to compile in a software WebGPU), while a
-//! short chunk does not pay for 4x the workgroups it needs (tiles past its
-//! last token return at once, but each workgroup has a fixed cost).
+//! rows, 4 up to 16 and 8 for longer ones (`prefill_token_tiles`): a prompt
+//! of any length needs the same three pipelines, which loading compiles once
+//! (a pipeline costs up to a second to compile in a software WebGPU), while a
+//! short chunk does not pay for up to 4x the workgroups it needs (tiles past
+//! its last token return at once, but each workgroup has a fixed cost).
 
 use std::borrow::Cow;
 
@@ -36,10 +36,10 @@ use crate::gpu::{
 /// Token tiles per workgroup of the prefill form for `m` rows (see the
 /// module comment).
 pub(crate) fn prefill_token_tiles(m: usize) -> u32 {
-    if m <= 2 * TILE_M as usize {
-        2
-    } else {
-        8
+    match m.div_ceil(TILE_M as usize) {
+        0..=2 => 2,
+        3..=4 => 4,
+        _ => 8,
     }
 }
 
