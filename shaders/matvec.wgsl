@@ -13,30 +13,9 @@
 // contiguous run of steps, since a CPU runs one SIMD batch of lanes through
 // the whole loop before the next, and interleaved steps would make each
 // batch stride through memory.
-// Sources: quant.wgsl, this file, quant_vec{16,32,64}.wgsl, then an entry point.
+// Sources: quant.wgsl, matmul_params.wgsl, this file, quant_vec{16,32,64}.wgsl,
+// then an entry point.
 
-struct Params {
-    m: u32,
-    k: u32,
-    rows: u32,
-    row_bytes: u32,
-    x_offset: u32,
-    out_offset: u32,
-    out_stride: u32,
-    full_units: u32,
-    units: u32,
-    x_div: u32,
-    first_expert: u32,
-    part_experts: u32,
-    eps: f32,
-    bias_offset: u32,
-    blocks: u32,
-    aux_base: u32,
-    d16_base: u32,
-}
-// (Field for field matmul_common.wgsl's Params: one Rust struct fills both.)
-
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // [x_offset / 4 + k / 4]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;

@@ -220,6 +220,17 @@ fn scale_min_q4_k(j: u32, s0: u32, s1: u32, s2: u32) -> vec2<f32> {
     let high = vec2<u32>((b2 & 15u) | ((b0 >> 6u) << 4u), (b2 >> 4u) | ((b1 >> 6u) << 4u));
     return vec2<f32>(select(high, low, j < 4u));
 }
+// d * scale and dmin * min of sub-blocks 2c and 2c + 1 of block blk:
+// (scale a, min a, scale b, min b).
+fn chunk_scales_q4_k(blk: u32, c: u32) -> vec4<f32> {
+    let dd = unpack2x16float(aux_word(blk, 0u));
+    let s0 = aux_word(blk, 1u);
+    let s1 = aux_word(blk, 2u);
+    let s2 = aux_word(blk, 3u);
+    let sa = scale_min_q4_k(2u * c, s0, s1, s2);
+    let sb = scale_min_q4_k(2u * c + 1u, s0, s1, s2);
+    return vec4<f32>(dd.x * sa.x, dd.y * sa.y, dd.x * sb.x, dd.y * sb.y);
+}
 fn runs_q4_k(u: u32) -> vec2<u32> {
     let c = u >> 2u;
     let s = u & 3u;
@@ -230,16 +241,11 @@ fn decode_q4_k(row: u32, U: u32) -> Unit {
     let u = U % UNITS;
     let c = u >> 2u;
     let s = u & 3u;
-    let dd = unpack2x16float(aux_word(blk, 0u));
-    let s0 = aux_word(blk, 1u);
-    let s1 = aux_word(blk, 2u);
-    let s2 = aux_word(blk, 3u);
-    let sa = scale_min_q4_k(2u * c, s0, s1, s2);
-    let sb = scale_min_q4_k(2u * c + 1u, s0, s1, s2);
-    let da = dd.x * sa.x;
-    let ma = vec4<f32>(dd.y * sa.y);
-    let db = dd.x * sb.x;
-    let mb = vec4<f32>(dd.y * sb.y);
+    let sc = chunk_scales_q4_k(blk, c);
+    let da = sc.x;
+    let ma = vec4<f32>(sc.y);
+    let db = sc.z;
+    let mb = vec4<f32>(sc.w);
     let q0 = quant_word(blk, 8u * c + 2u * s);
     let q1 = quant_word(blk, 8u * c + 2u * s + 1u);
     return Unit(da * nib_lo(q0) - ma, da * nib_lo(q1) - ma, db * nib_hi(q0) - mb, db * nib_hi(q1) - mb);

@@ -19,19 +19,14 @@ fn runs_vec_q4_k(s: u32) -> vec2<u32> {
 fn dot_step_q4_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
     let blk = row * p.blocks + s / 4u;
     let c = s & 3u;
-    let dd = unpack2x16float(aux_word(blk, 0u));
-    let s0 = aux_word(blk, 1u);
-    let s1 = aux_word(blk, 2u);
-    let s2 = aux_word(blk, 3u);
-    let sa = scale_min_q4_k(2u * c, s0, s1, s2);
-    let sb = scale_min_q4_k(2u * c + 1u, s0, s1, s2);
+    let sc = chunk_scales_q4_k(blk, c);
     let q0 = w4[8u * blk + 2u * c];      // bytes 32c .. 32c + 16
     let q1 = w4[8u * blk + 2u * c + 1u]; // bytes 32c + 16 .. 32c + 32
     let lo = dot(nib_lo(q0.x), xs[0]) + dot(nib_lo(q0.y), xs[1]) + dot(nib_lo(q0.z), xs[2]) + dot(nib_lo(q0.w), xs[3])
         + dot(nib_lo(q1.x), xs[4]) + dot(nib_lo(q1.y), xs[5]) + dot(nib_lo(q1.z), xs[6]) + dot(nib_lo(q1.w), xs[7]);
     let hi = dot(nib_hi(q0.x), xs[8]) + dot(nib_hi(q0.y), xs[9]) + dot(nib_hi(q0.z), xs[10]) + dot(nib_hi(q0.w), xs[11])
         + dot(nib_hi(q1.x), xs[12]) + dot(nib_hi(q1.y), xs[13]) + dot(nib_hi(q1.z), xs[14]) + dot(nib_hi(q1.w), xs[15]);
-    return dd.x * (sa.x * lo + sb.x * hi) - dd.y * (sa.y * xg[0] + sb.y * xg[1]);
+    return sc.x * lo + sc.z * hi - (sc.y * xg[0] + sc.w * xg[1]);
 }
 
 // Q6_K step s: half n = (s / 2) % 2 and g = s % 2 of block s / 4. Run a is

@@ -138,8 +138,14 @@ impl Params {
     }
 }
 
-pub(crate) const COMMON_WGSL: &str = include_str!("../../../../shaders/matmul_common.wgsl");
-pub(crate) const MATVEC_WGSL: &str = include_str!("../../../../shaders/matvec.wgsl");
+pub(crate) const COMMON_WGSL: &str = concat!(
+    include_str!("../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../shaders/matmul_common.wgsl")
+);
+pub(crate) const MATVEC_WGSL: &str = concat!(
+    include_str!("../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../shaders/matvec.wgsl")
+);
 /// The step functions of the vec4 core for `fmt` (one file per step length).
 pub(crate) fn quant_vec_wgsl(fmt: GpuFormat) -> &'static str {
     match fmt.vec_step() {
