@@ -1,24 +1,17 @@
 // Shared by the matmul kernels (after quant.wgsl): out[t, n] = sum_k x[t, k] *
 // W[n, k] for one matrix part, whose rows are output columns first_row ..
 // first_row + rows (first_row folded into out_offset by the caller). For an
-// expert stack a part holds whole experts, `rows` rows each.
+// expert stack a part holds whole experts, `rows` rows each. Sources:
+// matmul_params.wgsl, an x reader (matmul_x_scalar.wgsl, or
+// matmul_x_vec4.wgsl where every x row starts on a vec4), then this file.
 
 @group(0) @binding(1) var<storage, read> w: array<u32>;         // part, in the GPU layout (quant.wgsl) + zero padding
-@group(0) @binding(2) var<storage, read> x: array<f32>;         // [x_offset + m * k]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // [out_offset + (m - 1) * out_stride + rows]
 
 const QK: u32 = {{QK}};
 const BLOCK_BYTES: u32 = {{BLOCK_BYTES}};
 const UNITS: u32 = {{UNITS}};
 
-fn x4(i: u32) -> vec4<f32> {
-    return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
-}
-
-// One x value of the row at `base`, or 0 past its end (no read past it).
-fn x_masked(base: u32, e: u32) -> f32 {
-    return select(0.0, x[base + min(e, p.k - 1u)], e < p.k);
-}
 fn x4_masked(base: u32, e: u32) -> vec4<f32> {
     return vec4<f32>(x_masked(base, e), x_masked(base, e + 1u), x_masked(base, e + 2u), x_masked(base, e + 3u));
 }

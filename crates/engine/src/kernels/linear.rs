@@ -24,8 +24,8 @@ use std::borrow::Cow;
 use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
-    check_groups, gemv_rows, quant_vec_wgsl, tiled_rows, vec_core_defines, vec_core_fits, Params,
-    VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILED_WGSL, TILE_M, TILE_N,
+    check_groups, gemv_rows, quant_vec_wgsl, vec_core_defines, vec_core_fits, Params, TileShape,
+    VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILED_WGSL, TILE_M,
 };
 use super::rmsnorm::rms_norm;
 use super::weights::{QuantMatrix, QUANT_WGSL};
@@ -405,26 +405,27 @@ fn record_tiled(
     let (w, m) = (op.w, op.m);
     let bias = op.bias.filter(|_| !matches!(op.epilogue, Epilogue::Glu(_)));
     let tt = prefill_token_tiles(m);
-    let rows_per_group = tiled_rows(tt);
+    let tile = TileShape::choose(rec.ctx().adapter.is_software, w.cols, x_offset);
+    let rows_per_group = tile.rows(tt);
     let fmt = w.format();
     let has_bias = bias.is_some();
     let key = VariantKey {
         family: "linear_tiled",
         fmt: fmt.fmt,
-        args: [tt, has_bias as u32, add as u32, 0, 0, 0],
+        args: [tt, has_bias as u32, add as u32, tile.tn, tile.x4 as u32, 0],
     };
     let make = || {
         let mut defines = fmt.defines();
         defines.extend([
             ("TM", TILE_M.to_string().into()),
-            ("TN", TILE_N.to_string().into()),
+            ("TN", tile.tn.to_string().into()),
             ("TT", tt.to_string().into()),
             ("BIAS", on(has_bias)),
             ("ADD", on(add)),
         ]);
         OwnedSpec {
             name: format!("{key:?}"),
-            sources: vec![QUANT_WGSL, COMMON_WGSL, TILED_WGSL, TILED_MAIN],
+            sources: vec![QUANT_WGSL, tile.common_wgsl(), TILED_WGSL, TILED_MAIN],
             defines,
             entry: "main",
             storage: storage(has_bias as usize),

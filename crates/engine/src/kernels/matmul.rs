@@ -18,12 +18,53 @@ use crate::gpu::{
 /// Up to this many token rows go through the matrix-vector form.
 pub const GEMV_MAX_TOKENS: usize = 4;
 /// Tile of the prefill form per invocation: token rows x output rows. Each
-/// decoded weight unit serves TILE_M tokens, each x unit TILE_N rows; live
-/// registers ~ 16 * TILE_M (x) + 16 (weights) + TILE_M * TILE_N (sums) = 112.
-/// On lavapipe 4 x 8 ran 1.3-1.9 GFLOP/s (Q8_0/Q4_K, m = 64, 1024 x 1024)
-/// against 1.0-1.6 for 4 x 4 (noisy: shared 2-core machine).
+/// decoded weight unit serves TILE_M tokens, each x unit `TileShape::tn`
+/// rows (TILE_N on GPUs and for experts); live registers ~ 16 * TILE_M (x)
+/// + 16 (weights) + TILE_M * tn (sums).
 pub(crate) const TILE_M: u32 = 4;
 pub(crate) const TILE_N: u32 = 8;
+
+/// The prefill form's output rows per invocation and how it reads x.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileShape {
+    pub tn: u32,
+    /// x as vec4s (x_offset and k multiples of 4).
+    pub x4: bool,
+}
+
+impl TileShape {
+    /// For `k`-element rows of x from `x_offset`. CPU adapters read x
+    /// through slow per-lane loads, so each x unit serves 32 rows there (on
+    /// lavapipe SmolLM2's 64-token prefill ran 24 tok/s at 8 rows, 28-31 with
+    /// vec4 x, 38-40 at 16 rows and 45-47 at 32; 64 gained nothing more);
+    /// GPUs keep 8, which leaves enough workgroups for small matrices.
+    pub(crate) fn choose(software: bool, k: usize, x_offset: usize) -> TileShape {
+        TileShape {
+            tn: if software { 32 } else { TILE_N },
+            x4: k % 4 == 0 && x_offset % 4 == 0,
+        }
+    }
+
+    /// Output rows of a workgroup with `tt` token tiles.
+    pub(crate) fn rows(&self, tt: u32) -> u32 {
+        64 / tt * self.tn
+    }
+
+    /// The matmul source for this x reader.
+    pub(crate) fn common_wgsl(&self) -> &'static str {
+        if self.x4 {
+            COMMON_X4_WGSL
+        } else {
+            COMMON_WGSL
+        }
+    }
+}
+
+/// The expert stacks' tile (their x rows are gathered per slot).
+pub(crate) const EXPERT_TILE: TileShape = TileShape {
+    tn: TILE_N,
+    x4: false,
+};
 
 /// Output rows per GEMV workgroup. GPUs get 4: enough workgroups to fill
 /// them even for 896-row matrices, and x reused from registers 4 times.
@@ -140,6 +181,13 @@ impl Params {
 
 pub(crate) const COMMON_WGSL: &str = concat!(
     include_str!("../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../shaders/matmul_x_scalar.wgsl"),
+    include_str!("../../../../shaders/matmul_common.wgsl")
+);
+/// As COMMON_WGSL, reading x as vec4s (`TileShape::x4`).
+pub(crate) const COMMON_X4_WGSL: &str = concat!(
+    include_str!("../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../shaders/matmul_x_vec4.wgsl"),
     include_str!("../../../../shaders/matmul_common.wgsl")
 );
 pub(crate) const MATVEC_WGSL: &str = concat!(
@@ -227,7 +275,7 @@ enum Shape {
     /// `rows` output rows and `tokens` token rows per workgroup.
     Gemv { rows: u32, tokens: usize },
     /// `tt` token tiles per workgroup.
-    Tiled { tt: u32 },
+    Tiled { tt: u32, tile: TileShape },
     /// The vec4 core (one token row).
     Vec(VecShape),
 }
@@ -254,18 +302,18 @@ impl Variant {
     }
 
     /// The register-blocked core with `tt` token tiles per workgroup.
-    pub(crate) fn tiled(w: &QuantMatrix, operand: Operand, tt: u32) -> Variant {
+    pub(crate) fn tiled(w: &QuantMatrix, operand: Operand, tt: u32, tile: TileShape) -> Variant {
         Variant {
             fmt: w.format(),
             operand,
-            shape: Shape::Tiled { tt },
+            shape: Shape::Tiled { tt, tile },
         }
     }
 
     pub(crate) fn key(&self) -> VariantKey {
         let args = match self.shape {
             Shape::Gemv { rows, tokens } => [0, rows, tokens as u32, 0, 0, 0],
-            Shape::Tiled { tt } => [1, tt, 0, 0, 0, 0],
+            Shape::Tiled { tt, tile } => [1, tt, tile.tn, tile.x4 as u32, 0, 0],
             Shape::Vec(v) => [2, v.lanes, v.group_rows, v.chunked as u32, 0, 0],
         };
         VariantKey {
@@ -303,18 +351,20 @@ impl Variant {
                     vec![QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, op.gemv_main()],
                 )
             }
-            Shape::Tiled { tt } => {
+            Shape::Tiled { tt, tile } => {
                 defines.push(("TM", TILE_M.to_string().into()));
-                defines.push(("TN", TILE_N.to_string().into()));
+                defines.push(("TN", tile.tn.to_string().into()));
                 defines.push(("TT", tt.to_string().into()));
                 let name = format!(
-                    "{}_tiled_{}_m{TILE_M}_n{TILE_N}_t{tt}",
+                    "{}_tiled_{}_m{TILE_M}_n{}_t{tt}_x{}",
                     op.prefix(),
-                    fmt.fmt
+                    fmt.fmt,
+                    tile.tn,
+                    if tile.x4 { 4 } else { 1 }
                 );
                 (
                     name,
-                    vec![QUANT_WGSL, COMMON_WGSL, TILED_WGSL, op.tiled_main()],
+                    vec![QUANT_WGSL, tile.common_wgsl(), TILED_WGSL, op.tiled_main()],
                 )
             }
         };
@@ -335,9 +385,10 @@ pub(crate) fn tiled_shape(m: usize) -> (u32, u32) {
     (tt, tiled_rows(tt))
 }
 
-/// Output rows one workgroup of the tiled form covers with `tt` token tiles.
+/// Output rows one workgroup of the expert stacks' tiled form covers with
+/// `tt` token tiles.
 pub(crate) fn tiled_rows(tt: u32) -> u32 {
-    64 / tt * TILE_N
+    EXPERT_TILE.rows(tt)
 }
 
 /// Tokens one workgroup of the tiled form takes with `tt` token tiles.
@@ -370,7 +421,11 @@ pub(crate) enum Form {
     Gemv(u32),
     /// The vec4 matrix-vector core, one token row.
     Vec(VecShape),
+    /// The register-blocked form, its tile chosen by the adapter.
     Tiled,
+    /// The register-blocked form with this tile (tests force each).
+    #[cfg_attr(not(test), allow(dead_code))]
+    TiledAs(TileShape),
 }
 
 /// `out[out_offset + t * w.rows + n] = sum_k x[x_offset + t * w.cols + k] * W[n, k]`
@@ -465,9 +520,20 @@ pub(crate) fn matmul_form(
                 t0 += chunk;
             }
         }
-        Form::Tiled => {
-            let (tt, rows_per_group) = tiled_shape(m);
-            let variant = Variant::tiled(w, Operand::Matrix, tt);
+        Form::Tiled | Form::TiledAs(_) => {
+            let tile = match form {
+                Form::TiledAs(tile) => tile,
+                _ => TileShape::choose(rec.ctx().adapter.is_software, w.cols, x_offset),
+            };
+            if tile.x4 && (w.cols % 4 != 0 || x_offset % 4 != 0) {
+                return Err(shape_err(
+                    "matmul",
+                    format!("vec4 x needs k and x_offset multiples of 4 (k = {}, x_offset = {x_offset})", w.cols),
+                ));
+            }
+            let (tt, _) = tiled_shape(m);
+            let rows_per_group = tile.rows(tt);
+            let variant = Variant::tiled(w, Operand::Matrix, tt, tile);
             let key = variant.key();
             let token_groups = (m as u32).div_ceil(tt * TILE_M);
             check_groups("matmul", token_groups, || format!("{m} token rows"))?;

@@ -88,6 +88,17 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                 }
                 let tiled = run(&w, &x, m, Form::Tiled, 0, 1);
                 check(&tiled, &want, &scale, k, &format!("{what} tiled"));
+                // Every tile: the GPUs' and the CPU adapters' widths, x as
+                // scalars from an odd offset and as vec4s where rows allow.
+                for (tn, x4) in [(8, false), (32, false), (8, true), (32, true)] {
+                    if x4 && k % 4 != 0 {
+                        continue;
+                    }
+                    let tile = TileShape { tn, x4 };
+                    let x_off = if x4 { 4 } else { 1 };
+                    let got = run(&w, &x, m, Form::TiledAs(tile), x_off, 2);
+                    check(&got, &want, &scale, k, &format!("{what} {tile:?}"));
+                }
                 // The two forms agree as closely as two results each within
                 // the tolerance of the f64 reference can.
                 let scale2: Vec<f64> = scale.iter().map(|s| 2.0 * s).collect();

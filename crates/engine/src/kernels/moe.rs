@@ -22,7 +22,7 @@ use bytemuck::{Pod, Zeroable};
 use super::check_elems;
 use super::matmul::{
     check_groups, gemv_rows, tiled_rows, tiled_shape, tiled_tokens, Operand,
-    Params as MatmulParams, Variant,
+    Params as MatmulParams, Variant, EXPERT_TILE,
 };
 use super::weights::ExpertStack;
 use crate::gpu::{
@@ -275,7 +275,7 @@ pub fn expert_matmul(
             check_elems(K, "sorted", g.sorted, slots)?;
             check_elems(K, "tiles", g.tiles, 3 * g.max_tiles as usize)?;
             (
-                Variant::tiled(w, Operand::Experts, g.tt),
+                Variant::tiled(w, Operand::Experts, g.tt, EXPERT_TILE),
                 EXPERT_TILED_STORAGE,
                 tiled_rows(g.tt),
                 ([g.tiles, g.sorted], 2),
