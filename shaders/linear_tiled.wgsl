@@ -4,7 +4,7 @@
 // the glu epilogue are separate dispatches in this form (kernels::linear):
 // a tile's invocation sees only part of a row, so it cannot normalise it.
 // Sources: quant.wgsl, matmul_common.wgsl, matmul_tiled.wgsl, this file.
-{{BIAS}}@group(0) @binding(4) var<storage, read> bias: array<f32>; // [bias_offset + rows]
+{{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
 // Dispatch: [ceil(rows / (64 / TT * TN)), ceil(m / (TT * TM)), 1].
 
 fn x_base(tok: u32) -> u32 {

@@ -26,6 +26,7 @@ const BLOCK_BYTES: u32 = {{BLOCK_BYTES}};
 const UNITS: u32 = {{UNITS}};
 const STEP: u32 = {{STEP}}u;
 const XV: u32 = STEP / 4u;
+const CV: u32 = min(XV, 8u); // vec4s of a chunk (matmul_tiled_vec.wgsl)
 const WG: u32 = 64u;
 const LANES: u32 = {{LANES}}u;
 const GROUP_ROWS: u32 = {{GROUP_ROWS}}u;

@@ -63,3 +63,60 @@ fn dot_step_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
         + dot(bit5x4(qh >> 24u), xs[6]) + dot(bit5x4(qh >> 28u), xs[7]);
     return d16(blk) * (dot_nibbles(q, xs) + fifth - 16.0 * xg[0]);
 }
+
+// ---- Chunks (the tiled vec4 core): a block, weights as values -------------
+
+fn chunk_x_block(c: u32) -> u32 {
+    return 8u * c;
+}
+// Nibble values of a block's 16 quant bytes, times d, plus `off`.
+fn nibbles8(q: vec4<u32>, d: f32, off: f32) -> array<vec4<f32>, CV> {
+    let o = vec4<f32>(off);
+    return array<vec4<f32>, CV>(d * nib_lo(q.x) + o, d * nib_lo(q.y) + o, d * nib_lo(q.z) + o, d * nib_lo(q.w) + o,
+        d * nib_hi(q.x) + o, d * nib_hi(q.y) + o, d * nib_hi(q.z) + o, d * nib_hi(q.w) + o);
+}
+
+fn chunk_x_q8_0(c: u32) -> u32 {
+    return chunk_x_block(c);
+}
+fn decode_chunk_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    let blk = row * p.blocks + c;
+    let a = w4[2u * blk];
+    let b = w4[2u * blk + 1u];
+    let d = d16(blk);
+    return array<vec4<f32>, CV>(d * bytes_i(a.x), d * bytes_i(a.y), d * bytes_i(a.z), d * bytes_i(a.w),
+        d * bytes_i(b.x), d * bytes_i(b.y), d * bytes_i(b.z), d * bytes_i(b.w));
+}
+
+fn chunk_x_q4_0(c: u32) -> u32 {
+    return chunk_x_block(c);
+}
+fn decode_chunk_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    let blk = row * p.blocks + c;
+    let d = d16(blk);
+    return nibbles8(w4[blk], d, -8.0 * d);
+}
+
+fn chunk_x_q4_1(c: u32) -> u32 {
+    return chunk_x_block(c);
+}
+fn decode_chunk_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    let blk = row * p.blocks + c;
+    let dm = unpack2x16float(aux_word(blk, 0u));
+    return nibbles8(w4[blk], dm.x, dm.y);
+}
+
+fn chunk_x_q5_0(c: u32) -> u32 {
+    return chunk_x_block(c);
+}
+fn decode_chunk_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    let blk = row * p.blocks + c;
+    let d = d16(blk);
+    let qh = aux_word(blk, 0u);
+    var v = nibbles8(w4[blk], d, -16.0 * d);
+    // Bit j of qh is the fifth bit (16) of element j.
+    for (var i = 0u; i < 8u; i++) {
+        v[i] += d * bit5x4(qh >> (4u * i));
+    }
+    return v;
+}

@@ -62,3 +62,55 @@ fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
     }
     return d16(blk) * sum;
 }
+
+// ---- Chunks (the tiled vec4 core): half a step, weights as values ---------
+// Chunk c is run c % 2 of step c / 2 (see runs_vec_FMT), 32 elements.
+
+fn chunk_x_q4_k(c: u32) -> u32 {
+    return 8u * c; // Q4_K's runs follow each other
+}
+fn decode_chunk_q4_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    let s = c / 2u;
+    let blk = row * p.blocks + s / 4u;
+    let cc = s & 3u;
+    let sc = chunk_scales_q4_k(blk, cc);
+    let q0 = w4[8u * blk + 2u * cc];
+    let q1 = w4[8u * blk + 2u * cc + 1u];
+    if ((c & 1u) == 0u) {
+        let d = sc.x;
+        let m = vec4<f32>(sc.y);
+        return array<vec4<f32>, CV>(d * nib_lo(q0.x) - m, d * nib_lo(q0.y) - m, d * nib_lo(q0.z) - m, d * nib_lo(q0.w) - m,
+            d * nib_lo(q1.x) - m, d * nib_lo(q1.y) - m, d * nib_lo(q1.z) - m, d * nib_lo(q1.w) - m);
+    }
+    let d = sc.z;
+    let m = vec4<f32>(sc.w);
+    return array<vec4<f32>, CV>(d * nib_hi(q0.x) - m, d * nib_hi(q0.y) - m, d * nib_hi(q0.z) - m, d * nib_hi(q0.w) - m,
+        d * nib_hi(q1.x) - m, d * nib_hi(q1.y) - m, d * nib_hi(q1.z) - m, d * nib_hi(q1.w) - m);
+}
+
+fn chunk_x_q6_k(c: u32) -> u32 {
+    let runs = runs_vec_q6_k(c / 2u);
+    return select(runs.x, runs.y, (c & 1u) == 1u);
+}
+fn decode_chunk_q6_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    let s = c / 2u;
+    let h = c & 1u; // run a (low nibbles) or b (high nibbles)
+    let blk = row * p.blocks + s / 4u;
+    let n = (s >> 1u) & 1u;
+    let g = s & 1u;
+    let qv = 12u * blk;
+    let qh_shift = 2u * g + 4u * h;
+    let ql_shift = 4u * h;
+    let d = d16(blk);
+    var v: array<vec4<f32>, CV>;
+    for (var j = 0u; j < 2u; j++) {
+        let ql = w4[qv + 4u * n + 2u * g + j];
+        let qh = w4[qv + 8u + 2u * n + j];
+        let sc = d * aux_i8(blk, 8u * n + 2u * g + j + 4u * h);
+        v[4u * j] = sc * q6x4(ql.x >> ql_shift, qh.x, qh_shift);
+        v[4u * j + 1u] = sc * q6x4(ql.y >> ql_shift, qh.y, qh_shift);
+        v[4u * j + 2u] = sc * q6x4(ql.z >> ql_shift, qh.z, qh_shift);
+        v[4u * j + 3u] = sc * q6x4(ql.w >> ql_shift, qh.w, qh_shift);
+    }
+    return v;
+}

@@ -25,7 +25,7 @@ use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
     check_groups, gemv_rows, quant_vec_wgsl, vec_core_defines, vec_core_fits, Params, TileShape,
-    VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILED_WGSL, TILE_M,
+    VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILE_M,
 };
 use super::rmsnorm::rms_norm;
 use super::weights::{QuantMatrix, QUANT_WGSL};
@@ -405,30 +405,39 @@ fn record_tiled(
     let (w, m) = (op.w, op.m);
     let bias = op.bias.filter(|_| !matches!(op.epilogue, Epilogue::Glu(_)));
     let tt = prefill_token_tiles(m);
-    let tile = TileShape::choose(rec.ctx().adapter.is_software, w.cols, x_offset);
+    let tile = TileShape::choose(rec.ctx().adapter.is_software, w.format(), w.cols, x_offset);
     let rows_per_group = tile.rows(tt);
     let fmt = w.format();
     let has_bias = bias.is_some();
     let key = VariantKey {
         family: "linear_tiled",
         fmt: fmt.fmt,
-        args: [tt, has_bias as u32, add as u32, tile.tn, tile.x4 as u32, 0],
+        args: [
+            tt,
+            has_bias as u32,
+            add as u32,
+            tile.tn,
+            tile.x4 as u32,
+            tile.vec as u32,
+        ],
     };
     let make = || {
         let mut defines = fmt.defines();
         defines.extend([
             ("TM", TILE_M.to_string().into()),
             ("TN", tile.tn.to_string().into()),
+            ("STEP", fmt.vec_step().to_string().into()),
+            ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
             ("TT", tt.to_string().into()),
             ("BIAS", on(has_bias)),
             ("ADD", on(add)),
         ]);
         OwnedSpec {
             name: format!("{key:?}"),
-            sources: vec![QUANT_WGSL, tile.common_wgsl(), TILED_WGSL, TILED_MAIN],
+            sources: [&tile.core_wgsl(fmt)[..], &[TILED_MAIN]].concat(),
             defines,
             entry: "main",
-            storage: storage(has_bias as usize),
+            storage: storage(tile.vec as usize + has_bias as usize),
         }
     };
     let token_groups = (m as u32).div_ceil(tt * TILE_M);
@@ -447,12 +456,16 @@ fn record_tiled(
             out_offset + part.first_row,
             out_stride,
         );
-        let mut buffers: [&GpuBuffer; 4] = [&part.buffer, x, out, out];
+        let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, out, out, out];
         let mut n = 3;
+        if tile.vec {
+            buffers[n] = &part.buffer;
+            n += 1;
+        }
         if let Some((bias_buf, offset)) = bias {
             p.bias_offset = (offset + part.first_row) as u32;
-            buffers[3] = bias_buf;
-            n = 4;
+            buffers[n] = bias_buf;
+            n += 1;
         }
         rec.dispatch_variant(&key, make, &p, &buffers[..n], [row_groups, token_groups, 1]);
     }

@@ -24,12 +24,16 @@ pub const GEMV_MAX_TOKENS: usize = 4;
 pub(crate) const TILE_M: u32 = 4;
 pub(crate) const TILE_N: u32 = 8;
 
-/// The prefill form's output rows per invocation and how it reads x.
+/// The prefill form's output rows per invocation and how it reads x and
+/// the weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileShape {
     pub tn: u32,
     /// x as vec4s (x_offset and k multiples of 4).
     pub x4: bool,
+    /// Weights in whole-vec4 chunks (matmul_tiled_vec.wgsl; needs x4 and
+    /// rows of whole vec4-core steps), else in 16-weight units.
+    pub vec: bool,
 }
 
 impl TileShape {
@@ -38,11 +42,23 @@ impl TileShape {
     /// lavapipe SmolLM2's 64-token prefill ran 24 tok/s at 8 rows, 28-31 with
     /// vec4 x, 38-40 at 16 rows and 45-47 at 32; 64 gained nothing more);
     /// GPUs keep 8, which leaves enough workgroups for small matrices.
-    pub(crate) fn choose(software: bool, k: usize, x_offset: usize) -> TileShape {
+    /// The chunked core reads 2-3x fewer words of weights per multiply on a
+    /// CPU adapter; GPUs keep the unit core, whose fewer live registers
+    /// (x for TM tokens is 4 vec4s a token there, 8 here) suit them better
+    /// until it is measured on one.
+    pub(crate) fn choose(software: bool, fmt: GpuFormat, k: usize, x_offset: usize) -> TileShape {
+        let x4 = k % 4 == 0 && x_offset % 4 == 0;
         TileShape {
             tn: if software { 32 } else { TILE_N },
-            x4: k % 4 == 0 && x_offset % 4 == 0,
+            x4,
+            vec: software && x4 && k % fmt.vec_step() as usize == 0,
         }
+    }
+
+    /// Whether this tile can read `w` with x rows from `x_offset`.
+    pub(crate) fn fits(&self, w: &QuantMatrix, x_offset: usize) -> bool {
+        let aligned = w.cols % 4 == 0 && x_offset % 4 == 0;
+        (!self.x4 || aligned) && (!self.vec || (self.x4 && vec_core_fits(w, x_offset)))
     }
 
     /// Output rows of a workgroup with `tt` token tiles.
@@ -50,20 +66,26 @@ impl TileShape {
         64 / tt * self.tn
     }
 
-    /// The matmul source for this x reader.
-    pub(crate) fn common_wgsl(&self) -> &'static str {
-        if self.x4 {
-            COMMON_X4_WGSL
-        } else {
-            COMMON_WGSL
+    /// The sources before the entry point, for format `fmt`.
+    pub(crate) fn core_wgsl(&self, fmt: GpuFormat) -> [&'static str; 3] {
+        match (self.vec, self.x4) {
+            (true, _) => [QUANT_WGSL, TILED_VEC_WGSL, quant_vec_wgsl(fmt)],
+            (false, true) => [QUANT_WGSL, COMMON_X4_WGSL, TILED_WGSL],
+            (false, false) => [QUANT_WGSL, COMMON_WGSL, TILED_WGSL],
         }
     }
 }
+
+const TILED_VEC_WGSL: &str = concat!(
+    include_str!("../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../shaders/matmul_tiled_vec.wgsl")
+);
 
 /// The expert stacks' tile (their x rows are gathered per slot).
 pub(crate) const EXPERT_TILE: TileShape = TileShape {
     tn: TILE_N,
     x4: false,
+    vec: false,
 };
 
 /// Output rows per GEMV workgroup. GPUs get 4: enough workgroups to fill
@@ -313,7 +335,7 @@ impl Variant {
     pub(crate) fn key(&self) -> VariantKey {
         let args = match self.shape {
             Shape::Gemv { rows, tokens } => [0, rows, tokens as u32, 0, 0, 0],
-            Shape::Tiled { tt, tile } => [1, tt, tile.tn, tile.x4 as u32, 0, 0],
+            Shape::Tiled { tt, tile } => [1, tt, tile.tn, tile.x4 as u32, tile.vec as u32, 0],
             Shape::Vec(v) => [2, v.lanes, v.group_rows, v.chunked as u32, 0, 0],
         };
         VariantKey {
@@ -355,17 +377,18 @@ impl Variant {
                 defines.push(("TM", TILE_M.to_string().into()));
                 defines.push(("TN", tile.tn.to_string().into()));
                 defines.push(("TT", tt.to_string().into()));
+                defines.push(("STEP", fmt.vec_step().to_string().into()));
                 let name = format!(
-                    "{}_tiled_{}_m{TILE_M}_n{}_t{tt}_x{}",
+                    "{}_tiled_{}_m{TILE_M}_n{}_t{tt}_x{}{}",
                     op.prefix(),
                     fmt.fmt,
                     tile.tn,
-                    if tile.x4 { 4 } else { 1 }
+                    if tile.x4 { 4 } else { 1 },
+                    if tile.vec { "_vec" } else { "" }
                 );
-                (
-                    name,
-                    vec![QUANT_WGSL, tile.common_wgsl(), TILED_WGSL, op.tiled_main()],
-                )
+                let mut sources = tile.core_wgsl(fmt).to_vec();
+                sources.push(op.tiled_main());
+                (name, sources)
             }
         };
         OwnedSpec {
@@ -523,12 +546,15 @@ pub(crate) fn matmul_form(
         Form::Tiled | Form::TiledAs(_) => {
             let tile = match form {
                 Form::TiledAs(tile) => tile,
-                _ => TileShape::choose(rec.ctx().adapter.is_software, w.cols, x_offset),
+                _ => TileShape::choose(rec.ctx().adapter.is_software, w.format(), w.cols, x_offset),
             };
-            if tile.x4 && (w.cols % 4 != 0 || x_offset % 4 != 0) {
+            if !tile.fits(w, x_offset) {
                 return Err(shape_err(
                     "matmul",
-                    format!("vec4 x needs k and x_offset multiples of 4 (k = {}, x_offset = {x_offset})", w.cols),
+                    format!(
+                        "tile {tile:?} does not take k = {} with x from {x_offset}",
+                        w.cols
+                    ),
                 ));
             }
             let (tt, _) = tiled_shape(m);
@@ -551,11 +577,17 @@ pub(crate) fn matmul_form(
                     out_offset + part.first_row,
                     w.rows,
                 );
+                // The chunked core binds the part again, as vec4s.
+                let (storage, buffers) = if tile.vec {
+                    (VEC_STORAGE, &[&*part.buffer, x, out, &part.buffer][..])
+                } else {
+                    (STORAGE, &[&*part.buffer, x, out][..])
+                };
                 rec.dispatch_variant(
                     &key,
-                    || variant.spec(STORAGE),
+                    || variant.spec(storage),
                     &p,
-                    &[&part.buffer, x, out],
+                    buffers,
                     [row_groups, token_groups, 1],
                 );
             }

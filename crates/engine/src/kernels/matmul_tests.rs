@@ -90,12 +90,20 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                 check(&tiled, &want, &scale, k, &format!("{what} tiled"));
                 // Every tile: the GPUs' and the CPU adapters' widths, x as
                 // scalars from an odd offset and as vec4s where rows allow.
-                for (tn, x4) in [(8, false), (32, false), (8, true), (32, true)] {
-                    if x4 && k % 4 != 0 {
+                // And the chunked core where rows are whole steps.
+                for (tn, x4, vec) in [
+                    (8, false, false),
+                    (32, false, false),
+                    (8, true, false),
+                    (32, true, false),
+                    (8, true, true),
+                    (32, true, true),
+                ] {
+                    let tile = TileShape { tn, x4, vec };
+                    let x_off = if x4 { 4 } else { 1 };
+                    if !tile.fits(&w, x_off) {
                         continue;
                     }
-                    let tile = TileShape { tn, x4 };
-                    let x_off = if x4 { 4 } else { 1 };
                     let got = run(&w, &x, m, Form::TiledAs(tile), x_off, 2);
                     check(&got, &want, &scale, k, &format!("{what} {tile:?}"));
                 }

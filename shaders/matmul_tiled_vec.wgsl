@@ -1,0 +1,65 @@
+// Many-token core of matmul (prefill) over whole-vec4 chunks: the contract
+// of matmul_tiled.wgsl's `tiled` (same tiles, same entry points), with
+// weights read as the vec4 core reads them. A row is cut into chunks of CV
+// vec4s (a 32-element block, half a K-quant step, or 16 F32/F16 elements);
+// an invocation loads a chunk's x for its TM tokens, then decodes the chunk
+// of each of its TN weight rows once (decode_chunk_FMT, quant_vec*.wgsl)
+// and dots it with all TM. x rows start on a vec4 (x_offset, k multiples
+// of 4) and are whole chunks long.
+// Sources: quant.wgsl, matmul_params.wgsl, this file,
+// quant_vec{16,32,64}.wgsl, then an entry point (matmul_tiled_main.wgsl,
+// linear_tiled.wgsl).
+
+@group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // [(x_offset + m * k) / 4]
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
+
+const QK: u32 = {{QK}};
+const BLOCK_BYTES: u32 = {{BLOCK_BYTES}};
+const UNITS: u32 = {{UNITS}};
+const STEP: u32 = {{STEP}}u;
+const XV: u32 = STEP / 4u;
+const XG: u32 = max(1u, XV / 8u);
+const CV: u32 = min(XV, 8u);
+const TM: u32 = {{TM}}u; // token rows per invocation
+const TN: u32 = {{TN}}u; // output rows per invocation
+const TT: u32 = {{TT}}u; // token tiles per workgroup
+
+fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
+    let row0 = (row_group * (64u / TT) + lid / TT) * TN;
+    let tok0 = (tok_group * TT + lid % TT) * TM;
+    if (row0 >= p.rows || tok0 >= n_tok) {
+        return;
+    }
+    var acc: array<f32, TM * TN>;
+    let chunks = p.k / (4u * CV);
+    for (var c = 0u; c < chunks; c++) {
+        let xc = chunk_x_{{FMT}}(c);
+        var xs: array<array<vec4<f32>, CV>, TM>;
+        for (var t = 0u; t < TM; t++) {
+            // Tokens and rows past the end repeat the last; never written.
+            let base = x_base(min(tok0 + t, n_tok - 1u)) / 4u + xc;
+            for (var i = 0u; i < CV; i++) {
+                xs[t][i] = x[base + i];
+            }
+        }
+        for (var r = 0u; r < TN; r++) {
+            let ws = decode_chunk_{{FMT}}(w_row0 + min(row0 + r, p.rows - 1u), c);
+            for (var t = 0u; t < TM; t++) {
+                var d = 0.0;
+                for (var i = 0u; i < CV; i++) {
+                    d += dot(ws[i], xs[t][i]);
+                }
+                acc[t * TN + r] += d;
+            }
+        }
+    }
+    for (var t = 0u; t < TM; t++) {
+        for (var r = 0u; r < TN; r++) {
+            if (tok0 + t < n_tok && row0 + r < p.rows) {
+                emit(out_base(tok0 + t) + row0 + r, row0 + r, acc[t * TN + r]);
+            }
+        }
+    }
+}
