@@ -3,7 +3,10 @@
 //! differs. One workgroup of 64 invocations per (query row, query head); keys
 //! are split across the invocations in tiles of up to 512, with an online
 //! (flash-style) softmax and two barriers per tile. The design is described
-//! in `shaders/attention.wgsl`.
+//! in `shaders/attention.wgsl`. On CPU adapters, many rows (prefill) run one
+//! invocation per (row, head) with no barriers instead
+//! (`shaders/attention_lanes.wgsl`): there every workgroup's barriers cost
+//! more than the keys of a prompt-length row.
 //!
 //! Masking, for the query row at absolute position `p = pos0 + row`:
 //! - causal: keys at positions `0 ..= p` are visible (earlier chunks from the
@@ -20,7 +23,9 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
-use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, KernelSpec, Recorder};
+use crate::gpu::{
+    error::shape_err, Access, GpuBuffer, GpuError, KernelSpec, OwnedSpec, Recorder, VariantKey,
+};
 
 /// The shape and options of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -77,6 +82,18 @@ const SPEC: KernelSpec = KernelSpec {
     entry: "main",
     storage: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
 };
+
+/// Which attention kernel runs; `attention` picks by adapter and rows, tests
+/// force each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AttentionForm {
+    /// A workgroup per (head, row), keys split across its invocations.
+    Workgroups,
+    /// An invocation per (row, head), keys in turn.
+    Lanes,
+}
+
+const LANES_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
 
 fn check_args(a: &AttentionArgs) -> Result<(), GpuError> {
     let err = |m: String| Err(shape_err(KERNEL, m));
@@ -140,6 +157,40 @@ pub fn attention(
     out_offset: usize,
     args: &AttentionArgs,
 ) -> Result<(), GpuError> {
+    let form = if rec.ctx().adapter.is_software && args.rows > 1 {
+        AttentionForm::Lanes
+    } else {
+        AttentionForm::Workgroups
+    };
+    let (k, v) = (k_cache, v_cache);
+    attention_form(
+        rec,
+        form,
+        q,
+        q_offset,
+        k,
+        v,
+        layer_offset,
+        out,
+        out_offset,
+        args,
+    )
+}
+
+/// `attention` in the given form.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention_form(
+    rec: &mut Recorder,
+    form: AttentionForm,
+    q: &GpuBuffer,
+    q_offset: usize,
+    k_cache: &GpuBuffer,
+    v_cache: &GpuBuffer,
+    layer_offset: usize,
+    out: &GpuBuffer,
+    out_offset: usize,
+    args: &AttentionArgs,
+) -> Result<(), GpuError> {
     check_args(args)?;
     let a = args;
     if layer_offset % 4 != 0 {
@@ -173,12 +224,38 @@ pub fn attention(
         out_offset: out_offset as u32,
         _pad: [0; 3],
     };
-    rec.dispatch(
-        &SPEC,
-        &params,
-        &[q, k_cache, v_cache, out],
-        [a.q_heads as u32, a.rows as u32, 1],
-    );
+    let buffers = [q, k_cache, v_cache, out];
+    match form {
+        AttentionForm::Workgroups => rec.dispatch(
+            &SPEC,
+            &params,
+            &buffers,
+            [a.q_heads as u32, a.rows as u32, 1],
+        ),
+        AttentionForm::Lanes => {
+            let lanes = (a.rows * a.q_heads) as u32;
+            if lanes.div_ceil(64) > 65535 {
+                return Err(shape_err(
+                    KERNEL,
+                    format!("{} rows x {} heads exceed one dispatch", a.rows, a.q_heads),
+                ));
+            }
+            let d4 = (a.head_dim / 4) as u32;
+            let key = VariantKey {
+                family: "attention_lanes",
+                fmt: "f32",
+                args: [d4, 0, 0, 0, 0, 0],
+            };
+            let make = || OwnedSpec {
+                name: format!("attention_lanes_d{d4}"),
+                sources: vec![include_str!("../../../../shaders/attention_lanes.wgsl")],
+                defines: vec![("D4", d4.to_string().into())],
+                entry: "main",
+                storage: LANES_STORAGE,
+            };
+            rec.dispatch_variant(&key, make, &params, &buffers, [lanes.div_ceil(64), 1, 1]);
+        }
+    }
     Ok(())
 }
 

@@ -107,9 +107,30 @@ fn run(a: &AttentionArgs, q: &[f32], k_rows: &[f32], v_rows: &[f32]) -> (Vec<f32
     }
     let mut rec = Recorder::new(ctx);
     write(&mut rec, a.rows, pos0);
-    attention(&mut rec, &gq, q_off, &gk, &gv, layer_off, &gout, out_off, a).unwrap();
     pollster::block_on(rec.submit()).unwrap();
-    let got = pollster::block_on(ctx.read_f32(&gout, out_off, q.len())).unwrap();
+    // Both forms; the caller checks the workgroup form against the
+    // reference, and the lane form must agree with it to 1e-5 (two f32
+    // orders of the same sums).
+    let mut results = Vec::new();
+    for form in [AttentionForm::Workgroups, AttentionForm::Lanes] {
+        let mut rec = Recorder::new(ctx);
+        let (k, v) = (&*gk, &*gv);
+        attention_form(
+            &mut rec, form, &gq, q_off, k, v, layer_off, &gout, out_off, a,
+        )
+        .unwrap();
+        pollster::block_on(rec.submit()).unwrap();
+        results.push(pollster::block_on(ctx.read_f32(&gout, out_off, q.len())).unwrap());
+    }
+    let lanes = results.pop().unwrap();
+    let got = results.pop().unwrap();
+    assert_eq!(lanes.len(), got.len());
+    for (i, (x, y)) in lanes.iter().zip(&got).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+            "lane form differs at {i}: {x} vs {y}"
+        );
+    }
     (got, reference(q, &kc, &vc, layer_off, a))
 }
 
@@ -296,7 +317,12 @@ fn prefill_chunk_equals_decoding_row_by_row() {
     pollster::block_on(rec.submit()).unwrap();
     let mut rec = Recorder::new(ctx);
     write(&mut rec, rows, pos0, &chunk_k, &chunk_v);
-    attention(&mut rec, &gq, 0, &chunk_k, &chunk_v, 0, &chunk_out, 0, &a).unwrap();
+    // The workgroup form, whatever the adapter: its chunks and steps run the
+    // same operations in the same order (the lane form is checked against
+    // it in `run`).
+    let wg = AttentionForm::Workgroups;
+    let (ck, cv) = (&*chunk_k, &*chunk_v);
+    attention_form(&mut rec, wg, &gq, 0, ck, cv, 0, &chunk_out, 0, &a).unwrap();
     pollster::block_on(rec.submit()).unwrap();
     let q_row = qh * hd;
     for r in 0..rows {

@@ -1,0 +1,90 @@
+// Causal grouped-query attention with one invocation per (query row, query
+// head) and no barriers: the form for many rows (prefill) on CPU adapters,
+// where attention.wgsl's workgroup per (head, row) pays its barriers once
+// for every row and head. Same parameters, bindings, masking (causal, the
+// sliding window) and softcap as attention.wgsl; the softmax is online
+// (flash-style) over the keys one at a time, so a row's keys are read once.
+// Dispatch: [ceil(rows * q_heads / 64), 1, 1].
+
+struct Params {
+    rows: u32,
+    pos0: u32,
+    q_heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    group: u32,
+    window: u32,
+    use_softcap: u32,
+    scale: f32,
+    softcap: f32,
+    q_offset: u32,
+    kv_offset: u32,
+    out_offset: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+const NEG_BIG: f32 = -3.0e38;
+const D4: u32 = {{D4}}u; // vec4s per head row (head_dim / 4)
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v_cache: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= p.rows * p.q_heads) {
+        return;
+    }
+    let row = gid.x / p.q_heads;
+    let h = gid.x % p.q_heads;
+    let pos = p.pos0 + row;
+    var lo = 0u;
+    if (p.window != 0u && pos + 1u > p.window) {
+        lo = pos + 1u - p.window;
+    }
+    let kv_stride = p.kv_heads * D4;
+    let kv_base = p.kv_offset / 4u + (h / p.group) * D4;
+    let head_base = (row * p.q_heads + h) * p.head_dim;
+    var qv: array<vec4<f32>, D4>;
+    for (var i = 0u; i < D4; i++) {
+        let qb = p.q_offset + head_base + 4u * i;
+        qv[i] = vec4(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]) * p.scale;
+    }
+    var m = NEG_BIG;
+    var l = 0.0;
+    var acc: array<vec4<f32>, D4>;
+    for (var key = lo; key <= pos; key++) {
+        let kb = kv_base + key * kv_stride;
+        var dot4 = vec4(0.0);
+        for (var i = 0u; i < D4; i++) {
+            dot4 += qv[i] * k_cache[kb + i];
+        }
+        var s = dot4.x + dot4.y + dot4.z + dot4.w;
+        if (p.use_softcap != 0u) {
+            s = p.softcap * tanh(clamp(s / p.softcap, -15.0, 15.0));
+        }
+        // A new max rescales what came before (alpha = 1 otherwise); the
+        // clamp keeps the first key's exp argument in range.
+        let m_new = max(m, s);
+        let alpha = exp(max(m - m_new, -80.0));
+        let wgt = exp(s - m_new);
+        m = m_new;
+        l = l * alpha + wgt;
+        for (var i = 0u; i < D4; i++) {
+            acc[i] = acc[i] * alpha + wgt * v_cache[kb + i];
+        }
+    }
+    // l >= 1: the key holding the max contributes exp(0).
+    let ob = p.out_offset + head_base;
+    for (var i = 0u; i < D4; i++) {
+        let o = acc[i] / l;
+        out[ob + 4u * i] = o.x;
+        out[ob + 4u * i + 1u] = o.y;
+        out[ob + 4u * i + 2u] = o.z;
+        out[ob + 4u * i + 3u] = o.w;
+    }
+}
