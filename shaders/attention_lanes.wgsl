@@ -4,6 +4,9 @@
 // for every row and head. Same parameters, bindings, masking (causal, the
 // sliding window) and softcap as attention.wgsl; the softmax is online
 // (flash-style) over the keys one at a time, so a row's keys are read once.
+// The statements per vec4 of the head (LOAD_Q, DOT_K, ADD_V, STORE) are
+// written out D4 times by kernels::attention rather than looped: llvmpipe
+// ends a shader's loops after 65535 iterations in all.
 // Dispatch: [ceil(rows * q_heads / 64), 1, 1].
 
 struct Params {
@@ -50,19 +53,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let kv_base = p.kv_offset / 4u + (h / p.group) * D4;
     let head_base = (row * p.q_heads + h) * p.head_dim;
     var qv: array<vec4<f32>, D4>;
-    for (var i = 0u; i < D4; i++) {
-        let qb = p.q_offset + head_base + 4u * i;
-        qv[i] = vec4(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]) * p.scale;
-    }
+    let qb = p.q_offset + head_base;
+    {{LOAD_Q}}
     var m = NEG_BIG;
     var l = 0.0;
     var acc: array<vec4<f32>, D4>;
     for (var key = lo; key <= pos; key++) {
         let kb = kv_base + key * kv_stride;
         var dot4 = vec4(0.0);
-        for (var i = 0u; i < D4; i++) {
-            dot4 += qv[i] * k_cache[kb + i];
-        }
+        {{DOT_K}}
         var s = dot4.x + dot4.y + dot4.z + dot4.w;
         if (p.use_softcap != 0u) {
             s = p.softcap * tanh(clamp(s / p.softcap, -15.0, 15.0));
@@ -74,17 +73,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let wgt = exp(s - m_new);
         m = m_new;
         l = l * alpha + wgt;
-        for (var i = 0u; i < D4; i++) {
-            acc[i] = acc[i] * alpha + wgt * v_cache[kb + i];
-        }
+        {{ADD_V}}
     }
     // l >= 1: the key holding the max contributes exp(0).
     let ob = p.out_offset + head_base;
-    for (var i = 0u; i < D4; i++) {
-        let o = acc[i] / l;
-        out[ob + 4u * i] = o.x;
-        out[ob + 4u * i + 1u] = o.y;
-        out[ob + 4u * i + 2u] = o.z;
-        out[ob + 4u * i + 3u] = o.w;
-    }
+    {{STORE}}
 }

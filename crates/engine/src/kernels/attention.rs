@@ -95,6 +95,44 @@ pub(crate) enum AttentionForm {
 
 const LANES_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
 
+/// The lane form's per-vec4 statements, written out `d4` times: llvmpipe
+/// stops a shader's loops after 65535 iterations in all, and loops over
+/// the head inside the loop over a long row's keys reached that (head_dim
+/// 256, 500 keys), silently dropping the last keys. Only the key loop stays
+/// a loop.
+fn lanes_defines(d4: u32) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
+    let lines = |f: &dyn Fn(u32) -> String| (0..d4).map(f).collect::<Vec<_>>().join("\n    ");
+    vec![
+        ("D4", d4.to_string().into()),
+        (
+            "LOAD_Q",
+            lines(&|i| {
+                let b = 4 * i;
+                format!("qv[{i}] = vec4(q[qb + {b}u], q[qb + {}u], q[qb + {}u], q[qb + {}u]) * p.scale;", b + 1, b + 2, b + 3)
+            })
+            .into(),
+        ),
+        ("DOT_K", lines(&|i| format!("dot4 += qv[{i}] * k_cache[kb + {i}u];")).into()),
+        (
+            "ADD_V",
+            lines(&|i| format!("acc[{i}] = acc[{i}] * alpha + wgt * v_cache[kb + {i}u];")).into(),
+        ),
+        (
+            "STORE",
+            lines(&|i| {
+                let b = 4 * i;
+                format!(
+                    "out[ob + {b}u] = acc[{i}].x / l; out[ob + {}u] = acc[{i}].y / l; out[ob + {}u] = acc[{i}].z / l; out[ob + {}u] = acc[{i}].w / l;",
+                    b + 1,
+                    b + 2,
+                    b + 3
+                )
+            })
+            .into(),
+        ),
+    ]
+}
+
 fn check_args(a: &AttentionArgs) -> Result<(), GpuError> {
     let err = |m: String| Err(shape_err(KERNEL, m));
     if a.q_heads == 0 || a.kv_heads == 0 || a.q_heads % a.kv_heads != 0 {
@@ -249,7 +287,7 @@ pub(crate) fn attention_form(
             let make = || OwnedSpec {
                 name: format!("attention_lanes_d{d4}"),
                 sources: vec![include_str!("../../../../shaders/attention_lanes.wgsl")],
-                defines: vec![("D4", d4.to_string().into())],
+                defines: lanes_defines(d4),
                 entry: "main",
                 storage: LANES_STORAGE,
             };

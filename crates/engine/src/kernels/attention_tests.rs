@@ -193,6 +193,7 @@ fn matches_reference_across_shapes() {
         (2, 1, 100, 5, 70, 80),     // head_dim not a multiple of 64 (or of 16)
         (2, 1, 64, 4, 1100, 1110),  // 3 tiles of up to 512 keys
         (3, 3, 16, 40, 1000, 1050), // a chunk whose rows straddle a tile end
+        (4, 1, 256, 3, 600, 610),   // long rows of a wide head (the lane form's loops)
     ];
     for (i, &(qh, kvh, hd, rows, pos0, ctx_len)) in cases.iter().enumerate() {
         let a = args(qh, kvh, hd, rows, pos0, ctx_len);
