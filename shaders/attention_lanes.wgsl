@@ -7,35 +7,10 @@
 // The statements per vec4 of the head (LOAD_Q, DOT_K, ADD_V, STORE) are
 // written out D4 times by kernels::attention rather than looped: llvmpipe
 // ends a shader's loops after 65535 iterations in all.
+// Sources: attention_common.wgsl, this file.
 // Dispatch: [ceil(rows * q_heads / 64), 1, 1].
 
-struct Params {
-    rows: u32,
-    pos0: u32,
-    q_heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    group: u32,
-    window: u32,
-    use_softcap: u32,
-    scale: f32,
-    softcap: f32,
-    q_offset: u32,
-    kv_offset: u32,
-    out_offset: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
-const NEG_BIG: f32 = -3.0e38;
 const D4: u32 = {{D4}}u; // vec4s per head row (head_dim / 4)
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v_cache: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {

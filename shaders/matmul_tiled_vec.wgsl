@@ -6,7 +6,7 @@
 // of each of its TN weight rows once (decode_chunk_FMT, quant_vec*.wgsl)
 // and dots it with all TM. x rows start on a vec4 (x_offset, k multiples
 // of 4) and are whole chunks long.
-// Sources: quant.wgsl, matmul_params.wgsl, this file,
+// Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, this file,
 // quant_vec{16,32,64}.wgsl, then an entry point (matmul_tiled_main.wgsl,
 // linear_tiled.wgsl).
 
@@ -15,13 +15,6 @@
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
 
-const QK: u32 = {{QK}};
-const BLOCK_BYTES: u32 = {{BLOCK_BYTES}};
-const UNITS: u32 = {{UNITS}};
-const STEP: u32 = {{STEP}}u;
-const XV: u32 = STEP / 4u;
-const XG: u32 = max(1u, XV / 8u);
-const CV: u32 = min(XV, 8u);
 const TM: u32 = {{TM}}u; // token rows per invocation
 const TN: u32 = {{TN}}u; // output rows per invocation
 const TT: u32 = {{TT}}u; // token tiles per workgroup

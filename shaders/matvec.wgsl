@@ -13,20 +13,14 @@
 // contiguous run of steps, since a CPU runs one SIMD batch of lanes through
 // the whole loop before the next, and interleaved steps would make each
 // batch stride through memory.
-// Sources: quant.wgsl, matmul_params.wgsl, this file, quant_vec{16,32,64}.wgsl,
-// then an entry point.
+// Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, this file,
+// quant_vec{16,32,64}.wgsl, then an entry point.
 
 @group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // [x_offset / 4 + k / 4]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
 
-const QK: u32 = {{QK}};
-const BLOCK_BYTES: u32 = {{BLOCK_BYTES}};
-const UNITS: u32 = {{UNITS}};
-const STEP: u32 = {{STEP}}u;
-const XV: u32 = STEP / 4u;
-const CV: u32 = min(XV, 8u); // vec4s of a chunk (matmul_tiled_vec.wgsl)
 const WG: u32 = 64u;
 const LANES: u32 = {{LANES}}u;
 const GROUP_ROWS: u32 = {{GROUP_ROWS}}u;
@@ -39,11 +33,9 @@ const X_LANES: u32 = LANES;
 // Lane j's sum of workgroup row i at partial[i * LANES + j].
 var<workgroup> partial: array<f32, ROWS * LANES>;
 
-// Sums of each 32 x values of a step (x_groups[g] = xs[8g .. 8g + 8]): the
-// formats with an offset (Q4_0's -8, Q4_1's m, K-quant mins) subtract
-// offset * sum once instead of once per weight.
-const XG: u32 = max(1u, XV / 8u);
-
+// A step's xg holds the sums of each 32 of its x values (xg[g] = xs[8g ..
+// 8g + 8]): the formats with an offset (Q4_0's -8, Q4_1's m, K-quant mins)
+// subtract offset * sum once instead of once per weight.
 fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     let lane = lid % LANES;
     let group_row0 = row0 + (lid / LANES) * GROUP_ROWS;

@@ -75,9 +75,13 @@ const WG: usize = 64;
 pub const MAX_HEAD_DIM: usize = 4 * WG;
 
 const KERNEL: &str = "attention";
+const COMMON_WGSL: &str = include_str!("../../../../shaders/attention_common.wgsl");
 const SPEC: KernelSpec = KernelSpec {
     name: KERNEL,
-    sources: &[include_str!("../../../../shaders/attention.wgsl")],
+    sources: &[
+        COMMON_WGSL,
+        include_str!("../../../../shaders/attention.wgsl"),
+    ],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
@@ -286,7 +290,10 @@ pub(crate) fn attention_form(
             };
             let make = || OwnedSpec {
                 name: format!("attention_lanes_d{d4}"),
-                sources: vec![include_str!("../../../../shaders/attention_lanes.wgsl")],
+                sources: vec![
+                    COMMON_WGSL,
+                    include_str!("../../../../shaders/attention_lanes.wgsl"),
+                ],
                 defines: lanes_defines(d4),
                 entry: "main",
                 storage: LANES_STORAGE,

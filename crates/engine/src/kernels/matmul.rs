@@ -78,6 +78,7 @@ impl TileShape {
 
 const TILED_VEC_WGSL: &str = concat!(
     include_str!("../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../shaders/vec_consts.wgsl"),
     include_str!("../../../../shaders/matmul_tiled_vec.wgsl")
 );
 
@@ -214,6 +215,7 @@ pub(crate) const COMMON_X4_WGSL: &str = concat!(
 );
 pub(crate) const MATVEC_WGSL: &str = concat!(
     include_str!("../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../shaders/vec_consts.wgsl"),
     include_str!("../../../../shaders/matvec.wgsl")
 );
 /// The step functions of the vec4 core for `fmt` (one file per step length).
