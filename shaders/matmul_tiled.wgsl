@@ -1,26 +1,19 @@
 // Many-token core of matmul (prefill), register blocked and barrier free:
-// each invocation computes a TM x TN tile (token rows x output rows), so every
+// each invocation computes a TM x TN tile (matmul_tile.wgsl), so every
 // decoded weight unit serves TM tokens and every x unit TN weight rows.
-// In a workgroup of 64, invocation i takes token tile i % TT and row tile
-// i / TT: groups of TT neighbours read the same weight bytes (one fetch on a
-// GPU). TT (1, 2, 4 or 8) shrinks for short prompts so that no invocation
-// idles for want of token rows.
-// Sources: quant.wgsl, matmul_common.wgsl, this file, then an entry point
+// Sources: quant.wgsl, matmul_common.wgsl, matmul_tile.wgsl, this file, then an entry point
 // (matmul_tiled_main.wgsl, moe_tiled.wgsl) that defines where token `tok`'s
 // rows are: `x_base(tok)` and `out_base(tok)`, element indices of its x row
 // and of its out row's column 0, and how a result is stored: `emit(i, row,
 // v)` for out element i, the part's output row `row`.
 
-const TM: u32 = {{TM}}u; // token rows per invocation
-const TN: u32 = {{TN}}u; // output rows per invocation
-const TT: u32 = {{TT}}u; // token tiles per workgroup
-
 // The workgroup's share of row group `row_group` (64 / TT * TN output rows)
 // and token group `tok_group` (TT * TM of the n_tok tokens); output row r
 // reads weight row w_row0 + r.
 fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
-    let row0 = (row_group * (64u / TT) + lid / TT) * TN;
-    let tok0 = (tok_group * TT + lid % TT) * TM;
+    let origin = tile_origin(lid, row_group, tok_group);
+    let row0 = origin.x;
+    let tok0 = origin.y;
     if (row0 >= p.rows || tok0 >= n_tok) {
         return;
     }
@@ -43,11 +36,5 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
             }
         }
     }
-    for (var t = 0u; t < TM; t++) {
-        for (var r = 0u; r < TN; r++) {
-            if (tok0 + t < n_tok && row0 + r < p.rows) {
-                emit(out_base(tok0 + t) + row0 + r, row0 + r, acc[t * TN + r]);
-            }
-        }
-    }
+    emit_tile(&acc, row0, tok0, n_tok);
 }

@@ -6,7 +6,7 @@
 // of each of its TN weight rows once (decode_chunk_FMT, quant_vec*.wgsl)
 // and dots it with all TM. x rows start on a vec4 (x_offset, k multiples
 // of 4) and are whole chunks long.
-// Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, this file,
+// Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, matmul_tile.wgsl, this file,
 // quant_vec{16,32,64}.wgsl, then an entry point (matmul_tiled_main.wgsl,
 // linear_tiled.wgsl).
 
@@ -15,13 +15,10 @@
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
 
-const TM: u32 = {{TM}}u; // token rows per invocation
-const TN: u32 = {{TN}}u; // output rows per invocation
-const TT: u32 = {{TT}}u; // token tiles per workgroup
-
 fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
-    let row0 = (row_group * (64u / TT) + lid / TT) * TN;
-    let tok0 = (tok_group * TT + lid % TT) * TM;
+    let origin = tile_origin(lid, row_group, tok_group);
+    let row0 = origin.x;
+    let tok0 = origin.y;
     if (row0 >= p.rows || tok0 >= n_tok) {
         return;
     }
@@ -48,11 +45,5 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
             }
         }
     }
-    for (var t = 0u; t < TM; t++) {
-        for (var r = 0u; r < TN; r++) {
-            if (tok0 + t < n_tok && row0 + r < p.rows) {
-                emit(out_base(tok0 + t) + row0 + r, row0 + r, acc[t * TN + r]);
-            }
-        }
-    }
+    emit_tile(&acc, row0, tok0, n_tok);
 }

@@ -5,10 +5,9 @@
 //! workgroup shapes, which is how its defaults per adapter class are chosen.
 
 use serde_json::{json, Value};
-use wick::format::quant::GgmlType;
 use wick::gpu::GpuContext;
 use wick::kernels::bench::{copy_bandwidth, gemv_bandwidth, gemv_bandwidth_vec, GemvBench};
-use wick::kernels::matmul::VecShape;
+use wick::kernels::matmul::{vec_core_step, VecShape};
 use wick::kernels::weights::GPU_DTYPES;
 
 use crate::CliResult;
@@ -180,12 +179,9 @@ fn sweep_vec_core(
 ) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
     for dtype in GPU_DTYPES {
-        let step = match dtype {
-            GgmlType::F32 | GgmlType::F16 => 16,
-            d => d.block_elements(),
-        };
-        if cols % step != 0 {
-            continue;
+        match vec_core_step(dtype) {
+            Some(step) if cols % step == 0 => {}
+            _ => continue,
         }
         let bytes = dtype.row_bytes(cols as u64).unwrap_or(0) as usize * rows;
         let iters = iters_for(bytes, most_iters);

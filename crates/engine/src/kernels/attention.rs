@@ -76,6 +76,8 @@ pub const MAX_HEAD_DIM: usize = 4 * WG;
 
 const KERNEL: &str = "attention";
 const COMMON_WGSL: &str = include_str!("../../../../shaders/attention_common.wgsl");
+/// q, k_cache, v_cache, out: both forms.
+const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
 const SPEC: KernelSpec = KernelSpec {
     name: KERNEL,
     sources: &[
@@ -84,7 +86,7 @@ const SPEC: KernelSpec = KernelSpec {
     ],
     defines: &[],
     entry: "main",
-    storage: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    storage: STORAGE,
 };
 
 /// Which attention kernel runs; `attention` picks by adapter and rows, tests
@@ -97,7 +99,10 @@ pub(crate) enum AttentionForm {
     Lanes,
 }
 
-const LANES_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+/// The lane form walks a row's keys in one loop, and llvmpipe ends a
+/// shader's loops after 65535 trips in all: rows that may see more keys
+/// than this take the workgroup form, which splits them over 64 lanes.
+const LANES_MAX_KEYS: usize = 32768;
 
 /// The lane form's per-vec4 statements, written out `d4` times: llvmpipe
 /// stops a shader's loops after 65535 iterations in all, and loops over
@@ -199,19 +204,20 @@ pub fn attention(
     out_offset: usize,
     args: &AttentionArgs,
 ) -> Result<(), GpuError> {
-    let form = if rec.ctx().adapter.is_software && args.rows > 1 {
+    let longest_row = args.pos0 as usize + args.rows;
+    let lanes = rec.ctx().adapter.is_software && args.rows > 1 && longest_row <= LANES_MAX_KEYS;
+    let form = if lanes {
         AttentionForm::Lanes
     } else {
         AttentionForm::Workgroups
     };
-    let (k, v) = (k_cache, v_cache);
     attention_form(
         rec,
         form,
         q,
         q_offset,
-        k,
-        v,
+        k_cache,
+        v_cache,
         layer_offset,
         out,
         out_offset,
@@ -296,7 +302,7 @@ pub(crate) fn attention_form(
                 ],
                 defines: lanes_defines(d4),
                 entry: "main",
-                storage: LANES_STORAGE,
+                storage: STORAGE,
             };
             rec.dispatch_variant(&key, make, &params, &buffers, [lanes.div_ceil(64), 1, 1]);
         }

@@ -84,7 +84,7 @@ pub fn embed(
             out_offset: out_offset as u32,
             units,
             scale,
-            blocks: (table.cols / table.dtype.block_elements()) as u32,
+            blocks: table.blocks_per_row(),
             aux_base: part.bases.aux,
             d16_base: part.bases.d16,
         };

@@ -285,21 +285,23 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
     let fmt = w.format();
     let code = op.epilogue.code();
     // The vec4 core binds the part again (as vec4s) after out.
-    let (rows_per_group, vec_core) = match core {
-        GemvCore::Unit { rows } => (rows, 0),
-        GemvCore::Vec(v) => (v.rows(), 1 + v.chunked as u32 + 2 * v.lanes),
+    let (rows_per_group, vec_shape) = match core {
+        GemvCore::Unit { rows } => (rows, None),
+        GemvCore::Vec(v) => (v.rows(), Some(v)),
     };
-    let first_extra = 4 + (vec_core > 0) as usize;
+    let first_extra = 4 + vec_shape.is_some() as usize;
+    // Lanes 0 is the unit core; rows, lanes and the lane order fix the rest.
+    let (lanes, chunked) = vec_shape.map_or((0, 0), |v| (v.lanes, v.chunked as u32));
     let key = VariantKey {
         family: "linear_gemv",
         fmt: fmt.fmt,
         args: [
             rows_per_group,
-            norm as u32,
-            bias as u32,
+            norm as u32 | (bias as u32) << 1 | chunked << 2,
             code,
             act as u32,
-            vec_core,
+            lanes,
+            0,
         ],
     };
     let make = || {
@@ -370,7 +372,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
         );
         let mut buffers: [&GpuBuffer; 6] = [&part.buffer, op.x, op.out, op.out, op.out, op.out];
         let mut n = 3;
-        if vec_core > 0 {
+        if vec_shape.is_some() {
             buffers[n] = &part.buffer;
             n += 1;
         }

@@ -191,3 +191,43 @@ fn matmul_rejects_short_buffers() {
     let err = matmul(&mut rec, &x, 0, &w, &out, 0, 3).unwrap_err();
     assert_shape_err(&err, "matmul");
 }
+
+#[test]
+fn long_rows_stay_within_the_loop_budget() {
+    // llvmpipe ends an invocation's loops after 65535 trips in all, silently:
+    // every form over an 8B model's widest rows (14336) must still sum the
+    // whole row there.
+    let ctx = ctx();
+    let (k, n) = (14336, 9);
+    for dtype in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16] {
+        let (bytes, wv) = random_matrix(dtype, n, k, 41);
+        let w = QuantMatrix::upload(ctx, "w", dtype, n, k, &bytes).unwrap();
+        for m in [1, 5, 33] {
+            let x = random_vec(m * k, 42 + m as u64);
+            let (want, scale) = reference(&x, &wv, m, n, k);
+            let mut forms = vec![Form::Gemv(16), Form::Tiled];
+            for (tn, x4, vec) in [(32, false, false), (32, true, true), (8, true, false)] {
+                forms.push(Form::TiledAs(TileShape { tn, x4, vec }));
+            }
+            if m == 1 {
+                for (lanes, group_rows, chunked) in [(8, 16, true), (64, 4, false)] {
+                    forms.push(Form::Vec(VecShape {
+                        lanes,
+                        group_rows,
+                        chunked,
+                    }));
+                }
+            }
+            for form in forms {
+                let got = run(&w, &x, m, form, 0, 0);
+                check(
+                    &got,
+                    &want,
+                    &scale,
+                    k,
+                    &format!("{dtype} k={k} m={m} {form:?}"),
+                );
+            }
+        }
+    }
+}

@@ -12,6 +12,7 @@ pub mod kv;
 pub mod layout;
 pub mod linear;
 pub mod matmul;
+pub(crate) mod matmul_variants;
 pub mod moe;
 pub mod rmsnorm;
 pub mod rope;

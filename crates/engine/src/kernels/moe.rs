@@ -21,7 +21,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
 use super::matmul::{
-    check_groups, gemv_rows, tiled_rows, tiled_shape, tiled_tokens, Operand,
+    check_groups, gemv_rows, tiled_rows, tiled_token_tiles, tiled_tokens, Operand,
     Params as MatmulParams, Variant, EXPERT_TILE,
 };
 use super::weights::ExpertStack;
@@ -147,7 +147,7 @@ pub fn group_by_expert<'a>(
     let slots = routing.slots();
     let n_experts = routing.n_experts;
     // Tiles sized for an even spread of slots over experts.
-    let (tt, _) = tiled_shape(slots.div_ceil(n_experts));
+    let tt = tiled_token_tiles(slots.div_ceil(n_experts));
     let tile = tiled_tokens(tt);
     let max_tiles = max_tiles(slots, n_experts, tile);
     check_elems(K, "expert_of", routing.expert_of, slots)?;

@@ -280,6 +280,11 @@ impl QuantMatrix {
         self.dtype.row_bytes(self.cols as u64).unwrap_or(0) as usize
     }
 
+    /// Blocks in one row (for F32/F16, elements): the layout's row stride.
+    pub(crate) fn blocks_per_row(&self) -> u32 {
+        (self.cols / self.dtype.block_elements()) as u32
+    }
+
     /// Total stored bytes (without padding).
     pub fn bytes(&self) -> usize {
         self.rows * self.row_bytes()
