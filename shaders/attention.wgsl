@@ -76,7 +76,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let kb = kv_base + (k0 + j) * kv_stride;
             var dot4 = vec4(0.0);
             for (var i = 0u; i < d4; i++) {
-                dot4 += sh_q[i] * k_cache[kb + i];
+                dot4 += sh_q[i] * load_k(kb + i);
             }
             var s = dot4.x + dot4.y + dot4.z + dot4.w;
             if (p.use_softcap != 0u) {
@@ -109,7 +109,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         acc *= alpha;
         if (kg < groups) {
             for (var j = kg; j < n; j += groups) {
-                acc += sh_s[sb + j] * v_cache[kv_base + (k0 + j) * kv_stride + dv];
+                acc += sh_s[sb + j] * load_v(kv_base + (k0 + j) * kv_stride + dv);
             }
         }
         buf ^= 1u;

@@ -1,5 +1,6 @@
-// Parameters, bindings and constants of both attention kernels
-// (attention.wgsl, attention_lanes.wgsl), field for field
+// Parameters, bindings and constants of the attention kernels
+// (attention.wgsl, attention_lanes.wgsl, attention_split.wgsl and its
+// merge), field for field
 // kernels::attention::Params; concatenated in front of each.
 
 struct Params {
@@ -16,9 +17,9 @@ struct Params {
     q_offset: u32,    // first element of q
     kv_offset: u32,   // first element of this layer's slice of k_cache / v_cache; multiple of 4
     out_offset: u32,  // first element of out
+    span: u32,        // split form: keys per split (attention_split.wgsl)
+    splits: u32,      // split form: splits per row; 1 = write out directly
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 // Finite stand-in for -infinity: no inf arithmetic, which some exp
@@ -27,6 +28,21 @@ const NEG_BIG: f32 = -3.0e38;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;              // [q_offset + rows * q_heads * head_dim]: [rows][q_heads][head_dim]
-@group(0) @binding(2) var<storage, read> k_cache: array<vec4<f32>>;  // [(kv_offset + ctx_len * kv_heads * head_dim) / 4]: [ctx_len][kv_heads][head_dim / 4]
-@group(0) @binding(3) var<storage, read> v_cache: array<vec4<f32>>;  // same layout as k_cache
+// K and V: four elements a word, vec4<f32>, or f16 four to a vec2<u32>
+// (KV_WORD; kernels::kv::KvDtype). Either way element e is in word e / 4,
+// so kv_offset / 4 indexes both; load_k / load_v give f32.
+@group(0) @binding(2) var<storage, read> k_cache: array<{{KV_WORD}}>;  // [(kv_offset + ctx_len * kv_heads * head_dim) / 4]: [ctx_len][kv_heads][head_dim / 4]
+@group(0) @binding(3) var<storage, read> v_cache: array<{{KV_WORD}}>;  // same layout as k_cache
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;      // [out_offset + rows * q_heads * head_dim]: [rows][q_heads][head_dim]
+
+fn unpack_f16x4(w: vec2<u32>) -> vec4<f32> {
+    return vec4(unpack2x16float(w.x), unpack2x16float(w.y));
+}
+
+fn load_k(i: u32) -> vec4<f32> {
+    return {{KV_UNPACK}}(k_cache[i]);
+}
+
+fn load_v(i: u32) -> vec4<f32> {
+    return {{KV_UNPACK}}(v_cache[i]);
+}

@@ -1,13 +1,13 @@
 // KV cache write: copies `rows` token rows of K (or V) into one layer's slice
 // of the cache at absolute positions pos0 .. pos0 + rows.
 //
-// Cache layout (see kernels/kv.rs): [layers][ctx_len][kv_heads][head_dim] f32,
-// so a layer's position p starts at layer_offset + p * row_elems and the
+// Cache layout (see kernels/kv.rs): [layers][ctx_len][kv_heads][head_dim] of
+// f32, or of f16 packed two to a u32 word (WORD u32, one invocation a word), so a layer's position p starts at layer_offset + p * row_elems and the
 // `rows` rows land contiguously. pos0 comes in the uniform (not baked into a
 // copy command) so a decode step only rewrites its parameters.
 
 struct Params {
-    n: u32,            // rows * row_elems: elements to copy
+    n: u32,            // rows * row_elems elements (f32) or words (f16) to write
     src_offset: u32,   // first element of src
     layer_offset: u32, // first element of this layer's slice of the cache
     pos0: u32,         // absolute position of the first row
@@ -19,7 +19,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<f32>;          // [src_offset + rows * row_elems]
-@group(0) @binding(2) var<storage, read_write> cache: array<f32>;  // [layers][ctx_len][kv_heads][head_dim]
+@group(0) @binding(2) var<storage, read_write> cache: array<{{WORD}}>;  // [layers][ctx_len][kv_heads][head_dim]
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -27,5 +27,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= p.n) {
         return;
     }
-    cache[p.layer_offset + p.pos0 * p.row_elems + i] = src[p.src_offset + i];
+    {{WRITE}}
 }

@@ -9,7 +9,9 @@
 // Rotation as rope.wgsl: pair i (< n_rot / 2) turns by
 // pos * base^(-2i / n_rot) * freq_scale; interleaved pairs (2i, 2i + 1) or
 // neox pairs (i, i + n_rot / 2); elements from n_rot on pass through.
-// Cache layout: see kernels/kv.rs.
+// Cache layout: see kernels/kv.rs. An f16 cache (the F16 variant: lines
+// marked F16 live, F32 ones commented out, and the reverse) is written a word
+// (two elements) at a time: keys are rotated into workgroup memory first.
 
 struct Params {
     rows: u32,           // tokens
@@ -33,8 +35,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;          // [qkv_offset + rows * (q_heads + 2 kv_heads) * head_dim]
 @group(0) @binding(2) var<storage, read_write> q_out: array<f32>;  // [q_offset + rows * q_heads * head_dim]
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>; // [layers][ctx_len][kv_heads][head_dim]
-@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>; // same layout
+@group(0) @binding(3) var<storage, read_write> k_cache: array<{{KV_WORD}}>; // [layers][ctx_len][kv_heads][head_dim]
+@group(0) @binding(4) var<storage, read_write> v_cache: array<{{KV_WORD}}>; // same layout
 {{QK_NORM}}@group(0) @binding(5) var<storage, read> q_norm: array<f32>; // [head_dim]
 {{QK_NORM}}@group(0) @binding(6) var<storage, read> k_norm: array<f32>; // [head_dim]
 
@@ -55,16 +57,25 @@ fn rotation(i: u32, pos: u32) -> vec2<f32> {
     return vec2<f32>(cos(r), sin(r));
 }
 
-// Where element e of a (token, slot) head goes.
-fn store(slot: u32, token: u32, e: u32, v: f32) {
+// First cache element of a (token, K or V slot) head.
+fn cache_base(slot: u32, token: u32) -> u32 {
     let hd = p.head_dim;
     let row = p.layer_offset + (p.pos0 + token) * p.kv_heads * hd;
+    return row + ((slot - p.q_heads) % p.kv_heads) * hd;
+}
+
+// Where element e of a (token, slot) head goes (an f16 cache: for keys, to
+// workgroup memory, written out by main as pairs).
+fn store(slot: u32, token: u32, e: u32, v: f32) {
+    let hd = p.head_dim;
     if (slot < p.q_heads) {
         q_out[p.q_offset + (token * p.q_heads + slot) * hd + e] = v;
-    } else if (slot < p.q_heads + p.kv_heads) {
-        k_cache[row + (slot - p.q_heads) * hd + e] = v;
-    } else {
-        v_cache[row + (slot - p.q_heads - p.kv_heads) * hd + e] = v;
+{{F32}}    } else if (slot < p.q_heads + p.kv_heads) {
+{{F32}}        k_cache[cache_base(slot, token) + e] = v;
+{{F32}}    } else {
+{{F32}}        v_cache[cache_base(slot, token) + e] = v;
+{{F16}}    } else {
+{{F16}}        head[e] = v;
     }
 }
 
@@ -84,9 +95,13 @@ fn main(
     let hd = p.head_dim;
     let src = p.qkv_offset + g * hd; // rows are contiguous runs of slots
     if (slot >= p.q_heads + p.kv_heads) {
-        for (var e = lid; e < hd; e += WG) {
-            store(slot, token, e, qkv[src + e]);
-        }
+{{F32}}        for (var e = lid; e < hd; e += WG) {
+{{F32}}            store(slot, token, e, qkv[src + e]);
+{{F32}}        }
+{{F16}}        let vb = cache_base(slot, token) / 2u;
+{{F16}}        for (var i = lid; i < hd / 2u; i += WG) {
+{{F16}}            v_cache[vb + i] = pack2x16float(vec2(qkv[src + 2u * i], qkv[src + 2u * i + 1u]));
+{{F16}}        }
         return; // uniform: slot depends on the workgroup id alone
     }
     var ss = 0.0;
@@ -125,4 +140,11 @@ fn main(
     for (var e = p.n_rot + lid; e < hd; e += WG) {
         store(slot, token, e, head[e]);
     }
+{{F16}}    workgroupBarrier();
+{{F16}}    if (slot >= p.q_heads) {
+{{F16}}        let kb = cache_base(slot, token) / 2u;
+{{F16}}        for (var i = lid; i < hd / 2u; i += WG) {
+{{F16}}            k_cache[kb + i] = pack2x16float(vec2(head[2u * i], head[2u * i + 1u]));
+{{F16}}        }
+{{F16}}    }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use wick::gpu::GpuContext;
-use wick::pipeline::PipelineOptions;
+use wick::pipeline::{KvDtype, PipelineOptions};
 use wick::Engine;
 
 pub fn workspace_root() -> PathBuf {
@@ -43,17 +43,34 @@ pub fn gpu() -> Arc<GpuContext> {
     .clone()
 }
 
+/// Loads with the default options (an f16 KV cache).
 pub fn load_engine(file: &str, ctx_len: usize) -> Engine {
-    load_engine_on(gpu(), file, ctx_len)
+    load_engine_kv(file, ctx_len, KvDtype::default())
+}
+
+/// Loads with the given KV cache type. Comparisons against the f64 CPU
+/// reference, which keeps K and V exact, use f32.
+pub fn load_engine_kv(file: &str, ctx_len: usize, kv_dtype: KvDtype) -> Engine {
+    load_engine_on_kv(gpu(), file, ctx_len, kv_dtype)
 }
 
 /// Loads onto a given context: a test that reads the GPU counters needs a
 /// context of its own, since tests in one process run in parallel.
 pub fn load_engine_on(ctx: Arc<GpuContext>, file: &str, ctx_len: usize) -> Engine {
+    load_engine_on_kv(ctx, file, ctx_len, KvDtype::default())
+}
+
+pub fn load_engine_on_kv(
+    ctx: Arc<GpuContext>,
+    file: &str,
+    ctx_len: usize,
+    kv_dtype: KvDtype,
+) -> Engine {
     let path = model_path(file);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let opts = PipelineOptions {
         ctx_len: Some(ctx_len),
+        kv_dtype,
         ..Default::default()
     };
     pollster::block_on(Engine::load(ctx, &bytes, &opts, &mut |_| {}))
@@ -234,18 +251,22 @@ pub fn check_case_except(
     (worst, mean)
 }
 /// Checks every case of `file` (a golden JSON) for `model`: prompt ids
-/// identical to llama.cpp's, then `check_case` with the shared tolerances.
+/// identical to llama.cpp's, then `check_case` with the shared tolerances,
+/// on an f16 KV cache (the default, as llama.cpp's) and on an f32 one.
 pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
-    let mut engine = load_engine(model, ctx_len);
-    for case in golden(file, model).cases {
-        let ids = engine.tokenize_prompt(&case.prompt).unwrap();
-        assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
-        let (worst, mean) = check_case(&mut engine, &case, TOLERANCE, CLEAR_MARGIN);
-        eprintln!(
-            "{model} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}",
-            case.prompt.chars().take(40).collect::<String>(),
-            case.prompt_ids.len()
-        );
+    for kv in [KvDtype::F16, KvDtype::F32] {
+        let mut engine = load_engine_kv(model, ctx_len, kv);
+        for case in golden(file, model).cases {
+            let ids = engine.tokenize_prompt(&case.prompt).unwrap();
+            assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
+            let (worst, mean) = check_case(&mut engine, &case, TOLERANCE, CLEAR_MARGIN);
+            eprintln!(
+                "{model} kv {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}",
+                kv.name(),
+                case.prompt.chars().take(40).collect::<String>(),
+                case.prompt_ids.len()
+            );
+        }
     }
 }
 
@@ -310,7 +331,17 @@ pub fn route_ambiguous(reference: &reference::RefLlama, ids: &[u32]) -> Vec<bool
 pub fn check_golden_moe(model: &str, file: &str, ctx_len: usize) {
     let bytes = std::fs::read(model_path(model)).unwrap();
     let reference = reference::RefLlama::load(&bytes);
-    let mut engine = load_engine(model, ctx_len);
+    for kv in [KvDtype::F16, KvDtype::F32] {
+        check_golden_moe_on(&reference, load_engine_kv(model, ctx_len, kv), model, file);
+    }
+}
+
+fn check_golden_moe_on(
+    reference: &reference::RefLlama,
+    mut engine: Engine,
+    model: &str,
+    file: &str,
+) {
     let (mut skipped, mut total) = (0, 0);
     for case in golden(file, model).cases {
         let ids = engine.tokenize_prompt(&case.prompt).unwrap();
@@ -318,11 +349,12 @@ pub fn check_golden_moe(model: &str, file: &str, ctx_len: usize) {
         assert_eq!(case.first_position, 0, "the MoE cases cover every position");
         let mut forced = case.prompt_ids.clone();
         forced.extend_from_slice(&case.greedy_ids);
-        let skip = route_ambiguous(&reference, &forced[..case.topk_per_position.len()]);
+        let skip = route_ambiguous(reference, &forced[..case.topk_per_position.len()]);
         let (worst, mean) = check_case_except(&mut engine, &case, TOLERANCE, CLEAR_MARGIN, &skip);
         let n_skip = skip.iter().filter(|&&s| s).count();
         eprintln!(
-            "{model} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}, {n_skip} of {} positions at a router near-tie",
+            "{model} kv {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}, {n_skip} of {} positions at a router near-tie",
+            engine.pipeline.kv_dtype().name(),
             case.prompt.chars().take(40).collect::<String>(),
             case.prompt_ids.len(),
             skip.len()

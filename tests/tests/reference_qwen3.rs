@@ -9,7 +9,7 @@ use wick::format::gguf::GgufFile;
 use wick::format::gguf_write::GgufWriter;
 use wick::format::quant::{quantize, GgmlType};
 use wick::format::MetaValue;
-use wick::pipeline::PipelineOptions;
+use wick::pipeline::{KvDtype, PipelineOptions};
 use wick::Engine;
 use wick_tests::reference::RefLlama;
 use wick_tests::{gpu, max_abs_diff, model_path};
@@ -73,8 +73,10 @@ fn dense_qwen3() -> Vec<u8> {
 fn dense_qwen3_matches_cpu_reference() {
     let bytes = dense_qwen3();
     let reference = RefLlama::load(&bytes);
+    // The reference keeps K and V exact: the f32 cache.
     let opts = PipelineOptions {
         ctx_len: Some(32),
+        kv_dtype: KvDtype::F32,
         ..Default::default()
     };
     let mut engine = pollster::block_on(Engine::load(gpu(), &bytes, &opts, &mut |_| {})).unwrap();

@@ -35,6 +35,11 @@ export interface LoadOptions {
    * tokens stream in groups of this size. Tokens past a stop are discarded.
    */
   tokensPerSubmit?: number;
+  /**
+   * How the KV cache stores K and V (default "f16", as llama.cpp: half the
+   * memory and half the bytes attention reads; needs no shader-f16).
+   */
+  kvCache?: "f16" | "f32";
   /** Keep the downloaded file in the Cache API so a reload does not fetch it again. */
   cache?: boolean;
   signal?: AbortSignal;
@@ -97,6 +102,8 @@ export interface EngineInfo {
   /** Always "f32" today: f16 and quantized weights are unpacked in the shader. */
   computePath: "f32" | "f16";
   computePathNote: string;
+  /** How the KV cache stores K and V (the `kvCache` load option). */
+  kvCache: "f16" | "f32";
   limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number };
   model: {
     name: string | null;

@@ -74,11 +74,11 @@ export class Engine {
    * buffers tensor by tensor; the file is never held whole in memory.
    */
   static async load(source, options = {}) {
-    const { onProgress, signal, cache = false, wasmUrl, contextLength, prefillChunk, tokensPerSubmit } = options;
+    const { onProgress, signal, cache = false, wasmUrl, contextLength, prefillChunk, tokensPerSubmit, kvCache } = options;
     checkWebGPU();
     await initWasm(wasmUrl);
     signal?.throwIfAborted();
-    const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit }));
+    const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache }));
     const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
     try {
       let parsed = false;

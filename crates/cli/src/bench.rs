@@ -16,7 +16,7 @@ use wick::kernels::bench::copy_bandwidth;
 use wick::model::synthetic;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stopping::StopCriteria;
-use wick::pipeline::PipelineOptions;
+use wick::pipeline::{KvDtype, PipelineOptions};
 
 use crate::load::{load, load_synthetic};
 use crate::CliResult;
@@ -47,6 +47,9 @@ pub struct BenchArgs {
     /// (timestamp queries), in a separate run from a one-token prompt.
     #[arg(long)]
     pub profile: bool,
+    /// How the KV cache stores K and V: f16 (the default) or f32.
+    #[arg(long, default_value = "f16")]
+    pub kv_cache: KvDtype,
     #[arg(long)]
     pub json: bool,
 }
@@ -76,6 +79,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     let opts = PipelineOptions {
         ctx_len: Some(args.prompt_tokens + args.gen_tokens + 1),
         tokens_per_submit: args.tokens_per_submit,
+        kv_dtype: args.kv_cache,
         ..Default::default()
     };
     let quant = args.quant.as_deref().unwrap_or("q4_0");
@@ -129,6 +133,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         "buffers_created_per_decode_step": s.per_decode_step(c.buffers_created),
         "bind_groups_created_per_decode_step": s.per_decode_step(c.bind_groups_created),
         "tokens_per_submit": s.tokens_per_submit(),
+        "kv_cache": engine.pipeline.kv_dtype().name(),
         "cpu_record_ms_per_step": s.cpu_record_ms_per_step(),
         "weight_bytes_per_token": weight_bytes,
         "copy_gbps": copy_gbps,

@@ -2,6 +2,7 @@
 
 use serde_json::json;
 use wick::gpu::GpuContext;
+use wick::pipeline::KvDtype;
 
 use crate::CliResult;
 
@@ -18,6 +19,7 @@ pub fn run(as_json: bool) -> CliResult {
             println!("note      software adapter: correct but slow");
         }
         println!("features  {}", report["features"]);
+        println!("paths     {}", report["paths"]);
         println!("limits    {}", report["limits"]);
     }
     Ok(())
@@ -40,6 +42,16 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "shader_f16": f.shader_f16,
             "subgroups": f.subgroups,
             "timestamp_query": f.timestamp_query,
+        },
+        // Which kernels run: every kernel computes in f32 (f16 and quantized
+        // weights are unpacked in the shader); the KV cache is f16 unless
+        // `--kv-cache f32`, packed two to a word (core WGSL, no shader-f16).
+        "paths": {
+            "compute": "f32",
+            "kv_cache_default": KvDtype::default().name(),
+            "kv_cache_needs_shader_f16": false,
+            "decode_attention": "split",
+            "prefill_attention": if a.is_software { "lanes" } else { "workgroups" },
         },
         "limits": {
             "max_storage_buffer_binding_size": l.max_storage_buffer_binding_size,

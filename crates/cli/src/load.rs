@@ -8,7 +8,7 @@ use memmap2::Mmap;
 use wick::engine::ModelLoader;
 use wick::gpu::GpuContext;
 use wick::model::synthetic::{self, SyntheticModel};
-use wick::pipeline::PipelineOptions;
+use wick::pipeline::{KvDtype, PipelineOptions};
 use wick::Engine;
 
 /// A loaded engine and how long loading took.
@@ -111,6 +111,9 @@ pub struct ModelInput {
     /// Decode steps per GPU submit when generating (sampled tokens stay on the GPU).
     #[arg(long, default_value_t = wick::pipeline::DEFAULT_TOKENS_PER_SUBMIT)]
     pub tokens_per_submit: usize,
+    /// How the KV cache stores K and V: f16 (as llama.cpp does by default) or f32.
+    #[arg(long, default_value = "f16")]
+    pub kv_cache: KvDtype,
 }
 
 impl ModelInput {
@@ -118,6 +121,7 @@ impl ModelInput {
         let opts = PipelineOptions {
             ctx_len: self.ctx_len,
             tokens_per_submit: self.tokens_per_submit,
+            kv_dtype: self.kv_cache,
             ..Default::default()
         };
         load(&self.model, &opts, quiet)

@@ -15,6 +15,9 @@ pub struct Info {
     /// `unpack2x16float`), so the same kernels run with or without shader-f16.
     pub compute_path: &'static str,
     pub compute_path_note: String,
+    /// How the KV cache stores K and V: "f16" (two to a 32-bit word, read
+    /// with `unpack2x16float`, so no shader-f16 needed) or "f32".
+    pub kv_cache: &'static str,
     pub limits: Limits,
     pub model: Model,
 }
@@ -106,6 +109,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
                 "not available"
             }
         ),
+        kv_cache: engine.pipeline.kv_dtype().name(),
         limits: Limits {
             max_buffer_size: ctx.limits.max_buffer_size,
             max_storage_buffer_binding_size: ctx.limits.max_storage_buffer_binding_size,

@@ -24,6 +24,8 @@ struct LoadOptions {
     prefill_chunk: Option<usize>,
     /// Decode steps per GPU submit when generating.
     tokens_per_submit: Option<usize>,
+    /// How the KV cache stores K and V: "f16" (default) or "f32".
+    kv_cache: Option<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -44,7 +46,7 @@ pub struct WasmLoader {
 #[wasm_bindgen]
 impl WasmLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU) and starts
-    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit? }`.
+    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache? }`.
     pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
         let o: LoadOptions = from_js("load options", options)?;
         let mut opts = PipelineOptions {
@@ -56,6 +58,11 @@ impl WasmLoader {
         }
         if let Some(n) = o.tokens_per_submit {
             opts.tokens_per_submit = n;
+        }
+        if let Some(kv) = &o.kv_cache {
+            opts.kv_dtype = kv
+                .parse()
+                .map_err(|e: String| js_err(format!("kvCache: {e}")))?;
         }
         let ctx = GpuContext::new().await.map_err(|e| match e {
             GpuError::NoAdapter { .. } => js_err(NO_WEBGPU),

@@ -20,12 +20,13 @@
 //!
 //! Scores are `scale * q.k`, then, with a softcap `c`, `c * tanh(s / c)`.
 
+use std::borrow::Cow;
+
 use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
-use crate::gpu::{
-    error::shape_err, Access, GpuBuffer, GpuError, KernelSpec, OwnedSpec, Recorder, VariantKey,
-};
+use super::kv::KvDtype;
+use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 
 /// The shape and options of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,6 +49,8 @@ pub struct AttentionArgs {
     pub window: Option<u32>,
     /// Logit softcap (Gemma 2); `None` for the models we run.
     pub softcap: Option<f32>,
+    /// How the cache stores K and V.
+    pub kv_dtype: KvDtype,
 }
 
 #[repr(C)]
@@ -66,7 +69,9 @@ struct Params {
     q_offset: u32,
     kv_offset: u32,
     out_offset: u32,
-    _pad: [u32; 3],
+    span: u32,
+    splits: u32,
+    _pad: u32,
 }
 
 /// Invocations per workgroup in the shader (`WG`).
@@ -76,18 +81,65 @@ pub const MAX_HEAD_DIM: usize = 4 * WG;
 
 const KERNEL: &str = "attention";
 const COMMON_WGSL: &str = include_str!("../../../../shaders/attention_common.wgsl");
-/// q, k_cache, v_cache, out: both forms.
+/// q, k_cache, v_cache, out: every form.
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
-const SPEC: KernelSpec = KernelSpec {
-    name: KERNEL,
-    sources: &[
-        COMMON_WGSL,
-        include_str!("../../../../shaders/attention.wgsl"),
-    ],
-    defines: &[],
-    entry: "main",
-    storage: STORAGE,
-};
+/// The split form's two kernels add the per-split partials.
+const SPLIT_STORAGE: &[Access] = &[
+    Access::Read,
+    Access::Read,
+    Access::Read,
+    Access::ReadWrite,
+    Access::ReadWrite,
+];
+
+type Defines = Vec<(&'static str, Cow<'static, str>)>;
+
+/// How the kernels read the cache's words (attention_common.wgsl).
+fn kv_defines(dtype: KvDtype) -> Defines {
+    let (word, unpack) = match dtype {
+        KvDtype::F32 => ("vec4<f32>", ""),
+        KvDtype::F16 => ("vec2<u32>", "unpack_f16x4"),
+    };
+    vec![("KV_WORD", word.into()), ("KV_UNPACK", unpack.into())]
+}
+
+/// Records one of the attention kernels (`family` is also its file's
+/// name), in the variant for the cache's element type and `extra` defines
+/// keyed by `arg`.
+#[allow(clippy::too_many_arguments)]
+fn dispatch_kernel(
+    rec: &mut Recorder,
+    family: &'static str,
+    source: &'static str,
+    dtype: KvDtype,
+    arg: u32,
+    extra: impl FnOnce() -> Defines,
+    params: &Params,
+    buffers: &[&GpuBuffer],
+    workgroups: [u32; 3],
+) {
+    let key = VariantKey {
+        family,
+        fmt: dtype.name(),
+        args: [arg, 0, 0, 0, 0, 0],
+    };
+    let storage = match buffers.len() {
+        4 => STORAGE,
+        _ => SPLIT_STORAGE,
+    };
+    let make = || {
+        let mut defines = kv_defines(dtype);
+        defines.extend(extra());
+        OwnedSpec {
+            name: format!("{family}_{}_{arg}", dtype.name()),
+            sources: vec![COMMON_WGSL, source],
+            defines,
+            entry: "main",
+            storage,
+        }
+    };
+    rec.dispatch_variant(&key, make, params, buffers, workgroups);
+}
 
 /// Which attention kernel runs; `attention` picks by adapter and rows, tests
 /// force each.
@@ -97,6 +149,60 @@ pub(crate) enum AttentionForm {
     Workgroups,
     /// An invocation per (row, head), keys in turn.
     Lanes,
+    /// Workgroups per (KV head, span of keys, row), then a merge
+    /// (`attention_split.wgsl`), cut so that about this many workgroups run.
+    Split { target_workgroups: usize },
+}
+
+/// Most keys one split scores (`SPAN` in attention_split.wgsl: its scores
+/// sit in workgroup memory, 4 heads x 256 keys x 4 bytes).
+pub const SPLIT_SPAN: usize = 256;
+/// Most query heads one split workgroup serves (`HG`).
+const SPLIT_HEADS: usize = 4;
+/// Fewest keys a split is given when there are more than that: below it the
+/// merge costs more than the parallelism brings.
+const SPLIT_MIN_SPAN: usize = 32;
+/// Most splits of a row; rows that see more than `SPLIT_SPAN * MAX_SPLITS`
+/// keys take the workgroup form. Bounds the scratch a decode step needs.
+pub const MAX_SPLITS: usize = 256;
+/// Workgroups the split form aims for: on CPU adapters about two per
+/// thread of a many-core host, on GPUs enough to fill a large one's
+/// compute units twice.
+const SPLIT_TARGET_SOFTWARE: usize = 16;
+const SPLIT_TARGET_GPU: usize = 256;
+
+/// How the split form cuts a call: `splits` spans of `span` keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SplitPlan {
+    pub span: usize,
+    pub splits: usize,
+}
+
+/// The split form's cut for `a`, or `None` when a row sees too many keys.
+pub(crate) fn split_plan(a: &AttentionArgs, target_workgroups: usize) -> Option<SplitPlan> {
+    // Rows see at most this many keys (the last row, or a full window).
+    let last = a.pos0 as usize + a.rows;
+    let keys = a.window.map_or(last, |w| last.min(w as usize));
+    if keys > SPLIT_SPAN * MAX_SPLITS {
+        return None;
+    }
+    let per_split = a.kv_heads * (a.q_heads / a.kv_heads).div_ceil(SPLIT_HEADS);
+    let wanted = target_workgroups.div_ceil(per_split).max(1);
+    let span = keys
+        .div_ceil(wanted)
+        .clamp(SPLIT_MIN_SPAN, SPLIT_SPAN)
+        .min(keys.max(1));
+    Some(SplitPlan {
+        span,
+        splits: keys.div_ceil(span).max(1),
+    })
+}
+
+/// f32 elements of the split form's scratch for `rows` rows: partial
+/// outputs and (max, sum) pairs of every split. The pipeline's decode
+/// step allocates it for one row.
+pub fn split_scratch_elems(rows: usize, q_heads: usize, head_dim: usize) -> usize {
+    rows * q_heads * MAX_SPLITS * (head_dim + 2)
 }
 
 /// The lane form walks a row's keys in one loop, and llvmpipe ends a
@@ -109,7 +215,7 @@ const LANES_MAX_KEYS: usize = 32768;
 /// the head inside the loop over a long row's keys reached that (head_dim
 /// 256, 500 keys), silently dropping the last keys. Only the key loop stays
 /// a loop.
-fn lanes_defines(d4: u32) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
+fn lanes_defines(d4: u32) -> Defines {
     let lines = |f: &dyn Fn(u32) -> String| (0..d4).map(f).collect::<Vec<_>>().join("\n    ");
     vec![
         ("D4", d4.to_string().into()),
@@ -121,10 +227,10 @@ fn lanes_defines(d4: u32) -> Vec<(&'static str, std::borrow::Cow<'static, str>)>
             })
             .into(),
         ),
-        ("DOT_K", lines(&|i| format!("dot4 += qv[{i}] * k_cache[kb + {i}u];")).into()),
+        ("DOT_K", lines(&|i| format!("dot4 += qv[{i}] * load_k(kb + {i}u);")).into()),
         (
             "ADD_V",
-            lines(&|i| format!("acc[{i}] = acc[{i}] * alpha + wgt * v_cache[kb + {i}u];")).into(),
+            lines(&|i| format!("acc[{i}] = acc[{i}] * alpha + wgt * load_v(kb + {i}u);")).into(),
         ),
         (
             "STORE",
@@ -191,7 +297,9 @@ fn check_args(a: &AttentionArgs) -> Result<(), GpuError> {
 /// `layer_offset`. `q` and `out` are `[rows][q_heads][head_dim]` at their
 /// element offsets; the rows' own keys must already be in the cache
 /// (`kv::kv_write` earlier in the same step). `layer_offset` must be a
-/// multiple of 4, as every `KvLayout::layer_offset` is.
+/// multiple of 4, as every `KvLayout::layer_offset` is. `split_scratch`
+/// holds the split form's partials: decode steps (one row) take that form
+/// when it has `split_scratch_elems(1, ..)` elements.
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     rec: &mut Recorder,
@@ -202,11 +310,21 @@ pub fn attention(
     layer_offset: usize,
     out: &GpuBuffer,
     out_offset: usize,
+    split_scratch: &GpuBuffer,
     args: &AttentionArgs,
 ) -> Result<(), GpuError> {
+    let software = rec.ctx().adapter.is_software;
     let longest_row = args.pos0 as usize + args.rows;
-    let lanes = rec.ctx().adapter.is_software && args.rows > 1 && longest_row <= LANES_MAX_KEYS;
-    let form = if lanes {
+    let target_workgroups = match software {
+        true => SPLIT_TARGET_SOFTWARE,
+        false => SPLIT_TARGET_GPU,
+    };
+    let split = AttentionForm::Split { target_workgroups };
+    let scratch_fits =
+        split_scratch.size() / 4 >= split_scratch_elems(1, args.q_heads, args.head_dim) as u64;
+    let form = if args.rows == 1 && scratch_fits && split_plan(args, target_workgroups).is_some() {
+        split
+    } else if software && args.rows > 1 && longest_row <= LANES_MAX_KEYS {
         AttentionForm::Lanes
     } else {
         AttentionForm::Workgroups
@@ -221,6 +339,7 @@ pub fn attention(
         layer_offset,
         out,
         out_offset,
+        split_scratch,
         args,
     )
 }
@@ -237,6 +356,7 @@ pub(crate) fn attention_form(
     layer_offset: usize,
     out: &GpuBuffer,
     out_offset: usize,
+    split_scratch: &GpuBuffer,
     args: &AttentionArgs,
 ) -> Result<(), GpuError> {
     check_args(args)?;
@@ -250,13 +370,14 @@ pub(crate) fn attention_form(
     let qo_elems = a.rows * a.q_heads * a.head_dim;
     let layer_elems = a.ctx_len * a.kv_heads * a.head_dim;
     check_elems(KERNEL, "q", q, q_offset + qo_elems)?;
-    check_elems(KERNEL, "k_cache", k_cache, layer_offset + layer_elems)?;
-    check_elems(KERNEL, "v_cache", v_cache, layer_offset + layer_elems)?;
+    let kv_words = a.kv_dtype.words(layer_offset + layer_elems);
+    check_elems(KERNEL, "k_cache", k_cache, kv_words)?;
+    check_elems(KERNEL, "v_cache", v_cache, kv_words)?;
     check_elems(KERNEL, "out", out, out_offset + qo_elems)?;
     if a.rows == 0 {
         return Ok(());
     }
-    let params = Params {
+    let mut params = Params {
         rows: a.rows as u32,
         pos0: a.pos0,
         q_heads: a.q_heads as u32,
@@ -270,12 +391,20 @@ pub(crate) fn attention_form(
         q_offset: q_offset as u32,
         kv_offset: layer_offset as u32,
         out_offset: out_offset as u32,
-        _pad: [0; 3],
+        span: 0,
+        splits: 0,
+        _pad: 0,
     };
     let buffers = [q, k_cache, v_cache, out];
+    let dtype = a.kv_dtype;
     match form {
-        AttentionForm::Workgroups => rec.dispatch(
-            &SPEC,
+        AttentionForm::Workgroups => dispatch_kernel(
+            rec,
+            "attention",
+            include_str!("../../../../shaders/attention.wgsl"),
+            dtype,
+            0,
+            Vec::new,
             &params,
             &buffers,
             [a.q_heads as u32, a.rows as u32, 1],
@@ -289,22 +418,61 @@ pub(crate) fn attention_form(
                 ));
             }
             let d4 = (a.head_dim / 4) as u32;
-            let key = VariantKey {
-                family: "attention_lanes",
-                fmt: "f32",
-                args: [d4, 0, 0, 0, 0, 0],
+            dispatch_kernel(
+                rec,
+                "attention_lanes",
+                include_str!("../../../../shaders/attention_lanes.wgsl"),
+                dtype,
+                d4,
+                || lanes_defines(d4),
+                &params,
+                &buffers,
+                [lanes.div_ceil(64), 1, 1],
+            );
+        }
+        AttentionForm::Split { target_workgroups } => {
+            let Some(plan) = split_plan(a, target_workgroups) else {
+                return Err(shape_err(
+                    KERNEL,
+                    format!(
+                        "rows up to position {} see more than {} keys, the split form's most",
+                        a.pos0 as usize + a.rows,
+                        SPLIT_SPAN * MAX_SPLITS
+                    ),
+                ));
             };
-            let make = || OwnedSpec {
-                name: format!("attention_lanes_d{d4}"),
-                sources: vec![
-                    COMMON_WGSL,
-                    include_str!("../../../../shaders/attention_lanes.wgsl"),
-                ],
-                defines: lanes_defines(d4),
-                entry: "main",
-                storage: STORAGE,
-            };
-            rec.dispatch_variant(&key, make, &params, &buffers, [lanes.div_ceil(64), 1, 1]);
+            let elems = a.rows * a.q_heads * plan.splits * (a.head_dim + 2);
+            check_elems(KERNEL, "split_scratch", split_scratch, elems)?;
+            params.span = plan.span as u32;
+            params.splits = plan.splits as u32;
+            let buffers = [q, k_cache, v_cache, out, split_scratch];
+            let chunks = (a.q_heads / a.kv_heads).div_ceil(SPLIT_HEADS);
+            let x = (a.kv_heads * chunks) as u32;
+            dispatch_kernel(
+                rec,
+                "attention_split",
+                include_str!("../../../../shaders/attention_split.wgsl"),
+                dtype,
+                0,
+                Vec::new,
+                &params,
+                &buffers,
+                [x, plan.splits as u32, a.rows as u32],
+            );
+            if plan.splits > 1 {
+                let lanes = (a.rows * a.q_heads * a.head_dim / 4) as u32;
+                dispatch_kernel(
+                    rec,
+                    "attention_merge",
+                    include_str!("../../../../shaders/attention_merge.wgsl"),
+                    dtype,
+                    0,
+                    Vec::new,
+                    &params,
+                    &buffers,
+                    [lanes.div_ceil(64), 1, 1],
+                );
+            }
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 //! poisons the output and fails the comparison).
 
 use super::*;
-use crate::kernels::kv::{kv_write, KvLayout};
+use crate::kernels::kv::{kv_write, KvDtype, KvLayout};
 use crate::testutil::assert_shape_err;
 use crate::testutil::{assert_close, ctx, random_vec};
 
@@ -60,20 +60,29 @@ fn run(a: &AttentionArgs, q: &[f32], k_rows: &[f32], v_rows: &[f32]) -> (Vec<f32
         ctx_len: a.ctx_len,
         kv_heads: a.kv_heads,
         head_dim: a.head_dim,
+        dtype: a.kv_dtype,
     };
     let (row, layer_off, pos0) = (l.row_elems(), l.layer_offset(1), a.pos0 as usize);
     let used = (pos0 + a.rows) * row;
+    // The reference reads what the cache holds: for an f16 cache, K and V
+    // rounded to f16.
+    let stored = |x: &f32| match a.kv_dtype {
+        KvDtype::F32 => *x,
+        KvDtype::F16 => half::f16::from_f32(*x).to_f32(),
+    };
     let mut kc = vec![f32::NAN; l.elements()];
     let mut vc = kc.clone();
-    kc[layer_off..layer_off + used].copy_from_slice(&k_rows[..used]);
-    vc[layer_off..layer_off + used].copy_from_slice(&v_rows[..used]);
+    for (cache, rows) in [(&mut kc, k_rows), (&mut vc, v_rows)] {
+        let dst = &mut cache[layer_off..layer_off + used];
+        for (d, x) in dst.iter_mut().zip(&rows[..used]) {
+            *d = stored(x);
+        }
+    }
 
-    let gk = ctx
-        .upload_f32("k_cache", &vec![f32::NAN; l.elements()])
-        .unwrap();
-    let gv = ctx
-        .upload_f32("v_cache", &vec![f32::NAN; l.elements()])
-        .unwrap();
+    // All-ones words: NaN as f32 and as both f16 halves.
+    let nan_words = vec![f32::from_bits(u32::MAX); l.bytes() as usize / 4];
+    let gk = ctx.upload_f32("k_cache", &nan_words).unwrap();
+    let gv = ctx.upload_f32("v_cache", &nan_words).unwrap();
     let gks = ctx.upload_f32("k_rows", k_rows).unwrap();
     let gvs = ctx.upload_f32("v_rows", v_rows).unwrap();
     let (q_off, out_off) = (3, 5); // awkward offsets into shared buffers
@@ -85,19 +94,7 @@ fn run(a: &AttentionArgs, q: &[f32], k_rows: &[f32], v_rows: &[f32]) -> (Vec<f32
         .unwrap();
     let write = |rec: &mut Recorder, rows: usize, at: usize| {
         for (src, cache) in [(&gks, &gk), (&gvs, &gv)] {
-            kv_write(
-                rec,
-                src,
-                at * row,
-                cache,
-                layer_off,
-                rows,
-                at as u32,
-                a.kv_heads,
-                a.head_dim,
-                a.ctx_len,
-            )
-            .unwrap();
+            kv_write(rec, src, at * row, cache, &l, layer_off, rows, at as u32).unwrap();
         }
     };
     if pos0 > 0 {
@@ -108,28 +105,44 @@ fn run(a: &AttentionArgs, q: &[f32], k_rows: &[f32], v_rows: &[f32]) -> (Vec<f32
     let mut rec = Recorder::new(ctx);
     write(&mut rec, a.rows, pos0);
     pollster::block_on(rec.submit()).unwrap();
-    // Both forms; the caller checks the workgroup form against the
-    // reference, and the lane form must agree with it to 1e-5 (two f32
-    // orders of the same sums).
+    // Every form; the caller checks the workgroup form against the
+    // reference, and the others must agree with it to 1e-5 (other f32
+    // orders of the same sums). The split form runs cut for a CPU adapter
+    // and for a GPU (more, shorter splits).
+    let scratch_elems = split_scratch_elems(a.rows, a.q_heads, a.head_dim);
+    let scratch = ctx
+        .create_storage("split", 4 * scratch_elems as u64)
+        .unwrap();
+    let forms = [
+        AttentionForm::Workgroups,
+        AttentionForm::Lanes,
+        AttentionForm::Split {
+            target_workgroups: SPLIT_TARGET_SOFTWARE,
+        },
+        AttentionForm::Split {
+            target_workgroups: SPLIT_TARGET_GPU,
+        },
+    ];
     let mut results = Vec::new();
-    for form in [AttentionForm::Workgroups, AttentionForm::Lanes] {
+    for form in forms {
         let mut rec = Recorder::new(ctx);
         let (k, v) = (&*gk, &*gv);
         attention_form(
-            &mut rec, form, &gq, q_off, k, v, layer_off, &gout, out_off, a,
+            &mut rec, form, &gq, q_off, k, v, layer_off, &gout, out_off, &scratch, a,
         )
         .unwrap();
         pollster::block_on(rec.submit()).unwrap();
         results.push(pollster::block_on(ctx.read_f32(&gout, out_off, q.len())).unwrap());
     }
-    let lanes = results.pop().unwrap();
-    let got = results.pop().unwrap();
-    assert_eq!(lanes.len(), got.len());
-    for (i, (x, y)) in lanes.iter().zip(&got).enumerate() {
-        assert!(
-            (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
-            "lane form differs at {i}: {x} vs {y}"
-        );
+    let got = results[0].clone();
+    for (form, other) in forms.iter().zip(&results).skip(1) {
+        assert_eq!(other.len(), got.len());
+        for (i, (x, y)) in other.iter().zip(&got).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                "{form:?} differs at {i}: {x} vs {y} ({a:?})"
+            );
+        }
     }
     (got, reference(q, &kc, &vc, layer_off, a))
 }
@@ -152,18 +165,20 @@ fn args(
         scale: 1.0 / (head_dim as f32).sqrt(),
         window: None,
         softcap: None,
+        kv_dtype: KvDtype::F32,
     }
 }
 
-fn random_case(a: &AttentionArgs, seed: u64) -> (Vec<f32>, Vec<f32>) {
+/// Random q, K and V through `run`, on an f32 cache and on an f16 one:
+/// (gpu, reference) of each, in that order.
+fn random_cases(a: &AttentionArgs, seed: u64) -> Vec<(Vec<f32>, Vec<f32>)> {
     let used = (a.pos0 as usize + a.rows) * a.kv_heads * a.head_dim;
     let q = random_vec(a.rows * a.q_heads * a.head_dim, seed);
-    run(
-        a,
-        &q,
-        &random_vec(used, seed + 1),
-        &random_vec(used, seed + 2),
-    )
+    let (k, v) = (random_vec(used, seed + 1), random_vec(used, seed + 2));
+    [KvDtype::F32, KvDtype::F16]
+        .into_iter()
+        .map(|kv_dtype| run(&AttentionArgs { kv_dtype, ..*a }, &q, &k, &v))
+        .collect()
 }
 
 // Tolerance: the output is a convex combination of V (|v| < 1), so an error
@@ -197,8 +212,9 @@ fn matches_reference_across_shapes() {
     ];
     for (i, &(qh, kvh, hd, rows, pos0, ctx_len)) in cases.iter().enumerate() {
         let a = args(qh, kvh, hd, rows, pos0, ctx_len);
-        let (got, want) = random_case(&a, 100 + i as u64 * 10);
-        assert_close(&got, &want, TOL, &format!("attention {a:?}"));
+        for (got, want) in random_cases(&a, 100 + i as u64 * 10) {
+            assert_close(&got, &want, TOL, &format!("attention {a:?}"));
+        }
     }
 }
 
@@ -219,8 +235,9 @@ fn sliding_window_and_softcap_match_reference() {
         a.window = Some(window);
         a.softcap = softcap;
         a.scale = 0.5; // sharper scores, so the softcap bends them
-        let (got, want) = random_case(&a, 300 + i as u64);
-        assert_close(&got, &want, TOL, &format!("window {a:?}"));
+        for (got, want) in random_cases(&a, 300 + i as u64) {
+            assert_close(&got, &want, TOL, &format!("window {a:?}"));
+        }
     }
 }
 
@@ -290,21 +307,16 @@ fn prefill_chunk_equals_decoding_row_by_row() {
     let nan = vec![f32::NAN; ctx_len * kv_row];
     let cache = |name| ctx.upload_f32(name, &nan).unwrap();
     let (chunk_k, chunk_v, step_k, step_v) = (cache("ck"), cache("cv"), cache("sk"), cache("sv"));
+    let l = KvLayout {
+        layers: 1,
+        ctx_len,
+        kv_heads: kvh,
+        head_dim: hd,
+        dtype: KvDtype::F32,
+    };
     let write = |rec: &mut Recorder, n: usize, at: usize, k: &GpuBuffer, v: &GpuBuffer| {
         for (src, dst) in [(&gks, k), (&gvs, v)] {
-            kv_write(
-                rec,
-                src,
-                at * kv_row,
-                dst,
-                0,
-                n,
-                at as u32,
-                kvh,
-                hd,
-                ctx_len,
-            )
-            .unwrap();
+            kv_write(rec, src, at * kv_row, dst, &l, 0, n, at as u32).unwrap();
         }
     };
     let n = rows * qh * hd;
@@ -323,7 +335,8 @@ fn prefill_chunk_equals_decoding_row_by_row() {
     // it in `run`).
     let wg = AttentionForm::Workgroups;
     let (ck, cv) = (&*chunk_k, &*chunk_v);
-    attention_form(&mut rec, wg, &gq, 0, ck, cv, 0, &chunk_out, 0, &a).unwrap();
+    let scratch = ctx.create_storage("split", 4).unwrap();
+    attention_form(&mut rec, wg, &gq, 0, ck, cv, 0, &chunk_out, 0, &scratch, &a).unwrap();
     pollster::block_on(rec.submit()).unwrap();
     let q_row = qh * hd;
     for r in 0..rows {
@@ -335,7 +348,11 @@ fn prefill_chunk_equals_decoding_row_by_row() {
         let mut rec = Recorder::new(ctx);
         write(&mut rec, 1, pos0 + r, &step_k, &step_v);
         let (q_off, out) = (r * q_row, &step_out);
-        attention(&mut rec, &gq, q_off, &step_k, &step_v, 0, out, q_off, &step).unwrap();
+        let (k, v) = (&*step_k, &*step_v);
+        attention_form(
+            &mut rec, wg, &gq, q_off, k, v, 0, out, q_off, &scratch, &step,
+        )
+        .unwrap();
         pollster::block_on(rec.submit()).unwrap();
     }
     let chunk = pollster::block_on(ctx.read_f32(&chunk_out, 0, n)).unwrap();
@@ -382,7 +399,7 @@ fn rejects_bad_shapes() {
         (base, &buf, &buf, 2, "layer_offset 2"),
     ];
     for (a, q, k, layer_offset, needle) in cases {
-        let err = attention(&mut rec, q, 0, k, &buf, layer_offset, &buf, 0, &a).unwrap_err();
+        let err = attention(&mut rec, q, 0, k, &buf, layer_offset, &buf, 0, &buf, &a).unwrap_err();
         assert_shape_err(&err, "attention");
         assert!(
             err.to_string().contains(needle),
@@ -391,6 +408,72 @@ fn rejects_bad_shapes() {
     }
     // Zero rows is a valid empty step.
     let empty = AttentionArgs { rows: 0, ..base };
-    attention(&mut rec, &buf, 0, &buf, &buf, 0, &buf, 0, &empty).unwrap();
+    attention(&mut rec, &buf, 0, &buf, &buf, 0, &buf, 0, &buf, &empty).unwrap();
     assert_eq!(rec.dispatches(), 0);
+    // The split form names a scratch too small for its partials.
+    let split = AttentionForm::Split {
+        target_workgroups: SPLIT_TARGET_GPU,
+    };
+    let long = AttentionArgs {
+        rows: 1,
+        pos0: 450,
+        ctx_len: 500,
+        head_dim: 4,
+        ..base
+    };
+    let err = attention_form(
+        &mut rec, split, &buf, 0, &buf, &buf, 0, &buf, 0, &small, &long,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("split_scratch"), "{err}");
+}
+
+#[test]
+fn split_decode_equals_single_pass_at_span_edges() {
+    // Decode rows whose context is 1, 511, 512, 513 and 4096 positions (the
+    // split's span is up to 256 keys and at least 32: these land on, just
+    // under and just over whole spans), GQA groups of 3, 7 (two head chunks
+    // of the split) and 4, and sliding windows cut inside and at a span
+    // edge. `run` checks every form against the workgroup form to 1e-5 and
+    // that against the f64 reference.
+    let cases = [
+        (9, 3, 64, 1, None),
+        (9, 3, 64, 511, None),
+        (14, 2, 128, 512, None),
+        (4, 1, 256, 513, None),
+        (9, 3, 64, 4096, None),
+        (4, 1, 256, 4096, Some(512)),
+        (14, 2, 64, 4096, Some(1000)),
+        (4, 2, 64, 513, Some(256)),
+    ];
+    for (i, &(qh, kvh, hd, context, window)) in cases.iter().enumerate() {
+        let mut a = args(qh, kvh, hd, 1, context - 1, context as usize + 3);
+        a.window = window;
+        for (got, want) in random_cases(&a, 500 + i as u64) {
+            assert_close(&got, &want, TOL, &format!("split decode {a:?}"));
+        }
+    }
+}
+
+#[test]
+fn split_plans_cover_every_visible_key() {
+    // span * splits reaches the visible keys and no split is empty (a decode
+    // row), spans stay within the shader's bound, and rows beyond the most
+    // keys the splits hold are refused.
+    for keys in [1usize, 2, 31, 32, 33, 255, 256, 257, 4096, 65536] {
+        for target in [SPLIT_TARGET_SOFTWARE, SPLIT_TARGET_GPU] {
+            for (qh, kvh) in [(9, 3), (14, 2), (32, 8), (4, 1)] {
+                let a = args(qh, kvh, 64, 1, keys as u32 - 1, keys);
+                let plan = split_plan(&a, target).unwrap();
+                assert!(
+                    plan.span <= SPLIT_SPAN && plan.splits <= MAX_SPLITS,
+                    "{plan:?}"
+                );
+                assert!(plan.span * plan.splits >= keys, "{keys}: {plan:?}");
+                assert!(plan.span * (plan.splits - 1) < keys, "{keys}: {plan:?}");
+            }
+        }
+    }
+    let too_long = args(4, 1, 64, 1, (SPLIT_SPAN * MAX_SPLITS) as u32, 70000);
+    assert_eq!(split_plan(&too_long, SPLIT_TARGET_GPU), None);
 }

@@ -6,10 +6,12 @@
 //! per head, `rope`, `kv_write`; each tested against a CPU reference), which
 //! is what its test checks.
 
+use std::borrow::Cow;
+
 use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
-use super::kv::KvLayout;
+use super::kv::{KvDtype, KvLayout};
 use super::rope::RopeLayout;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -38,21 +40,47 @@ const SOURCE: &str = include_str!("../../../../shaders/rope_kv.wgsl");
 const RW: Access = Access::ReadWrite;
 const R: Access = Access::Read;
 
-const PLAIN: KernelSpec = KernelSpec {
-    name: "rope_kv",
-    sources: &[SOURCE],
-    defines: &[("QK_NORM", std::borrow::Cow::Borrowed("//"))],
-    entry: "main",
-    storage: &[R, RW, RW, RW],
-};
+const ON: Cow<str> = Cow::Borrowed("");
+const OFF: Cow<str> = Cow::Borrowed("//");
+const F32_WORD: (&str, Cow<str>) = ("KV_WORD", Cow::Borrowed("f32"));
+const F16_WORD: (&str, Cow<str>) = ("KV_WORD", Cow::Borrowed("u32"));
+const PLAIN_STORAGE: &[Access] = &[R, RW, RW, RW];
+const NORMED_STORAGE: &[Access] = &[R, RW, RW, RW, R, R];
 
-const NORMED: KernelSpec = KernelSpec {
-    name: "rope_kv_qk_norm",
-    sources: &[SOURCE],
-    defines: &[("QK_NORM", std::borrow::Cow::Borrowed(""))],
-    entry: "main",
-    storage: &[R, RW, RW, RW, R, R],
-};
+/// Variants: with or without the q/k norms, for each cache type.
+const fn spec(
+    name: &'static str,
+    defines: &'static [(&'static str, Cow<'static, str>)],
+    storage: &'static [Access],
+) -> KernelSpec<'static> {
+    KernelSpec {
+        name,
+        sources: &[SOURCE],
+        defines,
+        entry: "main",
+        storage,
+    }
+}
+const PLAIN_F32: KernelSpec = spec(
+    "rope_kv",
+    &[("QK_NORM", OFF), ("F32", ON), ("F16", OFF), F32_WORD],
+    PLAIN_STORAGE,
+);
+const NORMED_F32: KernelSpec = spec(
+    "rope_kv_qk_norm",
+    &[("QK_NORM", ON), ("F32", ON), ("F16", OFF), F32_WORD],
+    NORMED_STORAGE,
+);
+const PLAIN_F16: KernelSpec = spec(
+    "rope_kv_f16",
+    &[("QK_NORM", OFF), ("F32", OFF), ("F16", ON), F16_WORD],
+    PLAIN_STORAGE,
+);
+const NORMED_F16: KernelSpec = spec(
+    "rope_kv_qk_norm_f16",
+    &[("QK_NORM", ON), ("F32", OFF), ("F16", ON), F16_WORD],
+    NORMED_STORAGE,
+);
 
 /// The rotation: as `rope::rope` takes it.
 #[derive(Clone, Copy, Debug)]
@@ -118,8 +146,14 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
     let slots = a.q_heads + 2 * kv.kv_heads;
     check_elems(K, "qkv", a.qkv, a.qkv_offset + a.rows * slots * hd)?;
     check_elems(K, "q_out", a.q_out, a.q_offset + a.rows * a.q_heads * hd)?;
-    check_elems(K, "k_cache", a.k_cache, kv.elements())?;
-    check_elems(K, "v_cache", a.v_cache, kv.elements())?;
+    check_elems(K, "k_cache", a.k_cache, kv.dtype.words(kv.elements()))?;
+    check_elems(K, "v_cache", a.v_cache, kv.dtype.words(kv.elements()))?;
+    if kv.dtype == KvDtype::F16 && hd % 2 != 0 {
+        return Err(shape_err(
+            K,
+            format!("an f16 cache needs an even head_dim, not {hd}"),
+        ));
+    }
     let ids = [a.qkv.id(), a.q_out.id(), a.k_cache.id(), a.v_cache.id()];
     if (1..4).any(|i| ids[..i].contains(&ids[i])) {
         return Err(shape_err(
@@ -145,9 +179,10 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
         _pad: [0; 3],
     };
     let groups = workgroups_for((a.rows * slots) as u32, 1);
+    let f16 = kv.dtype == KvDtype::F16;
     match a.qk_norm {
         None => rec.dispatch(
-            &PLAIN,
+            if f16 { &PLAIN_F16 } else { &PLAIN_F32 },
             &params,
             &[a.qkv, a.q_out, a.k_cache, a.v_cache],
             groups,
@@ -156,7 +191,7 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
             check_elems(K, "q norm", qn, hd)?;
             check_elems(K, "k norm", kn, hd)?;
             rec.dispatch(
-                &NORMED,
+                if f16 { &NORMED_F16 } else { &NORMED_F32 },
                 &params,
                 &[a.qkv, a.q_out, a.k_cache, a.v_cache, qn, kn],
                 groups,

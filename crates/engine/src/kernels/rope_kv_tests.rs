@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::gpu::GpuContext;
-use crate::kernels::kv::kv_write;
+use crate::kernels::kv::{kv_write, KvDtype};
 use crate::kernels::rmsnorm::rms_norm;
 use crate::kernels::rope::rope;
 use crate::testutil::{assert_close, assert_shape_err, ctx, random_vec};
@@ -18,6 +18,7 @@ struct Case {
     layout: RopeLayout,
     norm: bool,
     pos0: u32,
+    kv_dtype: KvDtype,
 }
 
 /// (q, k cache, v cache) after one call of the fused kernel or of the chain.
@@ -28,14 +29,16 @@ fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         ctx_len: 40,
         kv_heads: c.kv_heads,
         head_dim: c.head_dim,
+        dtype: c.kv_dtype,
     };
     let (hd, qd, kvd) = (c.head_dim, c.q_heads * c.head_dim, c.kv_heads * c.head_dim);
     let row = qd + 2 * kvd;
     let qkv_host = random_vec(3 + c.rows * row, 11 + c.rows as u64);
     let qkv = ctx.upload_f32("qkv", &qkv_host).unwrap();
     let q = ctx.upload_f32("q", &vec![-3.0; 2 + c.rows * qd]).unwrap();
-    let kc = ctx.upload_f32("k", &vec![-4.0; kv.elements()]).unwrap();
-    let vc = ctx.upload_f32("v", &vec![-5.0; kv.elements()]).unwrap();
+    let words = kv.dtype.words(kv.elements());
+    let kc = ctx.upload_f32("k", &vec![-4.0; words]).unwrap();
+    let vc = ctx.upload_f32("v", &vec![-5.0; words]).unwrap();
     let qn = ctx
         .upload_f32(
             "qn",
@@ -119,12 +122,10 @@ fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
                 src,
                 0,
                 cache,
+                &kv,
                 kv.layer_offset(1),
                 c.rows,
                 c.pos0,
-                c.kv_heads,
-                hd,
-                kv.ctx_len,
             )
             .unwrap();
         }
@@ -133,7 +134,18 @@ fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     pollster::block_on(rec.submit()).unwrap();
     let read =
         |b: &GpuBuffer| pollster::block_on(ctx.read_f32(b, 0, (b.size() / 4) as usize)).unwrap();
-    (read(&q), read(&kc), read(&vc))
+    // An f16 cache's words as their two elements.
+    let read_cache = |b: &GpuBuffer| match c.kv_dtype {
+        KvDtype::F32 => read(b),
+        KvDtype::F16 => read(b)
+            .iter()
+            .flat_map(|w| {
+                let bits = w.to_bits();
+                [bits as u16, (bits >> 16) as u16].map(|h| half::f16::from_bits(h).to_f32())
+            })
+            .collect(),
+    };
+    (read(&q), read_cache(&kc), read_cache(&vc))
 }
 
 #[test]
@@ -148,6 +160,7 @@ fn rope_kv_equals_the_separate_kernels() {
             layout: RopeLayout::Interleaved,
             norm: false,
             pos0: 0,
+            kv_dtype: KvDtype::F32,
         },
         Case {
             rows: 5,
@@ -158,6 +171,7 @@ fn rope_kv_equals_the_separate_kernels() {
             layout: RopeLayout::NeoX,
             norm: true,
             pos0: 33,
+            kv_dtype: KvDtype::F16,
         },
         Case {
             rows: 3,
@@ -168,6 +182,7 @@ fn rope_kv_equals_the_separate_kernels() {
             layout: RopeLayout::NeoX,
             norm: false,
             pos0: 7,
+            kv_dtype: KvDtype::F32,
         },
         Case {
             rows: 2,
@@ -178,16 +193,28 @@ fn rope_kv_equals_the_separate_kernels() {
             layout: RopeLayout::Interleaved,
             norm: true,
             pos0: 38,
+            kv_dtype: KvDtype::F32,
         },
     ];
-    for c in cases {
+    // Each case on both caches.
+    let both = cases
+        .iter()
+        .flat_map(|c| [KvDtype::F32, KvDtype::F16].map(|kv_dtype| Case { kv_dtype, ..*c }));
+    for c in both {
         let (fq, fk, fv) = run(&c, true);
         let (rq, rk, rv) = run(&c, false);
         // Same rotation code; the norms' sums differ only in order (64 vs
         // 32..256 lanes): a few ulps, and untouched slots must stay equal.
         let what = format!("{c:?}");
         assert_close(&fq, &rq, 2e-6, &format!("q {what}"));
-        assert_close(&fk, &rk, 2e-6, &format!("k cache {what}"));
+        // An f16 cache holds each key rounded once; keys a few f32 ulps apart
+        // may round to neighbouring f16s, one f16 step apart: at most 2^-10
+        // of |k| (of 1 below 1), which is how assert_close scales. Twice that.
+        let k_tol = match c.kv_dtype {
+            KvDtype::F32 => 2e-6,
+            KvDtype::F16 => 2.0 / 1024.0,
+        };
+        assert_close(&fk, &rk, k_tol, &format!("k cache {what}"));
         assert_eq!(fv, rv, "v cache {what}");
         assert!(
             fk.iter().zip(&rk).any(|(a, _)| *a != -4.0),
@@ -204,6 +231,7 @@ fn rope_kv_refuses_bad_shapes() {
         ctx_len: 4,
         kv_heads: 1,
         head_dim: 8,
+        dtype: KvDtype::F32,
     };
     let b = |n: usize, l: &str| ctx.create_storage(l, 4 * n as u64).unwrap();
     let (qkv, q, kc, vc) = (b(64, "qkv"), b(64, "q"), b(32, "k"), b(32, "v"));

@@ -14,7 +14,7 @@
 use crate::gpu::{error::shape_err, BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
 use crate::kernels::activation::gated_act;
 use crate::kernels::add::add_in_place;
-use crate::kernels::attention::{attention, AttentionArgs};
+use crate::kernels::attention::{attention, split_scratch_elems, AttentionArgs};
 use crate::kernels::embed::embed;
 use crate::kernels::kv::KvLayout;
 use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
@@ -96,6 +96,8 @@ pub struct Activations {
     /// Rotated queries.
     pub q: BufferRef,
     pub attn: BufferRef,
+    /// Partials of a decode step's split attention (one row).
+    pub attn_split: BufferRef,
     /// The gated MLP's activations, `[rows][ffn]`.
     pub gate: BufferRef,
     /// Gate/up pairs (prefill form), or up alone: `[rows][2 ffn]`.
@@ -122,6 +124,10 @@ impl Activations {
             qkv: f32s("qkv", max_rows * (cfg.q_dim() + 2 * cfg.kv_dim()))?,
             q: f32s("q", max_rows * cfg.q_dim())?,
             attn: f32s("attn", max_rows * cfg.q_dim())?,
+            attn_split: f32s(
+                "attn_split",
+                split_scratch_elems(1, cfg.n_heads, cfg.head_dim),
+            )?,
             gate: f32s("gate", max_rows * cfg.dense_ffn())?,
             up: f32s("up", max_rows * 2 * cfg.dense_ffn())?,
             logits: f32s("logits", max_logit_rows * cfg.vocab_size)?,
@@ -243,6 +249,7 @@ impl Decoder {
             scale: cfg.attn_scale,
             window: cfg.window_of(layer),
             softcap: None,
+            kv_dtype: f.kv.dtype,
         };
         let layer_offset = f.kv.layer_offset(layer);
         attention(
@@ -254,6 +261,7 @@ impl Decoder {
             layer_offset,
             &a.attn,
             0,
+            &a.attn_split,
             &args,
         )?;
         self.project_residual(f, &a.attn, &w.o, block.post_attn_norm.as_ref())

@@ -22,6 +22,7 @@ use crate::gpu::{GpuContext, Recorder};
 use crate::model::decoder::Activations;
 use crate::model::{Decoder, Forward};
 
+pub use crate::kernels::kv::KvDtype;
 use crate::kernels::sample::{sample, SampleTarget, SamplerState, MAX_BIAS};
 use kv_cache::KvCache;
 use logits::LogitsReader;
@@ -39,6 +40,9 @@ pub struct PipelineOptions {
     /// tokens feed the next step on the GPU, and their ids are read back once
     /// per submit. Tokens sampled past a stop are discarded.
     pub tokens_per_submit: usize,
+    /// How the KV cache stores K and V: f16 (the default, as llama.cpp's)
+    /// or f32.
+    pub kv_dtype: KvDtype,
 }
 
 /// Default decode steps per submit (see the README for the measurements).
@@ -53,6 +57,7 @@ impl Default for PipelineOptions {
             ctx_len: None,
             prefill_chunk: 32,
             tokens_per_submit: DEFAULT_TOKENS_PER_SUBMIT,
+            kv_dtype: KvDtype::default(),
         }
     }
 }
@@ -95,7 +100,7 @@ impl Pipeline {
         opts: &PipelineOptions,
     ) -> Result<Pipeline, WickError> {
         let cfg = &model.config;
-        let fits = KvCache::max_ctx_len(&ctx, cfg);
+        let fits = KvCache::max_ctx_len(&ctx, cfg, opts.kv_dtype);
         let ctx_len = match opts.ctx_len {
             Some(0) => {
                 return Err(WickError::InvalidOption(
@@ -120,7 +125,7 @@ impl Pipeline {
             )));
         }
         let rows = opts.prefill_chunk;
-        let kv = KvCache::new(&ctx, cfg, ctx_len)?;
+        let kv = KvCache::new(&ctx, cfg, ctx_len, opts.kv_dtype)?;
         let act = Activations::new(&ctx, cfg, rows, rows)?;
         let logits = LogitsReader::new(&ctx, cfg.vocab_size, rows);
         let tokens = TokenRing::new(&ctx, opts.tokens_per_submit)?;
@@ -151,6 +156,10 @@ impl Pipeline {
     }
     pub fn ctx_len(&self) -> usize {
         self.kv.layout.ctx_len
+    }
+    /// How the KV cache stores K and V.
+    pub fn kv_dtype(&self) -> KvDtype {
+        self.kv.layout.dtype
     }
     /// Positions already in the KV cache.
     pub fn position(&self) -> usize {
