@@ -46,7 +46,7 @@ const SPEC: KernelSpec = KernelSpec {
 };
 
 /// Positions past 2^24 are not exact in f32, and the angles would be wrong.
-const MAX_POSITION: u64 = 1 << 24;
+pub const MAX_POSITION: u64 = 1 << 24;
 
 /// Rotates the first `n_rot` elements of every head of `rows` tokens in place:
 /// token `t` is at position `pos0 + t`, pair `i` turns by

@@ -12,6 +12,7 @@
 use crate::format::gguf::GgufFile;
 use crate::kernels::rope::RopeLayout;
 
+use super::bounds::MAX_FFN;
 use super::config::{Meta, ModelConfig, MoeConfig};
 use super::llama::{base_config, require_block0};
 use super::ModelError;
@@ -24,7 +25,7 @@ pub fn config(file: &GgufFile, arch: &str) -> Result<ModelConfig, ModelError> {
     require_block0(file, &["attn_q.bias", "attn_k.bias", "attn_v.bias"])?;
     if arch == "qwen2moe" {
         let mut moe = MoeConfig::from_meta(&meta, cfg.ffn_dim, false)?;
-        moe.shared_ffn = Some(meta.usize("expert_shared_feed_forward_length")?);
+        moe.shared_ffn = Some(meta.dim("expert_shared_feed_forward_length", MAX_FFN)?);
         cfg.moe = Some(moe);
     }
     Ok(cfg)

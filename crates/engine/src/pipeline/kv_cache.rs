@@ -2,6 +2,7 @@
 
 use crate::gpu::{BufferRef, GpuContext, GpuError};
 use crate::kernels::kv::KvLayout;
+use crate::model::decoder::f32_bytes;
 use crate::model::ModelConfig;
 
 pub struct KvCache {
@@ -13,8 +14,11 @@ pub struct KvCache {
 impl KvCache {
     /// The longest context whose K (or V) cache fits one storage binding.
     pub fn max_ctx_len(ctx: &GpuContext, cfg: &ModelConfig) -> usize {
-        let per_pos = 4 * (cfg.n_layers * cfg.kv_dim()) as u64;
-        (ctx.max_binding_bytes() / per_pos.max(1)) as usize
+        // Saturating: a row past u64 fits no binding, so nothing fits.
+        let per_pos = (cfg.n_layers as u64)
+            .saturating_mul(cfg.kv_dim() as u64)
+            .saturating_mul(4);
+        usize::try_from(ctx.max_binding_bytes() / per_pos.max(1)).unwrap_or(usize::MAX)
     }
 
     pub fn new(ctx: &GpuContext, cfg: &ModelConfig, ctx_len: usize) -> Result<KvCache, GpuError> {
@@ -24,7 +28,9 @@ impl KvCache {
             kv_heads: cfg.n_kv_heads,
             head_dim: cfg.head_dim,
         };
-        let bytes = 4 * layout.elements() as u64;
+        // Checked: `ctx_len` is the caller's.
+        let dims = [cfg.n_layers, ctx_len, layout.row_elems()];
+        let bytes = f32_bytes(ctx, "k cache", &dims)?;
         Ok(KvCache {
             layout,
             k: ctx.create_storage("k cache", bytes)?,
