@@ -6,11 +6,14 @@
 //! per head, `rope`, `kv_write`; each tested against a CPU reference), which
 //! is what its test checks.
 
+use std::borrow::Cow;
+
 use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
 use super::kv::KvLayout;
 use super::rope::RopeLayout;
+pub use super::rope::Rotary;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
@@ -38,30 +41,59 @@ const SOURCE: &str = include_str!("../../../../shaders/rope_kv.wgsl");
 const RW: Access = Access::ReadWrite;
 const R: Access = Access::Read;
 
-const PLAIN: KernelSpec = KernelSpec {
-    name: "rope_kv",
-    sources: &[SOURCE],
-    defines: &[("QK_NORM", std::borrow::Cow::Borrowed("//"))],
-    entry: "main",
-    storage: &[R, RW, RW, RW],
-};
-
-const NORMED: KernelSpec = KernelSpec {
-    name: "rope_kv_qk_norm",
-    sources: &[SOURCE],
-    defines: &[("QK_NORM", std::borrow::Cow::Borrowed(""))],
-    entry: "main",
-    storage: &[R, RW, RW, RW, R, R],
-};
-
-/// The rotation: as `rope::rope` takes it.
-#[derive(Clone, Copy, Debug)]
-pub struct Rotary {
-    pub n_rot: usize,
-    pub theta: f32,
-    pub layout: RopeLayout,
-    pub freq_scale: f32,
+/// The four variants: with or without q/k norms (bindings 5 and 6), with or
+/// without frequency factors (the binding after the rest).
+const fn spec(
+    name: &'static str,
+    defines: &'static [(&'static str, Cow<'static, str>)],
+    storage: &'static [Access],
+) -> KernelSpec<'static> {
+    KernelSpec {
+        name,
+        sources: &[SOURCE],
+        defines,
+        entry: "main",
+        storage,
+    }
 }
+const OFF: Cow<str> = Cow::Borrowed("//");
+const ON: Cow<str> = Cow::Borrowed("");
+const PLAIN: KernelSpec = spec(
+    "rope_kv",
+    &[
+        ("QK_NORM", OFF),
+        ("FREQ_FACTORS", OFF),
+        ("FF_BINDING", Cow::Borrowed("5")),
+    ],
+    &[R, RW, RW, RW],
+);
+const NORMED: KernelSpec = spec(
+    "rope_kv_qk_norm",
+    &[
+        ("QK_NORM", ON),
+        ("FREQ_FACTORS", OFF),
+        ("FF_BINDING", Cow::Borrowed("7")),
+    ],
+    &[R, RW, RW, RW, R, R],
+);
+const PLAIN_FF: KernelSpec = spec(
+    "rope_kv_freq_factors",
+    &[
+        ("QK_NORM", OFF),
+        ("FREQ_FACTORS", ON),
+        ("FF_BINDING", Cow::Borrowed("5")),
+    ],
+    &[R, RW, RW, RW, R],
+);
+const NORMED_FF: KernelSpec = spec(
+    "rope_kv_qk_norm_freq_factors",
+    &[
+        ("QK_NORM", ON),
+        ("FREQ_FACTORS", ON),
+        ("FF_BINDING", Cow::Borrowed("7")),
+    ],
+    &[R, RW, RW, RW, R, R, R],
+);
 
 /// Where one step's heads come from and go.
 pub struct RopeKv<'a> {
@@ -78,7 +110,7 @@ pub struct RopeKv<'a> {
     pub layer: usize,
     /// Per-head norms of queries and keys (`head_dim` weights each) and eps.
     pub qk_norm: Option<(&'a GpuBuffer, &'a GpuBuffer, f32)>,
-    pub rotary: Rotary,
+    pub rotary: Rotary<'a>,
     pub rows: usize,
     pub pos0: u32,
 }
@@ -96,12 +128,7 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
             ),
         ));
     }
-    if rot.n_rot == 0 || rot.n_rot % 2 == 1 || rot.n_rot > hd {
-        return Err(shape_err(
-            K,
-            format!("n_rot {} must be even, > 0 and <= head_dim {hd}", rot.n_rot),
-        ));
-    }
+    rot.check(K, hd)?;
     if a.layer >= kv.layers || a.pos0 as usize + a.rows > kv.ctx_len {
         return Err(shape_err(
             K,
@@ -138,31 +165,32 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
         qkv_offset: a.qkv_offset as u32,
         q_offset: a.q_offset as u32,
         layer_offset: kv.layer_offset(a.layer) as u32,
-        // In f64, so the only rounding is the one to f32 (as rope.rs).
-        log2_base_step: (2.0 * (rot.theta as f64).log2() / rot.n_rot as f64) as f32,
+        log2_base_step: rot.log2_base_step(),
         freq_scale: rot.freq_scale,
         eps: a.qk_norm.map_or(0.0, |n| n.2),
         _pad: [0; 3],
     };
     let groups = workgroups_for((a.rows * slots) as u32, 1);
-    match a.qk_norm {
-        None => rec.dispatch(
-            &PLAIN,
-            &params,
-            &[a.qkv, a.q_out, a.k_cache, a.v_cache],
-            groups,
-        ),
-        Some((qn, kn, _)) => {
-            check_elems(K, "q norm", qn, hd)?;
-            check_elems(K, "k norm", kn, hd)?;
-            rec.dispatch(
-                &NORMED,
-                &params,
-                &[a.qkv, a.q_out, a.k_cache, a.v_cache, qn, kn],
-                groups,
-            )
-        }
+    // An array, not a Vec: a decode step allocates nothing.
+    let mut buffers = [a.qkv, a.q_out, a.k_cache, a.v_cache, a.qkv, a.qkv, a.qkv];
+    let mut n = 4;
+    if let Some((qn, kn, _)) = a.qk_norm {
+        check_elems(K, "q norm", qn, hd)?;
+        check_elems(K, "k norm", kn, hd)?;
+        buffers[4..6].copy_from_slice(&[qn, kn]);
+        n = 6;
     }
+    if let Some(f) = rot.freq_factors {
+        buffers[n] = f;
+        n += 1;
+    }
+    let spec = match (a.qk_norm.is_some(), rot.freq_factors.is_some()) {
+        (false, false) => &PLAIN,
+        (true, false) => &NORMED,
+        (false, true) => &PLAIN_FF,
+        (true, true) => &NORMED_FF,
+    };
+    rec.dispatch(spec, &params, &buffers[..n], groups);
     Ok(())
 }
 

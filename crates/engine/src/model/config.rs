@@ -17,7 +17,12 @@ pub struct RopeConfig {
     pub theta: f32,
     /// Base for sliding-window layers where it differs (Gemma 3: 1e4).
     pub local_theta: Option<f32>,
+    /// Linear position scaling (`rope_scaling.rs`): multiplies every angle
+    /// of the layers with the global base (1.0 without scaling).
     pub freq_scale: f32,
+    /// The file's `rope_freqs.weight` divides each pair's frequency (Llama
+    /// 3.1 / 3.2).
+    pub freq_factors: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -109,6 +114,14 @@ impl ModelConfig {
         match (self.window_of(layer), self.rope.local_theta) {
             (Some(_), Some(local)) => local,
             _ => self.rope.theta,
+        }
+    }
+    /// Layers with a base of their own (Gemma 3's local layers) are not
+    /// scaled: llama.cpp gives them a scale of 1 whatever the metadata says.
+    pub fn rope_freq_scale_of(&self, layer: usize) -> f32 {
+        match (self.window_of(layer), self.rope.local_theta) {
+            (Some(_), Some(_)) => 1.0,
+            _ => self.rope.freq_scale,
         }
     }
 }

@@ -76,6 +76,8 @@ pub struct Block {
 pub struct Decoder {
     pub config: ModelConfig,
     pub token_embd: QuantMatrix,
+    /// Per-pair divisors of the RoPE frequencies (`rope_freqs.weight`).
+    pub rope_freqs: Option<BufferRef>,
     pub blocks: Vec<Block>,
     pub output_norm: BufferRef,
     /// `None`: the output head is the token embedding (tied).
@@ -248,7 +250,8 @@ impl Decoder {
                     n_rot: r.n_rot,
                     theta: cfg.rope_theta_of(layer),
                     layout: r.layout,
-                    freq_scale: r.freq_scale,
+                    freq_scale: cfg.rope_freq_scale_of(layer),
+                    freq_factors: self.rope_freqs.as_deref(),
                 },
                 rows: f.rows,
                 pos0: f.pos0,

@@ -22,7 +22,7 @@ use crate::kernels::rope::RopeLayout;
 
 use super::bounds::MAX_CONTEXT;
 use super::config::{Meta, ModelConfig, SlidingWindow};
-use super::llama::{base_config, require_block0};
+use super::llama::{base_config, refuse_rope_freqs, require_block0};
 use super::ModelError;
 
 /// Gemma 3's local layers: one in six is global.
@@ -38,6 +38,7 @@ pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
     };
     let mut cfg = base_config(&meta)?;
     cfg.rope.layout = RopeLayout::NeoX;
+    refuse_rope_freqs(&cfg)?;
     cfg.rope.local_theta = Some(LOCAL_ROPE_BASE);
     cfg.activation = Activation::GeluTanh;
     cfg.embed_scale = (cfg.d_model as f32).sqrt();

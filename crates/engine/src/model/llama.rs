@@ -17,6 +17,7 @@ use super::decoder::{AttentionWeights, Block, Decoder, DenseMlp, GateUp, Mlp};
 use super::fusion;
 use super::loader::{Need, TensorStore};
 use super::moe;
+use super::rope_scaling::{self, ROPE_FREQS};
 use super::ModelError;
 
 /// A `llama` file with `expert_count` is Mixtral-style: every MLP is a
@@ -79,7 +80,8 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
             n_rot: meta.dim_or("rope.dimension_count", head_dim, MAX_HEAD_DIM)?,
             theta: meta.f32_or("rope.freq_base", 10_000.0)?,
             local_theta: None,
-            freq_scale: 1.0,
+            freq_scale: rope_scaling::freq_scale(meta)?,
+            freq_factors: meta.file.tensor(ROPE_FREQS).is_some(),
         },
         attn_scale: 1.0 / (head_dim as f32).sqrt(),
         sliding_window: None,
@@ -87,6 +89,18 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
         embed_scale: 1.0,
         moe: None,
     })
+}
+
+/// llama.cpp applies `rope_freqs.weight` to Llama only; in another
+/// architecture it would be a tensor read and ignored.
+pub fn refuse_rope_freqs(cfg: &ModelConfig) -> Result<(), ModelError> {
+    match cfg.rope.freq_factors {
+        true => Err(ModelError::Config(format!(
+            "{ROPE_FREQS} in a {} file: rope frequency factors are a Llama 3 scaling",
+            cfg.architecture
+        ))),
+        false => Ok(()),
+    }
 }
 
 /// Fails naming the first of `tensors` that block 0 lacks: the optional
@@ -117,6 +131,9 @@ pub fn needs(cfg: &ModelConfig, file: &GgufFile) -> Vec<Need> {
         Need::matrix("token_embd.weight", cfg.vocab_size, d),
         Need::vector("output_norm.weight", d),
     ];
+    if cfg.rope.freq_factors {
+        needs.push(Need::vector(ROPE_FREQS, cfg.rope.n_rot / 2));
+    }
     let optional = [Need::matrix("output.weight", cfg.vocab_size, d)];
     needs.extend(
         optional
@@ -192,8 +209,13 @@ pub fn build(cfg: ModelConfig, store: &mut TensorStore) -> Result<Decoder, Model
             post_mlp_norm: store.optional_vector(&n("post_ffw_norm.weight")),
         });
     }
+    let rope_freqs = match cfg.rope.freq_factors {
+        true => Some(store.vector(ROPE_FREQS)?),
+        false => None,
+    };
     Ok(Decoder {
         token_embd: store.matrix("token_embd.weight")?,
+        rope_freqs,
         output_norm: store.vector("output_norm.weight")?,
         output: store.optional_matrix("output.weight"),
         config: cfg,

@@ -14,6 +14,7 @@ pub mod loader;
 pub mod moe;
 pub mod qwen2;
 pub mod qwen3;
+pub mod rope_scaling;
 pub mod synthetic;
 mod traffic;
 
