@@ -85,7 +85,7 @@ fn overflowing_dimensions_are_refused() {
         let err = plan_error(&[(key, Some(huge.clone()))]);
         assert_out_of_bounds(&err, &format!("llama.{key}"), u64::MAX);
     }
-    // Each factor in bounds, their product not a head_dim the kernels run.
+    // Each count in bounds, but the head_dim they imply (65536 / 1) is not.
     let err = plan_error(&[
         ("embedding_length", Some(MetaValue::U32(65_536))),
         ("attention.head_count", Some(MetaValue::U32(1))),
