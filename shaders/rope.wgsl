@@ -1,7 +1,10 @@
 // Rotary position embedding, in place on x laid out [rows][heads][head_dim].
 // Token t (row t) sits at position pos0 + t. Pair i (0 <= i < n_rot / 2) of
-// every head turns by angle (pos * base^(-2i / n_rot)) * freq_scale; elements
-// at n_rot and past it are left as they are.
+// every head turns by angle (pos * base^(-2i / n_rot) / factor_i) * freq_scale;
+// elements at n_rot and past it are left as they are. factor_i is 1, or
+// freq_factors[i] in the FREQ_FACTORS variant (Llama 3.1 / 3.2's
+// rope_freqs.weight, as llama.cpp divides by it); freq_scale is linear
+// position scaling (1 / rope.scaling.factor).
 //
 // The pair layout:
 //   interleaved (neox == 0): elements (2i, 2i + 1). llama.cpp's converter
@@ -26,6 +29,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>; // [x_offset + rows*heads*head_dim]
+{{FREQ_FACTORS}}@group(0) @binding(2) var<storage, read> freq_factors: array<f32>; // [n_rot / 2], > 0
 
 // 2*pi split for Cody-Waite reduction: TWO_PI_HI has 8 significant bits, so
 // k * TWO_PI_HI is exact for any k below 2^16 (angles below ~400000 rad), and
@@ -54,7 +58,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
     // freq = base^(-2i / n_rot) = exp2(-i * log2_base_step). Positions are
     // integers below 2^24, so f32(pos) is exact.
-    let freq = exp2(-f32(i) * p.log2_base_step);
+    var freq = exp2(-f32(i) * p.log2_base_step);
+{{FREQ_FACTORS}}    freq /= freq_factors[i];
     let angle = f32(p.pos0 + token) * freq * p.freq_scale;
     // WGSL bounds sin/cos error only on [-pi, pi]: reduce first. The product
     // k * TWO_PI_HI is exact, and so is the subtraction (Sterbenz), so the

@@ -7,7 +7,8 @@
 // token (token t at position pos0 + t). One workgroup per (token, head slot):
 // slots 0 .. q_heads are queries, then keys, then values.
 // Rotation as rope.wgsl: pair i (< n_rot / 2) turns by
-// pos * base^(-2i / n_rot) * freq_scale; interleaved pairs (2i, 2i + 1) or
+// pos * base^(-2i / n_rot) / factor_i * freq_scale (factor_i is 1, or
+// freq_factors[i] in the FREQ_FACTORS variant); interleaved pairs (2i, 2i + 1) or
 // neox pairs (i, i + n_rot / 2); elements from n_rot on pass through.
 // Cache layout: see kernels/kv.rs. An f16 cache (the F16 variant: lines
 // marked F16 live, F32 ones commented out, and the reverse) is written a word
@@ -39,6 +40,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> v_cache: array<{{KV_WORD}}>; // same layout
 {{QK_NORM}}@group(0) @binding(5) var<storage, read> q_norm: array<f32>; // [head_dim]
 {{QK_NORM}}@group(0) @binding(6) var<storage, read> k_norm: array<f32>; // [head_dim]
+// After the norms where they are bound (7), else 5.
+{{FREQ_FACTORS}}@group(0) @binding({{FF_BINDING}}) var<storage, read> freq_factors: array<f32>; // [n_rot / 2], > 0
 
 const WG: u32 = 64u;
 const TWO_PI_HI: f32 = 6.28125;               // see rope.wgsl
@@ -50,7 +53,8 @@ var<workgroup> partial: array<f32, WG>;
 
 // cos and sin of pair i's angle at `pos`, exactly as rope.wgsl computes them.
 fn rotation(i: u32, pos: u32) -> vec2<f32> {
-    let freq = exp2(-f32(i) * p.log2_base_step);
+    var freq = exp2(-f32(i) * p.log2_base_step);
+{{FREQ_FACTORS}}    freq /= freq_factors[i];
     let angle = f32(pos) * freq * p.freq_scale;
     let k = round(angle * INV_TWO_PI);
     let r = (angle - k * TWO_PI_HI) - k * TWO_PI_LO;

@@ -14,18 +14,23 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A real model file from `scripts/fetch-models.sh` (or `WICK_MODELS_DIR`).
+/// A real model file from `scripts/fetch-models.sh` (or `WICK_MODELS_DIR`),
+/// a fixture in `tests/fixtures/models`, or one of the shared tiny models
+/// in `../shared/models` (beside the checkout, in CI too).
 /// Missing files fail the test: CI always fetches them.
 pub fn model_path(file: &str) -> PathBuf {
     let dir = std::env::var_os("WICK_MODELS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("models"));
     let fixtures = workspace_root().join("tests/fixtures/models").join(file);
+    let shared = workspace_root().join("../shared/models").join(file);
     let path = dir.join(file);
     if path.exists() {
         path
     } else if fixtures.exists() {
         fixtures
+    } else if shared.exists() {
+        shared
     } else {
         panic!(
             "model file {} not found: run scripts/fetch-models.sh",

@@ -167,6 +167,12 @@ impl RefLlama {
     pub fn load(bytes: &[u8]) -> RefLlama {
         let file = GgufFile::parse(bytes).unwrap();
         let arch = file.architecture().unwrap().to_string();
+        // Plain RoPE only: a scaled file would get an unscaled reference.
+        assert!(
+            file.tensor("rope_freqs.weight").is_none()
+                && !file.metadata.iter().any(|(k, _)| k.contains(".rope.scal")),
+            "the CPU reference does not implement rope scaling"
+        );
         let u = |k: &str| file.meta_u64(&format!("{arch}.{k}")).unwrap() as usize;
         let d = u("embedding_length");
         let heads = u("attention.head_count");

@@ -16,7 +16,7 @@ export const modelsDir = process.env.WICK_MODELS_DIR || path.join(repoRoot, "mod
 export const outDir = path.join(repoRoot, "test-output");
 mkdirSync(outDir, { recursive: true });
 
-/** Closed-network headless flags (DESIGN.md); `webgpu: false` gives a browser without WebGPU. */
+/** Closed-network headless flags; `webgpu: false` gives a browser without WebGPU. */
 export function launch({ webgpu = true } = {}) {
   const args = [
     "--headless=new",

@@ -1,5 +1,5 @@
 //! wick: large language models on the GPU through WebGPU, natively and in the
-//! browser. See DESIGN.md for the architecture.
+//! browser. See docs/ARCHITECTURE.md for the architecture.
 
 pub mod engine;
 pub mod error;

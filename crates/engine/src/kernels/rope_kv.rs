@@ -13,8 +13,10 @@ use bytemuck::{Pod, Zeroable};
 use super::check_elems;
 use super::kv::{KvDtype, KvLayout};
 use super::rope::RopeLayout;
+pub use super::rope::Rotary;
 use crate::gpu::{
-    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder,
+    VariantKey,
 };
 
 #[repr(C)]
@@ -40,55 +42,36 @@ const SOURCE: &str = include_str!("../../../../shaders/rope_kv.wgsl");
 const RW: Access = Access::ReadWrite;
 const R: Access = Access::Read;
 
-const ON: Cow<str> = Cow::Borrowed("");
-const OFF: Cow<str> = Cow::Borrowed("//");
-const F32_WORD: (&str, Cow<str>) = ("KV_WORD", Cow::Borrowed("f32"));
-const F16_WORD: (&str, Cow<str>) = ("KV_WORD", Cow::Borrowed("u32"));
-const PLAIN_STORAGE: &[Access] = &[R, RW, RW, RW];
-const NORMED_STORAGE: &[Access] = &[R, RW, RW, RW, R, R];
+const OFF: &str = "//";
+const ON: &str = "";
 
-/// Variants: with or without the q/k norms, for each cache type.
-const fn spec(
-    name: &'static str,
-    defines: &'static [(&'static str, Cow<'static, str>)],
-    storage: &'static [Access],
-) -> KernelSpec<'static> {
-    KernelSpec {
-        name,
-        sources: &[SOURCE],
-        defines,
+/// The variant for q/k norms or none (bindings 5 and 6), frequency factors
+/// or none (the binding after the rest), and the cache's element type.
+fn spec(norm: bool, freq_factors: bool, dtype: KvDtype) -> OwnedSpec {
+    let on = |b: bool| Cow::Borrowed(if b { ON } else { OFF });
+    let f16 = dtype == KvDtype::F16;
+    let storage: &'static [Access] = match (norm, freq_factors) {
+        (false, false) => &[R, RW, RW, RW],
+        (true, false) => &[R, RW, RW, RW, R, R],
+        (false, true) => &[R, RW, RW, RW, R],
+        (true, true) => &[R, RW, RW, RW, R, R, R],
+    };
+    // Bindings count from 1 (0 is the parameters): the factors come last.
+    let ff_binding = if norm { 7 } else { 5 };
+    OwnedSpec {
+        name: format!("rope_kv_norm{}_ff{}_{}", norm as u8, freq_factors as u8, dtype.name()),
+        sources: vec![SOURCE],
+        defines: vec![
+            ("QK_NORM", on(norm)),
+            ("FREQ_FACTORS", on(freq_factors)),
+            ("FF_BINDING", ff_binding.to_string().into()),
+            ("F32", on(!f16)),
+            ("F16", on(f16)),
+            ("KV_WORD", Cow::Borrowed(if f16 { "u32" } else { "f32" })),
+        ],
         entry: "main",
         storage,
     }
-}
-const PLAIN_F32: KernelSpec = spec(
-    "rope_kv",
-    &[("QK_NORM", OFF), ("F32", ON), ("F16", OFF), F32_WORD],
-    PLAIN_STORAGE,
-);
-const NORMED_F32: KernelSpec = spec(
-    "rope_kv_qk_norm",
-    &[("QK_NORM", ON), ("F32", ON), ("F16", OFF), F32_WORD],
-    NORMED_STORAGE,
-);
-const PLAIN_F16: KernelSpec = spec(
-    "rope_kv_f16",
-    &[("QK_NORM", OFF), ("F32", OFF), ("F16", ON), F16_WORD],
-    PLAIN_STORAGE,
-);
-const NORMED_F16: KernelSpec = spec(
-    "rope_kv_qk_norm_f16",
-    &[("QK_NORM", ON), ("F32", OFF), ("F16", ON), F16_WORD],
-    NORMED_STORAGE,
-);
-
-/// The rotation: as `rope::rope` takes it.
-#[derive(Clone, Copy, Debug)]
-pub struct Rotary {
-    pub n_rot: usize,
-    pub theta: f32,
-    pub layout: RopeLayout,
-    pub freq_scale: f32,
 }
 
 /// Where one step's heads come from and go.
@@ -106,7 +89,7 @@ pub struct RopeKv<'a> {
     pub layer: usize,
     /// Per-head norms of queries and keys (`head_dim` weights each) and eps.
     pub qk_norm: Option<(&'a GpuBuffer, &'a GpuBuffer, f32)>,
-    pub rotary: Rotary,
+    pub rotary: Rotary<'a>,
     pub rows: usize,
     pub pos0: u32,
 }
@@ -124,12 +107,7 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
             ),
         ));
     }
-    if rot.n_rot == 0 || rot.n_rot % 2 == 1 || rot.n_rot > hd {
-        return Err(shape_err(
-            K,
-            format!("n_rot {} must be even, > 0 and <= head_dim {hd}", rot.n_rot),
-        ));
-    }
+    rot.check(K, hd)?;
     if a.layer >= kv.layers || a.pos0 as usize + a.rows > kv.ctx_len {
         return Err(shape_err(
             K,
@@ -172,32 +150,33 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
         qkv_offset: a.qkv_offset as u32,
         q_offset: a.q_offset as u32,
         layer_offset: kv.layer_offset(a.layer) as u32,
-        // In f64, so the only rounding is the one to f32 (as rope.rs).
-        log2_base_step: (2.0 * (rot.theta as f64).log2() / rot.n_rot as f64) as f32,
+        log2_base_step: rot.log2_base_step(),
         freq_scale: rot.freq_scale,
         eps: a.qk_norm.map_or(0.0, |n| n.2),
         _pad: [0; 3],
     };
     let groups = workgroups_for((a.rows * slots) as u32, 1);
-    let f16 = kv.dtype == KvDtype::F16;
-    match a.qk_norm {
-        None => rec.dispatch(
-            if f16 { &PLAIN_F16 } else { &PLAIN_F32 },
-            &params,
-            &[a.qkv, a.q_out, a.k_cache, a.v_cache],
-            groups,
-        ),
-        Some((qn, kn, _)) => {
-            check_elems(K, "q norm", qn, hd)?;
-            check_elems(K, "k norm", kn, hd)?;
-            rec.dispatch(
-                if f16 { &NORMED_F16 } else { &NORMED_F32 },
-                &params,
-                &[a.qkv, a.q_out, a.k_cache, a.v_cache, qn, kn],
-                groups,
-            )
-        }
+    // An array, not a Vec: a decode step allocates nothing.
+    let mut buffers = [a.qkv, a.q_out, a.k_cache, a.v_cache, a.qkv, a.qkv, a.qkv];
+    let mut n = 4;
+    if let Some((qn, kn, _)) = a.qk_norm {
+        check_elems(K, "q norm", qn, hd)?;
+        check_elems(K, "k norm", kn, hd)?;
+        buffers[4..6].copy_from_slice(&[qn, kn]);
+        n = 6;
     }
+    if let Some(f) = rot.freq_factors {
+        buffers[n] = f;
+        n += 1;
+    }
+    let (norm, ff) = (a.qk_norm.is_some(), rot.freq_factors.is_some());
+    let key = VariantKey {
+        family: "rope_kv",
+        fmt: kv.dtype.name(),
+        args: [norm as u32, ff as u32, 0, 0, 0, 0],
+    };
+    let make = || spec(norm, ff, kv.dtype);
+    rec.dispatch_variant(&key, make, &params, &buffers[..n], groups);
     Ok(())
 }
 

@@ -6,6 +6,7 @@ use crate::gpu::GpuContext;
 use crate::kernels::kv::{kv_write, KvDtype};
 use crate::kernels::rmsnorm::rms_norm;
 use crate::kernels::rope::rope;
+use crate::kernels::rope::tests::llama3_factors;
 use crate::testutil::{assert_close, assert_shape_err, ctx, random_vec};
 
 #[derive(Clone, Copy, Debug)]
@@ -17,6 +18,8 @@ struct Case {
     n_rot: usize,
     layout: RopeLayout,
     norm: bool,
+    /// Frequency factors (Llama 3.2's where n_rot is 64, else arbitrary).
+    factors: bool,
     pos0: u32,
     kv_dtype: KvDtype,
 }
@@ -57,11 +60,22 @@ fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
                 .collect::<Vec<_>>(),
         )
         .unwrap();
+    let factors = c.factors.then(|| {
+        let f = match c.n_rot {
+            64 => llama3_factors(64, 10000.0, 32.0, 1.0, 4.0),
+            n => random_vec(n / 2, 14)
+                .iter()
+                .map(|v| 1.0 + 8.0 * v.abs())
+                .collect(),
+        };
+        ctx.upload_f32("ff", &f).unwrap()
+    });
     let rotary = Rotary {
         n_rot: c.n_rot,
         theta: 10000.0,
         layout: c.layout,
         freq_scale: 0.5,
+        freq_factors: factors.as_deref(),
     };
     let mut rec = Recorder::new(ctx);
     if fused {
@@ -111,10 +125,7 @@ fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
             rms_norm(&mut rec, &ks, 0, &kn, &ks, 0, c.rows * c.kv_heads, hd, 1e-6).unwrap();
         }
         for (x, heads) in [(&qs, c.q_heads), (&ks, c.kv_heads)] {
-            rope(
-                &mut rec, x, 0, c.rows, heads, hd, c.n_rot, c.pos0, 10000.0, c.layout, 0.5,
-            )
-            .unwrap();
+            rope(&mut rec, x, 0, c.rows, heads, hd, c.pos0, &rotary).unwrap();
         }
         for (src, cache) in [(&ks, &kc), (&vs, &vc)] {
             kv_write(
@@ -159,6 +170,7 @@ fn rope_kv_equals_the_separate_kernels() {
             n_rot: 64,
             layout: RopeLayout::Interleaved,
             norm: false,
+            factors: false,
             pos0: 0,
             kv_dtype: KvDtype::F32,
         },
@@ -170,6 +182,7 @@ fn rope_kv_equals_the_separate_kernels() {
             n_rot: 256,
             layout: RopeLayout::NeoX,
             norm: true,
+            factors: false,
             pos0: 33,
             kv_dtype: KvDtype::F16,
         },
@@ -181,6 +194,7 @@ fn rope_kv_equals_the_separate_kernels() {
             n_rot: 32,
             layout: RopeLayout::NeoX,
             norm: false,
+            factors: true,
             pos0: 7,
             kv_dtype: KvDtype::F32,
         },
@@ -192,8 +206,22 @@ fn rope_kv_equals_the_separate_kernels() {
             n_rot: 14,
             layout: RopeLayout::Interleaved,
             norm: true,
+            factors: true,
             pos0: 38,
             kv_dtype: KvDtype::F32,
+        },
+        // Llama 3.2's shape of head and its factors.
+        Case {
+            rows: 4,
+            q_heads: 4,
+            kv_heads: 2,
+            head_dim: 64,
+            n_rot: 64,
+            layout: RopeLayout::Interleaved,
+            norm: false,
+            factors: true,
+            pos0: 36,
+            kv_dtype: KvDtype::F16,
         },
     ];
     // Each case on both caches.
@@ -251,6 +279,7 @@ fn rope_kv_refuses_bad_shapes() {
             theta: 1e4,
             layout: RopeLayout::NeoX,
             freq_scale: 1.0,
+            freq_factors: None,
         },
         rows: 1,
         pos0: 0,
@@ -260,11 +289,20 @@ fn rope_kv_refuses_bad_shapes() {
         n_rot: 7,
         ..base().rotary
     };
+    let short = b(3, "ff");
+    let few_factors = Rotary {
+        freq_factors: Some(&short),
+        ..base().rotary
+    };
     for bad in [
         RopeKv { pos0: 4, ..base() },
         RopeKv { layer: 1, ..base() },
         RopeKv {
             rotary: odd,
+            ..base()
+        },
+        RopeKv {
+            rotary: few_factors,
             ..base()
         },
         RopeKv {

@@ -3,6 +3,7 @@
 //! Each architecture file fills this from its own metadata keys (the loader
 //! never guesses); the shared decoder code reads only this.
 
+use super::bounds::{bounded, MAX_EXPERTS, MAX_FFN};
 use super::ModelError;
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::kernels::activation::Activation;
@@ -16,7 +17,12 @@ pub struct RopeConfig {
     pub theta: f32,
     /// Base for sliding-window layers where it differs (Gemma 3: 1e4).
     pub local_theta: Option<f32>,
+    /// Linear position scaling (`rope_scaling.rs`): multiplies every angle
+    /// of the layers with the global base (1.0 without scaling).
     pub freq_scale: f32,
+    /// The file's `rope_freqs.weight` divides each pair's frequency (Llama
+    /// 3.1 / 3.2).
+    pub freq_factors: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -48,17 +54,12 @@ impl MoeConfig {
         default_ffn: usize,
         normalize_weights: bool,
     ) -> Result<MoeConfig, ModelError> {
-        let n_experts = meta.usize("expert_count")?;
-        let top_k = meta.usize("expert_used_count")?;
-        if top_k == 0 || top_k > n_experts {
-            return Err(ModelError::Config(format!(
-                "{top_k} experts used per token out of {n_experts}"
-            )));
-        }
+        let n_experts = meta.dim("expert_count", MAX_EXPERTS)?;
+        let top_k = meta.dim("expert_used_count", n_experts)?;
         Ok(MoeConfig {
             n_experts,
             top_k,
-            expert_ffn: meta.usize_or("expert_feed_forward_length", default_ffn)?,
+            expert_ffn: meta.dim_or("expert_feed_forward_length", default_ffn, MAX_FFN)?,
             normalize_weights,
             shared_ffn: None,
         })
@@ -115,6 +116,14 @@ impl ModelConfig {
             _ => self.rope.theta,
         }
     }
+    /// Layers with a base of their own (Gemma 3's local layers) are not
+    /// scaled: llama.cpp gives them a scale of 1 whatever the metadata says.
+    pub fn rope_freq_scale_of(&self, layer: usize) -> f32 {
+        match (self.window_of(layer), self.rope.local_theta) {
+            (Some(_), Some(_)) => 1.0,
+            _ => self.rope.freq_scale,
+        }
+    }
 }
 
 /// Reads `{arch}.{key}` style metadata with errors that name the key.
@@ -127,14 +136,16 @@ impl Meta<'_> {
     fn key(&self, key: &str) -> String {
         format!("{}.{}", self.arch, key)
     }
-    pub fn usize(&self, key: &str) -> Result<usize, GgufError> {
+    /// A count or dimension: `1..=max` (see `bounds.rs`), else an error
+    /// naming the key and its value.
+    pub fn dim(&self, key: &str, max: usize) -> Result<usize, ModelError> {
         let k = self.key(key);
-        self.file.meta_u64(&k).map(|v| v as usize)
+        bounded(&k, self.file.meta_u64(&k)?, max)
     }
-    pub fn usize_or(&self, key: &str, default: usize) -> Result<usize, GgufError> {
+    pub fn dim_or(&self, key: &str, default: usize, max: usize) -> Result<usize, ModelError> {
         match self.file.meta(&self.key(key)) {
             None => Ok(default),
-            Some(_) => self.usize(key),
+            Some(_) => self.dim(key, max),
         }
     }
     pub fn f32(&self, key: &str) -> Result<f32, GgufError> {

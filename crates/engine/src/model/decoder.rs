@@ -76,6 +76,8 @@ pub struct Block {
 pub struct Decoder {
     pub config: ModelConfig,
     pub token_embd: QuantMatrix,
+    /// Per-pair divisors of the RoPE frequencies (`rope_freqs.weight`).
+    pub rope_freqs: Option<BufferRef>,
     pub blocks: Vec<Block>,
     pub output_norm: BufferRef,
     /// `None`: the output head is the token embedding (tied).
@@ -114,23 +116,27 @@ impl Activations {
         max_rows: usize,
         max_logit_rows: usize,
     ) -> Result<Activations, GpuError> {
-        let f32s = |label: &str, n: usize| ctx.create_storage(label, 4 * n as u64);
+        let f32s = |label: &str, rows: usize, width: usize| {
+            ctx.create_storage(label, f32_bytes(ctx, label, &[rows, width])?)
+        };
+        let (q, kv, ffn) = (cfg.q_dim(), cfg.kv_dim(), cfg.dense_ffn());
         Ok(Activations {
             max_rows,
             max_logit_rows,
-            ids: ctx.create_storage("ids", 4 * max_rows as u64)?,
-            x: f32s("x", max_rows * cfg.d_model)?,
-            h: f32s("h", max_rows * cfg.d_model.max(cfg.q_dim()))?,
-            qkv: f32s("qkv", max_rows * (cfg.q_dim() + 2 * cfg.kv_dim()))?,
-            q: f32s("q", max_rows * cfg.q_dim())?,
-            attn: f32s("attn", max_rows * cfg.q_dim())?,
+            ids: f32s("ids", max_rows, 1)?,
+            x: f32s("x", max_rows, cfg.d_model)?,
+            h: f32s("h", max_rows, cfg.d_model.max(q))?,
+            qkv: f32s("qkv", max_rows, q + 2 * kv)?,
+            q: f32s("q", max_rows, q)?,
+            attn: f32s("attn", max_rows, q)?,
             attn_split: f32s(
                 "attn_split",
+                1,
                 split_scratch_elems(1, cfg.n_heads, cfg.head_dim),
             )?,
-            gate: f32s("gate", max_rows * cfg.dense_ffn())?,
-            up: f32s("up", max_rows * 2 * cfg.dense_ffn())?,
-            logits: f32s("logits", max_logit_rows * cfg.vocab_size)?,
+            gate: f32s("gate", max_rows, ffn)?,
+            up: f32s("up", max_rows, 2 * ffn)?,
+            logits: f32s("logits", max_logit_rows, cfg.vocab_size)?,
             moe: cfg
                 .moe
                 .as_ref()
@@ -138,6 +144,24 @@ impl Activations {
                 .transpose()?,
         })
     }
+}
+
+/// Bytes of as many 32-bit values as `counts` multiply to. The model's
+/// widths are bounded (`bounds::check`) but row and position counts are the
+/// caller's: a product past u64 (or a count of values past a 32-bit usize
+/// on wasm32) is refused as what it would be, a buffer over the adapter's
+/// limit, never wrapped to a small size.
+pub fn f32_bytes(ctx: &GpuContext, label: &str, counts: &[usize]) -> Result<u64, GpuError> {
+    counts
+        .iter()
+        .try_fold(1usize, |n, &c| n.checked_mul(c))
+        .and_then(|n| (n as u64).checked_mul(4))
+        .ok_or_else(|| GpuError::BufferTooLarge {
+            label: label.to_string(),
+            size: u64::MAX,
+            limit_name: "max_buffer_size",
+            limit: ctx.limits.max_buffer_size,
+        })
 }
 
 /// Everything one recorded step needs besides the weights. `rows` tokens at
@@ -233,7 +257,8 @@ impl Decoder {
                     n_rot: r.n_rot,
                     theta: cfg.rope_theta_of(layer),
                     layout: r.layout,
-                    freq_scale: r.freq_scale,
+                    freq_scale: cfg.rope_freq_scale_of(layer),
+                    freq_factors: self.rope_freqs.as_deref(),
                 },
                 rows: f.rows,
                 pos0: f.pos0,

@@ -20,8 +20,9 @@ use crate::format::gguf::GgufFile;
 use crate::kernels::activation::Activation;
 use crate::kernels::rope::RopeLayout;
 
+use super::bounds::MAX_CONTEXT;
 use super::config::{Meta, ModelConfig, SlidingWindow};
-use super::llama::{base_config, require_block0};
+use super::llama::{base_config, refuse_rope_freqs, require_block0};
 use super::ModelError;
 
 /// Gemma 3's local layers: one in six is global.
@@ -37,12 +38,13 @@ pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
     };
     let mut cfg = base_config(&meta)?;
     cfg.rope.layout = RopeLayout::NeoX;
+    refuse_rope_freqs(&cfg)?;
     cfg.rope.local_theta = Some(LOCAL_ROPE_BASE);
     cfg.activation = Activation::GeluTanh;
     cfg.embed_scale = (cfg.d_model as f32).sqrt();
     cfg.attn_scale = 1.0 / (cfg.head_dim as f32).sqrt();
     cfg.sliding_window = Some(SlidingWindow {
-        window: meta.usize("attention.sliding_window")? as u32,
+        window: meta.dim("attention.sliding_window", MAX_CONTEXT)? as u32,
         pattern: SLIDING_WINDOW_PATTERN,
     });
     require_block0(

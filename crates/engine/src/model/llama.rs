@@ -8,11 +8,16 @@ use crate::kernels::activation::Activation;
 use crate::kernels::rope::RopeLayout;
 use crate::kernels::weights::QuantMatrix;
 
+use super::bounds::{
+    bounded, MAX_CONTEXT, MAX_EMBEDDING, MAX_FFN, MAX_HEADS, MAX_HEAD_DIM, MAX_LAYERS, MAX_VOCAB,
+    VOCAB_KEY,
+};
 use super::config::{Meta, ModelConfig, MoeConfig, RopeConfig};
 use super::decoder::{AttentionWeights, Block, Decoder, DenseMlp, GateUp, Mlp};
 use super::fusion;
 use super::loader::{Need, TensorStore};
 use super::moe;
+use super::rope_scaling::{self, ROPE_FREQS};
 use super::ModelError;
 
 /// A `llama` file with `expert_count` is Mixtral-style: every MLP is a
@@ -33,39 +38,50 @@ pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
 
 /// The metadata every Llama-like architecture shares, under its own prefix.
 pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
-    let d_model = meta.usize("embedding_length")?;
-    let n_heads = meta.usize("attention.head_count")?;
-    let n_kv_heads = meta.usize_or("attention.head_count_kv", n_heads)?;
-    if n_heads == 0 || n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+    let d_model = meta.dim("embedding_length", MAX_EMBEDDING)?;
+    let n_heads = meta.dim("attention.head_count", MAX_HEADS)?;
+    let n_kv_heads = meta.dim_or("attention.head_count_kv", n_heads, MAX_HEADS)?;
+    if n_heads % n_kv_heads != 0 {
         return Err(ModelError::Config(format!(
-            "{n_heads} query heads cannot share {n_kv_heads} key/value heads"
+            "{n_heads} query heads cannot share {n_kv_heads} key/value heads evenly"
         )));
     }
-    let head_dim = meta.usize_or("attention.key_length", d_model / n_heads)?;
-    let vocab_size =
-        meta.file
-            .tensor("token_embd.weight")
-            .and_then(|t| t.dims.get(1).copied())
-            .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))? as usize;
+    let head_dim = meta.dim_or("attention.key_length", d_model / n_heads, MAX_HEAD_DIM)?;
+    // The kernels give values the keys' width; a file that says otherwise
+    // is refused rather than read with the wrong stride.
+    let value_length = meta.dim_or("attention.value_length", head_dim, MAX_HEAD_DIM)?;
+    if value_length != head_dim {
+        return Err(ModelError::Config(format!(
+            "{}.attention.value_length {value_length} differs from the key length {head_dim}",
+            meta.arch
+        )));
+    }
+    let vocab_rows = meta
+        .file
+        .tensor("token_embd.weight")
+        .and_then(|t| t.dims.get(1).copied())
+        .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+    let vocab_size = bounded(VOCAB_KEY, vocab_rows, MAX_VOCAB)?;
     Ok(ModelConfig {
         architecture: meta.arch.to_string(),
-        n_layers: meta.usize("block_count")?,
+        n_layers: meta.dim("block_count", MAX_LAYERS)?,
         d_model,
         n_heads,
         n_kv_heads,
         head_dim,
-        ffn_dim: meta.usize("feed_forward_length")?,
+        ffn_dim: meta.dim("feed_forward_length", MAX_FFN)?,
         vocab_size,
-        ctx_train: meta.usize_or("context_length", 2048)?,
+        ctx_train: meta.dim_or("context_length", 2048, MAX_CONTEXT)?,
         rms_eps: meta.f32_or("attention.layer_norm_rms_epsilon", 1e-5)?,
         rope: RopeConfig {
             // llama.cpp's converter permutes Llama's Q/K rows so that RoPE
             // rotates adjacent pairs.
             layout: RopeLayout::Interleaved,
-            n_rot: meta.usize_or("rope.dimension_count", head_dim)?,
+            n_rot: meta.dim_or("rope.dimension_count", head_dim, MAX_HEAD_DIM)?,
             theta: meta.f32_or("rope.freq_base", 10_000.0)?,
             local_theta: None,
-            freq_scale: 1.0,
+            freq_scale: rope_scaling::freq_scale(meta)?,
+            freq_factors: meta.file.tensor(ROPE_FREQS).is_some(),
         },
         attn_scale: 1.0 / (head_dim as f32).sqrt(),
         sliding_window: None,
@@ -73,6 +89,18 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
         embed_scale: 1.0,
         moe: None,
     })
+}
+
+/// llama.cpp applies `rope_freqs.weight` to Llama only; in another
+/// architecture it would be a tensor read and ignored.
+pub fn refuse_rope_freqs(cfg: &ModelConfig) -> Result<(), ModelError> {
+    match cfg.rope.freq_factors {
+        true => Err(ModelError::Config(format!(
+            "{ROPE_FREQS} in a {} file: rope frequency factors are a Llama 3 scaling",
+            cfg.architecture
+        ))),
+        false => Ok(()),
+    }
 }
 
 /// Fails naming the first of `tensors` that block 0 lacks: the optional
@@ -103,6 +131,9 @@ pub fn needs(cfg: &ModelConfig, file: &GgufFile) -> Vec<Need> {
         Need::matrix("token_embd.weight", cfg.vocab_size, d),
         Need::vector("output_norm.weight", d),
     ];
+    if cfg.rope.freq_factors {
+        needs.push(Need::vector(ROPE_FREQS, cfg.rope.n_rot / 2));
+    }
     let optional = [Need::matrix("output.weight", cfg.vocab_size, d)];
     needs.extend(
         optional
@@ -178,8 +209,13 @@ pub fn build(cfg: ModelConfig, store: &mut TensorStore) -> Result<Decoder, Model
             post_mlp_norm: store.optional_vector(&n("post_ffw_norm.weight")),
         });
     }
+    let rope_freqs = match cfg.rope.freq_factors {
+        true => Some(store.vector(ROPE_FREQS)?),
+        false => None,
+    };
     Ok(Decoder {
         token_embd: store.matrix("token_embd.weight")?,
+        rope_freqs,
         output_norm: store.vector("output_norm.weight")?,
         output: store.optional_matrix("output.weight"),
         config: cfg,

@@ -4,6 +4,7 @@
 //! A model is stateless: the pipeline owns the KV cache, scratch buffers and
 //! positions and hands them in through `Forward`.
 
+pub mod bounds;
 pub mod config;
 pub mod decoder;
 pub mod fusion;
@@ -13,6 +14,7 @@ pub mod loader;
 pub mod moe;
 pub mod qwen2;
 pub mod qwen3;
+pub mod rope_scaling;
 pub mod synthetic;
 mod traffic;
 
@@ -42,6 +44,10 @@ pub enum ModelError {
     Truncated(String),
     #[error("invalid model metadata: {0}")]
     Config(String),
+    /// A count or dimension outside `1..=max` (see `bounds.rs`), refused
+    /// before it sizes anything.
+    #[error("metadata `{key}` is {value}: wick accepts 1..={max}")]
+    OutOfBounds { key: String, value: u64, max: u64 },
     #[error(transparent)]
     Gguf(#[from] GgufError),
     #[error(transparent)]
@@ -73,6 +79,8 @@ impl Plan {
             "gemma3" => (gemma3::config(file)?, llama::build),
             other => return Err(ModelError::UnsupportedArchitecture(other.to_string())),
         };
+        // Before `needs` lists a tensor per layer and anything is sized.
+        bounds::check(&config)?;
         // Every architecture here names its tensors as Llama does.
         let needs = llama::needs(&config, file);
         let fusions = fusion::decoder_fusions(file, config.n_layers, config.moe.is_none());

@@ -12,8 +12,9 @@
 use crate::format::gguf::GgufFile;
 use crate::kernels::rope::RopeLayout;
 
+use super::bounds::MAX_FFN;
 use super::config::{Meta, ModelConfig, MoeConfig};
-use super::llama::{base_config, require_block0};
+use super::llama::{base_config, refuse_rope_freqs, require_block0};
 use super::ModelError;
 
 /// `arch` is "qwen2" or "qwen2moe".
@@ -21,10 +22,11 @@ pub fn config(file: &GgufFile, arch: &str) -> Result<ModelConfig, ModelError> {
     let meta = Meta { file, arch };
     let mut cfg = base_config(&meta)?;
     cfg.rope.layout = RopeLayout::NeoX;
+    refuse_rope_freqs(&cfg)?;
     require_block0(file, &["attn_q.bias", "attn_k.bias", "attn_v.bias"])?;
     if arch == "qwen2moe" {
         let mut moe = MoeConfig::from_meta(&meta, cfg.ffn_dim, false)?;
-        moe.shared_ffn = Some(meta.usize("expert_shared_feed_forward_length")?);
+        moe.shared_ffn = Some(meta.dim("expert_shared_feed_forward_length", MAX_FFN)?);
         cfg.moe = Some(moe);
     }
     Ok(cfg)

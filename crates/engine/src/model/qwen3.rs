@@ -9,7 +9,7 @@ use crate::format::gguf::GgufFile;
 use crate::kernels::rope::RopeLayout;
 
 use super::config::{Meta, ModelConfig, MoeConfig};
-use super::llama::{base_config, require_block0};
+use super::llama::{base_config, refuse_rope_freqs, require_block0};
 use super::ModelError;
 
 /// `arch` is "qwen3" or "qwen3moe".
@@ -17,6 +17,7 @@ pub fn config(file: &GgufFile, arch: &str) -> Result<ModelConfig, ModelError> {
     let meta = Meta { file, arch };
     let mut cfg = base_config(&meta)?;
     cfg.rope.layout = RopeLayout::NeoX;
+    refuse_rope_freqs(&cfg)?;
     require_block0(file, &["attn_q_norm.weight", "attn_k_norm.weight"])?;
     if arch == "qwen3moe" {
         cfg.moe = Some(MoeConfig::from_meta(&meta, cfg.ffn_dim, true)?);

@@ -2,6 +2,7 @@
 
 use crate::gpu::{BufferRef, GpuContext, GpuError};
 use crate::kernels::kv::{KvDtype, KvLayout};
+use crate::model::decoder::f32_bytes;
 use crate::model::ModelConfig;
 
 pub struct KvCache {
@@ -13,8 +14,11 @@ pub struct KvCache {
 impl KvCache {
     /// The longest context whose K (or V) cache fits one storage binding.
     pub fn max_ctx_len(ctx: &GpuContext, cfg: &ModelConfig, dtype: KvDtype) -> usize {
-        let per_pos = dtype.bytes_per_elem() * (cfg.n_layers * cfg.kv_dim()) as u64;
-        (ctx.max_binding_bytes() / per_pos.max(1)) as usize
+        // Saturating: a row past u64 fits no binding, so nothing fits.
+        let per_pos = (cfg.n_layers as u64)
+            .saturating_mul(cfg.kv_dim() as u64)
+            .saturating_mul(dtype.bytes_per_elem());
+        usize::try_from(ctx.max_binding_bytes() / per_pos.max(1)).unwrap_or(usize::MAX)
     }
 
     pub fn new(
@@ -30,7 +34,10 @@ impl KvCache {
             head_dim: cfg.head_dim,
             dtype,
         };
-        let bytes = layout.bytes();
+        // Checked: `ctx_len` is the caller's. An f16 cache takes half the
+        // bytes of f32 (row_elems is even: head_dim is whole vec4s).
+        let dims = [cfg.n_layers, ctx_len, layout.row_elems()];
+        let bytes = f32_bytes(ctx, "k cache", &dims)? / (4 / dtype.bytes_per_elem());
         Ok(KvCache {
             layout,
             k: ctx.create_storage("k cache", bytes)?,
