@@ -111,8 +111,7 @@ async function send() {
       max_tokens: Number($("max-tokens").value) || 128,
       temperature: Number($("temperature").value),
       top_p: Number($("top-p").value),
-      signal: abort.signal,
-    });
+    }, { signal: abort.signal });
     for await (const chunk of stream) {
       const choice = chunk.choices[0];
       const delta = choice.delta.content ?? "";

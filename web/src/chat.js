@@ -1,22 +1,134 @@
 // chat.completions.create in the shape of OpenAI's API, over an engine's
-// encodeChat (the model's chat template) and token stream.
+// encodeChat (the model's chat template) and token stream. Every request
+// field is either honoured or refused by name (UnsupportedFieldError); values
+// out of OpenAI's ranges are refused the same way (InvalidRequestError).
+
+import { InvalidRequestError, UnsupportedFieldError } from "./errors.js";
 
 const FINISH = { stop: "stop", length: "length", context_full: "length" };
+
+/** What the response's `system_fingerprint` carries: the engine and its version. */
+let fingerprint = "wick";
+export function setFingerprint(version) {
+  fingerprint = `wick-${version}`;
+}
 
 function completionId() {
   const r = globalThis.crypto?.randomUUID?.() ?? String(Math.random()).slice(2);
   return `chatcmpl-${r.replace(/-/g, "").slice(0, 24)}`;
 }
 
-/** Maps OpenAI request fields to generate options. */
-export function chatOptions(params) {
+// The fields create() honours. `user` is accepted and has no effect: OpenAI
+// uses it for abuse monitoring, which a local engine has no use for.
+// Extensions beyond OpenAI's fields (as llama.cpp's server names them):
+// top_k, min_p, repetition_penalty.
+const FIELDS = new Set([
+  "messages", "model", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+  "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty",
+  "presence_penalty", "logit_bias", "seed", "n", "response_format", "tools", "tool_choice", "user",
+]);
+
+function number(params, field, lo, hi) {
+  const v = params[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isFinite(v) || v < lo || v > hi) {
+    throw new InvalidRequestError(field, `must be a number in [${lo}, ${hi}], got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function integer(params, field, lo) {
+  const v = params[field];
+  if (v === undefined || v === null) return undefined;
+  if (!Number.isInteger(v) || v < lo) {
+    throw new InvalidRequestError(field, `must be an integer >= ${lo}, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/** OpenAI's `logit_bias` ({ "token id": bias in [-100, 100] }) as [id, bias] pairs. */
+function logitBias(bias) {
+  if (bias === undefined || bias === null) return [];
+  if (typeof bias !== "object" || Array.isArray(bias)) {
+    throw new InvalidRequestError("logit_bias", "must be an object of token id -> bias");
+  }
+  return Object.entries(bias).map(([k, v]) => {
+    const id = Number(k);
+    if (!Number.isInteger(id) || id < 0) throw new InvalidRequestError("logit_bias", `key ${JSON.stringify(k)} is not a token id`);
+    if (typeof v !== "number" || !(v >= -100 && v <= 100)) {
+      throw new InvalidRequestError("logit_bias", `bias of ${k} must be in [-100, 100]`);
+    }
+    return [id, v];
+  });
+}
+
+/**
+ * Messages as the template takes them: content given as an array of text
+ * parts is joined into one string (other part types are refused).
+ */
+export function templateMessages(messages) {
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw new InvalidRequestError("messages", "must be a non-empty array");
+  }
+  return messages.map((m, i) => {
+    if (!m || typeof m !== "object") throw new InvalidRequestError(`messages[${i}]`, "must be an object");
+    if (!Array.isArray(m.content)) return m;
+    const text = m.content
+      .map((part, j) => {
+        if (part?.type !== "text" || typeof part.text !== "string") {
+          throw new UnsupportedFieldError(`messages[${i}].content[${j}].type`, `${JSON.stringify(part?.type)} parts are not supported (text only)`);
+        }
+        return part.text;
+      })
+      .join("");
+    return { ...m, content: text };
+  });
+}
+
+/**
+ * Checks a request and maps it to generate options; refuses what it does not
+ * honour. `contextLeft`: positions the prompt leaves, the default max tokens.
+ */
+export function chatOptions(params, contextLeft) {
+  for (const k of Object.keys(params)) {
+    if (k === "signal") {
+      throw new UnsupportedFieldError("signal", "pass it as create(body, { signal }), as the openai SDK does");
+    }
+    if (!FIELDS.has(k) && params[k] !== undefined) {
+      throw new UnsupportedFieldError(k, "not supported by wick");
+    }
+  }
+  const format = params.response_format;
+  if (format !== undefined && format !== null && format?.type !== "text") {
+    throw new UnsupportedFieldError("response_format.type", `${JSON.stringify(format?.type)} is not supported yet (only "text")`);
+  }
+  const choice = params.tool_choice;
+  if (choice !== undefined && choice !== null && choice !== "auto" && choice !== "none") {
+    throw new UnsupportedFieldError("tool_choice", `${JSON.stringify(choice)} is not supported yet ("auto" or "none")`);
+  }
+  const options = params.stream_options;
+  if (options !== undefined && options !== null) {
+    for (const k of Object.keys(options)) {
+      if (k !== "include_usage") throw new UnsupportedFieldError(`stream_options.${k}`, "not supported by wick");
+    }
+    if (!params.stream) throw new InvalidRequestError("stream_options", "is only allowed with stream: true");
+  }
+  const n = integer(params, "n", 1) ?? 1;
+  if (n > 1 && params.stream) throw new UnsupportedFieldError("n", "n > 1 is supported without stream only");
+  const max = integer(params, "max_completion_tokens", 1) ?? integer(params, "max_tokens", 1);
   return {
-    maxTokens: params.max_completion_tokens ?? params.max_tokens,
-    temperature: params.temperature,
-    topP: params.top_p,
-    topK: params.top_k,
-    seed: params.seed,
-    signal: params.signal,
+    n,
+    maxTokens: Math.max(1, Math.min(max ?? contextLeft, contextLeft)),
+    // OpenAI's defaults: temperature 1 and top_p 1 (sampling, no cut).
+    temperature: number(params, "temperature", 0, 2) ?? 1,
+    topP: number(params, "top_p", 0, 1) ?? 1,
+    topK: integer(params, "top_k", 0) ?? 0,
+    minP: number(params, "min_p", 0, 1) ?? 0,
+    repetitionPenalty: number(params, "repetition_penalty", 0, 10) ?? 1,
+    frequencyPenalty: number(params, "frequency_penalty", -2, 2) ?? 0,
+    presencePenalty: number(params, "presence_penalty", -2, 2) ?? 0,
+    logitBias: logitBias(params.logit_bias),
+    seed: integer(params, "seed", 0),
   };
 }
 
@@ -53,63 +165,71 @@ export function anySignal(a, b) {
 /**
  * `engine` provides: promptIds(messages, tools) -> ids, tokens(ids, opts) ->
  * async iterator of { text, tokenId } whose `.result` (after it ends) holds
- * { finishReason, stats, ids }, and modelName().
+ * { finishReason, stats, ids }, modelName() and contextLength().
+ * `create(body, { signal })` as the openai SDK calls it.
  */
 export function createChat(engine) {
-  async function create(params = {}) {
-    if (!Array.isArray(params.messages) || params.messages.length === 0) {
-      throw new TypeError("chat.completions.create: messages must be a non-empty array");
-    }
-    const ids = await engine.promptIds(params.messages, params.tools);
+  async function create(params = {}, requestOptions = {}) {
+    const messages = templateMessages(params.messages);
+    // Validate before the template runs, so a bad field fails fast.
+    chatOptions(params, 1);
+    const tools = params.tool_choice === "none" ? undefined : params.tools;
+    const ids = await engine.promptIds(messages, tools);
+    const opts = chatOptions(params, engine.contextLength() - ids.length);
+    const signal = requestOptions?.signal;
     const id = completionId();
     const created = Math.floor(Date.now() / 1000);
-    const model = params.model ?? engine.modelName();
-    const base = { id, created, model };
-    const opts = chatOptions(params);
+    // The loaded model answers whatever `model` names (documented).
+    const base = { id, created, model: engine.modelName(), system_fingerprint: fingerprint };
     if (params.stream) {
-      return new ChatCompletionStream(async function* (signal) {
-        const run = engine.tokens(ids, { ...opts, signal: anySignal(opts.signal, signal) });
+      return new ChatCompletionStream(async function* (own) {
+        const run = engine.tokens(ids, { ...opts, signal: anySignal(signal, own) });
         const chunk = (delta, finish_reason = null) => ({
           ...base,
           object: "chat.completion.chunk",
           choices: [{ index: 0, delta, logprobs: null, finish_reason }],
         });
-        yield chunk({ role: "assistant", content: "" });
+        yield chunk({ role: "assistant", content: "", refusal: null });
         for await (const t of run) {
           if (t.text) yield chunk({ content: t.text });
         }
         const r = run.result;
-        const last = chunk({}, FINISH[r.finishReason] ?? r.finishReason);
-        if (params.stream_options?.include_usage) last.usage = usage(ids, r);
-        yield last;
+        yield chunk({}, FINISH[r.finishReason] ?? r.finishReason);
+        // As OpenAI sends it: usage in a last chunk with no choices.
+        if (params.stream_options?.include_usage) {
+          yield { ...base, object: "chat.completion.chunk", choices: [], usage: usage(ids, [r]) };
+        }
       });
     }
-    const run = engine.tokens(ids, opts);
-    let content = "";
-    for await (const t of run) content += t.text;
-    const r = run.result;
-    return {
-      ...base,
-      object: "chat.completion",
-      choices: [
-        {
-          index: 0,
-          message: { role: "assistant", content },
-          logprobs: null,
-          finish_reason: FINISH[r.finishReason] ?? r.finishReason,
-        },
-      ],
-      usage: usage(ids, r),
-    };
+    const choices = [];
+    const results = [];
+    for (let index = 0; index < opts.n; index++) {
+      // Choices differ by seed: the given one plus the index, or random.
+      const seed = opts.seed === undefined ? undefined : opts.seed + index;
+      const run = engine.tokens(ids, { ...opts, seed, signal });
+      let content = "";
+      for await (const t of run) content += t.text;
+      const r = run.result;
+      results.push(r);
+      choices.push({
+        index,
+        message: { role: "assistant", content, refusal: null },
+        logprobs: null,
+        finish_reason: FINISH[r.finishReason] ?? r.finishReason,
+      });
+    }
+    return { ...base, object: "chat.completion", choices, usage: usage(ids, results) };
   }
   return { completions: { create } };
 }
 
-function usage(ids, r) {
-  const completion = r.ids.length;
+function usage(ids, results) {
+  const completion = results.reduce((n, r) => n + r.ids.length, 0);
+  const cached = results[0]?.stats?.cachedTokens ?? 0;
   return {
     prompt_tokens: ids.length,
     completion_tokens: completion,
     total_tokens: ids.length + completion,
+    prompt_tokens_details: { cached_tokens: cached },
   };
 }

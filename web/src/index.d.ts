@@ -60,6 +60,16 @@ export interface GenerateOptions {
   seed?: number;
   /** Ids to stop at besides the model's end-of-generation ids. */
   stopIds?: number[];
+  /** Drops tokens whose probability is below minP times the top one's. Default 0 (off). */
+  minP?: number;
+  /** Divides (or multiplies, if negative) the logits of recent tokens. Default 1 (off). */
+  repetitionPenalty?: number;
+  /** OpenAI's frequency penalty. Default 0. */
+  frequencyPenalty?: number;
+  /** OpenAI's presence penalty. Default 0. */
+  presencePenalty?: number;
+  /** [token id, bias] pairs added to the logits. */
+  logitBias?: [number, number][];
   /** Aborting ends the iteration with an AbortError. */
   signal?: AbortSignal;
 }
@@ -128,10 +138,17 @@ export interface EngineInfo {
 
 export interface ChatMessage {
   role: "system" | "user" | "assistant" | "tool" | string;
-  content: string;
+  /** A string, or an array of text parts (joined). */
+  content: string | { type: "text"; text: string }[];
   [key: string]: unknown;
 }
 
+/**
+ * OpenAI's request fields that wick honours; any other field (or value)
+ * throws UnsupportedFieldError naming it, and values outside OpenAI's ranges
+ * InvalidRequestError. Defaults are OpenAI's: temperature 1, top_p 1,
+ * max_tokens the rest of the context.
+ */
 export interface ChatCompletionParams {
   messages: ChatMessage[];
   stream?: boolean;
@@ -139,12 +156,33 @@ export interface ChatCompletionParams {
   max_completion_tokens?: number;
   temperature?: number;
   top_p?: number;
-  /** Not in OpenAI's API; wick's top-k cut. */
-  top_k?: number;
+  frequency_penalty?: number;
+  presence_penalty?: number;
+  /** { "token id": bias in [-100, 100] }. */
+  logit_bias?: Record<string, number>;
   seed?: number;
+  /** Choices to generate (seeds seed, seed + 1, ...); without stream only. */
+  n?: number;
+  /** The loaded model answers whatever this names; the response gives the loaded model's name. */
   model?: string;
+  /** Rendered into the prompt by the model's chat template. */
   tools?: unknown[];
+  /** "auto" (the default) or "none" (tools left out of the prompt). */
+  tool_choice?: "auto" | "none";
+  response_format?: { type: "text" };
   stream_options?: { include_usage?: boolean };
+  /** Accepted, no effect (OpenAI uses it for abuse monitoring). */
+  user?: string;
+  /** Extension: wick's top-k cut (0 = off). */
+  top_k?: number;
+  /** Extension: min-p cut (0 = off). */
+  min_p?: number;
+  /** Extension: repetition penalty (1 = off). */
+  repetition_penalty?: number;
+}
+
+/** The second argument of create, as the openai SDK passes it. */
+export interface RequestOptions {
   signal?: AbortSignal;
 }
 
@@ -153,9 +191,11 @@ export interface ChatCompletionChunk {
   object: "chat.completion.chunk";
   created: number;
   model: string;
+  system_fingerprint: string;
+  /** Empty in the usage chunk that stream_options.include_usage adds last. */
   choices: {
     index: number;
-    delta: { role?: "assistant"; content?: string };
+    delta: { role?: "assistant"; content?: string; refusal?: null };
     logprobs: null;
     finish_reason: "stop" | "length" | null;
   }[];
@@ -166,6 +206,8 @@ export interface ChatCompletionUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** cached_tokens: prompt tokens whose K/V were reused. */
+  prompt_tokens_details: { cached_tokens: number };
 }
 
 export interface ChatCompletion {
@@ -173,9 +215,10 @@ export interface ChatCompletion {
   object: "chat.completion";
   created: number;
   model: string;
+  system_fingerprint: string;
   choices: {
     index: number;
-    message: { role: "assistant"; content: string };
+    message: { role: "assistant"; content: string; refusal: null };
     logprobs: null;
     finish_reason: "stop" | "length";
   }[];
@@ -190,11 +233,38 @@ export declare class ChatCompletionStream implements AsyncIterable<ChatCompletio
 
 export interface Chat {
   completions: {
-    create(params: ChatCompletionParams & { stream: true }): Promise<ChatCompletionStream>;
-    create(params: ChatCompletionParams & { stream?: false }): Promise<ChatCompletion>;
-    create(params: ChatCompletionParams): Promise<ChatCompletion | ChatCompletionStream>;
+    create(params: ChatCompletionParams & { stream: true }, options?: RequestOptions): Promise<ChatCompletionStream>;
+    create(params: ChatCompletionParams & { stream?: false }, options?: RequestOptions): Promise<ChatCompletion>;
+    create(params: ChatCompletionParams, options?: RequestOptions): Promise<ChatCompletion | ChatCompletionStream>;
   };
 }
+
+/** Base of wick's typed errors: `code` is stable, `name` the class's. */
+export declare class WickError extends Error {
+  code: string;
+}
+/** No WebGPU in this page, or no adapter/device. code "webgpu_unavailable". */
+export declare class WebGPUUnavailableError extends WickError {}
+/** Not a model wick can run (bad file, architecture, quant type). code "model_load". */
+export declare class ModelLoadError extends WickError {}
+/** The prompt does not fit the context. code "context_window_exceeded". */
+export declare class ContextWindowExceededError extends WickError {
+  promptTokens: number;
+  contextLength: number;
+  cachedTokens: number;
+}
+/** A request field wick does not implement. code "unsupported_field". */
+export declare class UnsupportedFieldError extends WickError {
+  field: string;
+}
+/** A request field's value outside what it accepts. code "invalid_request". */
+export declare class InvalidRequestError extends WickError {
+  field: string;
+}
+/** The GPU device was lost; load again. code "device_lost". */
+export declare class DeviceLostError extends WickError {}
+/** An aborted request (name "AbortError"). code "aborted". */
+export declare class AbortError extends WickError {}
 
 export declare const NO_WEBGPU: string;
 export declare const DEFAULTS: Readonly<{ maxTokens: number; temperature: number; topK: number; topP: number }>;

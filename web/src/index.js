@@ -8,11 +8,22 @@
 // See README.md ("In the browser") and index.d.ts for the whole API.
 
 import { WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
-import { ChatCompletionStream, createChat } from "./chat.js";
+import { ChatCompletionStream, createChat, setFingerprint } from "./chat.js";
+import { DeviceLostError } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
 import { clearCache, readSource } from "./source.js";
 
 export { ChatCompletionStream, clearCache, NO_WEBGPU };
+export {
+  AbortError,
+  ContextWindowExceededError,
+  DeviceLostError,
+  InvalidRequestError,
+  ModelLoadError,
+  UnsupportedFieldError,
+  WebGPUUnavailableError,
+  WickError,
+} from "./errors.js";
 export { createWorkerEngine, WorkerEngine } from "./worker-client.js";
 
 /** Sampling defaults: mild temperature with nucleus and top-k cuts. `temperature: 0` is greedy. */
@@ -53,6 +64,8 @@ export class Engine {
   #info;
   #queue = Promise.resolve();
   #disposed = false;
+  /** The DeviceLostError once the GPU device is gone: the engine is unusable. */
+  #lost = null;
 
   /** @internal use Engine.load */
   constructor(wasmEngine) {
@@ -65,6 +78,7 @@ export class Engine {
       promptIds: (messages, tools) => this.#promptIds(messages, tools),
       tokens: (ids, opts) => this.#tokens(ids, opts),
       modelName: () => this.#info.model.name ?? this.#info.model.architecture,
+      contextLength: () => this.#info.model.contextLength,
     });
   }
 
@@ -76,7 +90,7 @@ export class Engine {
   static async load(source, options = {}) {
     const { onProgress, signal, cache = false, wasmUrl, contextLength, prefillChunk, tokensPerSubmit, kvCache } = options;
     checkWebGPU();
-    await initWasm(wasmUrl);
+    setFingerprint(await init(wasmUrl));
     signal?.throwIfAborted();
     const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache }));
     const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
@@ -167,7 +181,13 @@ export class Engine {
   }
 
   #live() {
+    if (this.#lost) throw this.#lost;
     if (this.#disposed) throw new Error("this engine was disposed");
+  }
+
+  /** @internal Destroys the GPU device (the browser tests' lost GPU). */
+  __testLoseDevice() {
+    call(() => this.#w.__testLoseDevice());
   }
 
   async #promptIds(messages, tools) {
@@ -209,6 +229,9 @@ export class Engine {
         ids_.push(step.tokenId);
         yield { text: step.text, tokenId: step.tokenId };
       }
+    } catch (e) {
+      if (e instanceof DeviceLostError) this.#lost = e;
+      throw e;
     } finally {
       if (gen) {
         call(() => gen.cancel());
@@ -230,5 +253,10 @@ function startOptions(o) {
     topP: pick(o.topP, DEFAULTS.topP),
     seed,
     stopIds: o.stopIds ? Array.from(o.stopIds) : [],
+    minP: pick(o.minP, 0),
+    repetitionPenalty: pick(o.repetitionPenalty, 1),
+    frequencyPenalty: pick(o.frequencyPenalty, 0),
+    presencePenalty: pick(o.presencePenalty, 0),
+    logitBias: o.logitBias ? Array.from(o.logitBias, ([id, b]) => [id, b]) : [],
   };
 }

@@ -3,6 +3,7 @@
 // its promise hanging.
 
 import init, { setPanicHandler } from "../pkg/wick_web.js";
+import { AbortError, typedError, WebGPUUnavailableError } from "./errors.js";
 
 export const NO_WEBGPU =
   "WebGPU is not available in this browser: wick needs a browser with WebGPU enabled " +
@@ -32,7 +33,7 @@ export function initWasm(wasmUrl) {
 
 /** Throws the clear error where the page has no WebGPU at all. */
 export function checkWebGPU() {
-  if (!globalThis.navigator?.gpu) throw new Error(NO_WEBGPU);
+  if (!globalThis.navigator?.gpu) throw new WebGPUUnavailableError(NO_WEBGPU);
 }
 
 /** A wasm promise that also rejects if the module crashes meanwhile. */
@@ -56,14 +57,18 @@ export function call(fn) {
   }
 }
 
+/** An Error, in its typed class where the wasm side tagged it with a code. */
 function toError(e) {
-  if (e instanceof Error || e instanceof DOMException) return e;
+  if (e instanceof Error || e instanceof DOMException) return typedError(e);
   return new Error(typeof e === "string" ? e : String(e));
 }
 
-/** An AbortError: the signal's reason when it is one, else a fresh one. */
+/**
+ * What an abort throws: the signal's own reason where the caller gave one,
+ * else (the default DOMException reason too) wick's AbortError.
+ */
 export function abortError(signal) {
   const r = signal?.reason;
-  if (r instanceof Error || r instanceof DOMException) return r;
-  return new DOMException("The operation was aborted.", "AbortError");
+  if (r instanceof Error && r.name !== "AbortError") return r;
+  return new AbortError();
 }

@@ -4,6 +4,7 @@
 // (tokenize, decode, applyChatTemplate) return promises here.
 
 import { anySignal, ChatCompletionStream } from "./chat.js";
+import { AbortError, typedError, UnsupportedFieldError, WebGPUUnavailableError } from "./errors.js";
 import { NO_WEBGPU } from "./runtime.js";
 
 /** Starts a worker that will run an engine; call `load(source, options)` next. */
@@ -11,8 +12,10 @@ export function createWorkerEngine(workerUrl) {
   return new WorkerEngine(workerUrl);
 }
 
+/** The worker's error message as the same class the page engine throws. */
 function rebuild(error) {
-  if (error.name === "AbortError") return new DOMException(error.message, "AbortError");
+  const typed = typedError(error);
+  if (typed instanceof Error) return typed;
   const e = new Error(error.message);
   if (error.name && error.name !== "Error") e.name = error.name;
   return e;
@@ -36,7 +39,7 @@ export class WorkerEngine {
     this.#worker.onmessageerror = () => this.#fail(new Error("the wick worker sent an unreadable message"));
     this.chat = {
       completions: {
-        create: (params = {}) => this.#chat(params),
+        create: (params = {}, options = {}) => this.#chat(params, options),
       },
     };
     /** The last finished generation's `{ finishReason, stats, ids }`. */
@@ -57,7 +60,7 @@ export class WorkerEngine {
 
   /** Loads (or replaces) the model in the worker. Same options as Engine.load. */
   async load(source, options = {}) {
-    if (!globalThis.navigator?.gpu) throw new Error(NO_WEBGPU);
+    if (!globalThis.navigator?.gpu) throw new WebGPUUnavailableError(NO_WEBGPU);
     const { onProgress, signal, workerUrl: _w, ...rest } = options;
     if (typeof source === "string" || source instanceof URL) {
       source = new URL(source, globalThis.location?.href).href;
@@ -120,11 +123,14 @@ export class WorkerEngine {
     this.#fail(new Error("the wick worker was terminated"));
   }
 
-  async #chat(params) {
-    const { signal, ...rest } = params;
-    if (!rest.stream) return this.#request({ type: "chat", params: rest }, { signal });
+  async #chat(params, options) {
+    if ("signal" in params) {
+      throw new UnsupportedFieldError("signal", "pass it as create(body, { signal }), as the openai SDK does");
+    }
+    const signal = options?.signal;
+    if (!params.stream) return this.#request({ type: "chat", params }, { signal });
     return new ChatCompletionStream((own) =>
-      this.#stream({ type: "chat", params: rest }, anySignal(signal, own), () => {}),
+      this.#stream({ type: "chat", params }, anySignal(signal, own), () => {}),
     );
   }
 
@@ -172,7 +178,7 @@ export class WorkerEngine {
       return id;
     }
     if (signal?.aborted) {
-      handlers.reject(new DOMException("The operation was aborted.", "AbortError"));
+      handlers.reject(new AbortError());
       return id;
     }
     const onAbort = () => this.#worker.postMessage({ type: "abort", target: id });

@@ -5,16 +5,13 @@
 //
 // Start it as a module worker: new Worker(new URL("wick/worker", import.meta.url), { type: "module" }).
 
+import { errorMessage } from "./errors.js";
 import { Engine } from "./index.js";
 
 let engine = null;
 const running = new Map();
 
 const post = (msg) => self.postMessage(msg);
-
-function errorOf(e) {
-  return { name: e?.name ?? "Error", message: e?.message ?? String(e) };
-}
 
 async function handle(msg) {
   const { id, type } = msg;
@@ -44,8 +41,8 @@ async function handle(msg) {
         break;
       }
       case "chat": {
-        const params = { ...msg.params, signal };
-        const out = await need().chat.completions.create(params);
+        const params = msg.params;
+        const out = await need().chat.completions.create(params, { signal });
         if (params.stream) {
           for await (const chunk of out) event(chunk);
           value = null;
@@ -76,7 +73,7 @@ async function handle(msg) {
     }
     post({ id, type: "result", value, lastResult: engine?.lastResult ?? null });
   } catch (e) {
-    post({ id, type: "error", error: errorOf(e) });
+    post({ id, type: "error", error: errorMessage(e) });
   } finally {
     running.delete(id);
   }

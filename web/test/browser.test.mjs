@@ -136,12 +136,89 @@ describe("Engine on the page", () => {
     assert.equal(whole.usage.prompt_tokens, chatTemplateCases().cases[0].ids.length);
     assert.equal(chunks[0].choices[0].delta.role, "assistant");
     assert.ok(chunks.every((c) => c.object === "chat.completion.chunk" && c.id === chunks[0].id));
-    const streamed = chunks.map((c) => c.choices[0].delta.content ?? "").join("");
+    const streamed = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
     assert.equal(streamed, whole.choices[0].message.content, "greedy stream equals the whole reply");
+    // The finish chunk, then (include_usage) the usage chunk with no choices.
+    assert.equal(chunks.at(-2).choices[0].finish_reason, "length");
     const last = chunks.at(-1);
-    assert.equal(last.choices[0].finish_reason, "length");
+    assert.deepEqual(last.choices, []);
     assert.equal(last.usage.completion_tokens, 3);
+    assert.equal(whole.choices[0].message.refusal, null);
+    assert.match(whole.system_fingerprint, /^wick-/);
+    assert.equal(whole.usage.prompt_tokens_details.cached_tokens, 0);
     log(`chat reply: ${JSON.stringify(whole.choices[0].message.content)}`);
+  });
+
+  test("chat.completions.create honours or refuses each OpenAI field by name, with typed errors", { timeout: 300_000 }, async () => {
+    const r = await within(280_000, page.evaluate(async ({ ctx }) => {
+      const w = window.wick;
+      const engine = window.engine;
+      const create = (body, opts) => engine.chat.completions.create(body, opts);
+      const err = (p) => p.then(() => null, (e) => ({
+        name: e.name, code: e.code, field: e.field, message: e.message, typed: e instanceof w.WickError,
+        promptTokens: e.promptTokens, contextLength: e.contextLength,
+      }));
+      const messages = [{ role: "user", content: "Say hi." }];
+      const base = { messages, max_tokens: 2, temperature: 0 };
+      const refused = {
+        logprobs: await err(create({ ...base, logprobs: true })),
+        stop: await err(create({ ...base, stop: ["\n"] })),
+        unknown: await err(create({ ...base, frobnicate: 1 })),
+        format: await err(create({ ...base, response_format: { type: "json_object" } })),
+        toolChoice: await err(create({ ...base, tool_choice: "required" })),
+        bodySignal: await err(create({ ...base, signal: new AbortController().signal })),
+        nStream: await err(create({ ...base, n: 2, stream: true })),
+        temperature: await err(create({ ...base, temperature: 3 })),
+        bias: await err(create({ ...base, logit_bias: { 5: 200 } })),
+        image: await err(create({ ...base, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] })),
+      };
+      const ids = () => engine.lastResult.ids;
+      const plain = await create(base);
+      const plainIds = ids();
+      const parts = await create({ ...base, messages: [{ role: "user", content: [{ type: "text", text: "Say " }, { type: "text", text: "hi." }] }] });
+      // Banning the greedy first token moves the first token.
+      const banned = await create({ ...base, logit_bias: { [plainIds[0]]: -100 } });
+      const bannedIds = ids();
+      const two = await create({ ...base, temperature: 1, seed: 5, n: 2 });
+      const twoAgain = await create({ ...base, temperature: 1, seed: 5, n: 2 });
+      const extras = await create({
+        ...base, frequency_penalty: 1.5, presence_penalty: 0.5, top_k: 5, min_p: 0.05,
+        repetition_penalty: 1.1, top_p: 0.9, user: "u", model: "anything", tool_choice: "none",
+        response_format: { type: "text" }, max_completion_tokens: 1,
+      });
+      const ac = new AbortController();
+      ac.abort();
+      const aborted = await err(create(base, { signal: ac.signal }));
+      const overflow = await err(create({ messages: [{ role: "user", content: "word ".repeat(ctx * 2) }], max_tokens: 1 }));
+      return { refused, plain, plainIds, parts, bannedIds, two, twoAgain, extras, aborted, overflow, name: engine.info().model.name };
+    }, { ctx: CTX }), "fields");
+    log(`refusals: ${JSON.stringify(r.refused)}`);
+    for (const [field, e] of [["logprobs", r.refused.logprobs], ["stop", r.refused.stop], ["frobnicate", r.refused.unknown],
+      ["response_format.type", r.refused.format], ["tool_choice", r.refused.toolChoice], ["signal", r.refused.bodySignal],
+      ["n", r.refused.nStream], ["messages[0].content[0].type", r.refused.image]]) {
+      assert.equal(e?.name, "UnsupportedFieldError", `${field}: ${JSON.stringify(e)}`);
+      assert.equal(e.code, "unsupported_field");
+      assert.equal(e.field, field);
+      assert.ok(e.typed);
+    }
+    for (const [field, e] of [["temperature", r.refused.temperature], ["logit_bias", r.refused.bias]]) {
+      assert.equal(e?.name, "InvalidRequestError", `${field}: ${JSON.stringify(e)}`);
+      assert.equal(e.field, field);
+    }
+    assert.equal(r.parts.choices[0].message.content, r.plain.choices[0].message.content, "text parts join into the same prompt");
+    assert.notEqual(r.bannedIds[0], r.plainIds[0], "logit_bias -100 bans the greedy token");
+    assert.equal(r.two.choices.length, 2);
+    assert.deepEqual(r.two.choices.map((c) => c.index), [0, 1]);
+    assert.deepEqual(r.two.choices.map((c) => c.message.content), r.twoAgain.choices.map((c) => c.message.content), "seeded n is reproducible");
+    assert.ok(r.two.usage.completion_tokens >= 2 && r.two.usage.completion_tokens <= 4, "two choices of up to 2 tokens");
+    assert.equal(r.extras.usage.completion_tokens, 1, "max_completion_tokens");
+    assert.equal(r.extras.model, r.name ?? r.extras.model, "the loaded model answers");
+    assert.equal(r.aborted?.name, "AbortError");
+    assert.equal(r.aborted.code, "aborted");
+    assert.equal(r.overflow?.name, "ContextWindowExceededError", JSON.stringify(r.overflow));
+    assert.equal(r.overflow.code, "context_window_exceeded");
+    assert.equal(r.overflow.contextLength, CTX);
+    assert.ok(r.overflow.promptTokens > CTX);
   });
 
   test("a cached model loads again from the Cache API, with progress", { timeout: 120_000 }, async () => {
@@ -180,8 +257,8 @@ describe("Engine on the page", () => {
       };
     }), "corrupt loads");
     log(`load errors: ${JSON.stringify(errors)}`);
-    assert.match(errors.garbage, /^Error: loading the model failed: .*(magic|GGUF)/i);
-    assert.match(errors.truncated, /^Error: loading the model failed: .*ended/i);
+    assert.match(errors.garbage, /^ModelLoadError: loading the model failed: .*(magic|GGUF)/i);
+    assert.match(errors.truncated, /^ModelLoadError: loading the model failed: .*ended/i);
     assert.match(errors.missing, /404/);
     assert.match(errors.badSource, /^TypeError/);
   });
@@ -306,6 +383,43 @@ describe("Engine in a Web Worker", () => {
   });
 });
 
+describe("a lost GPU device", () => {
+  test("fails the generation with DeviceLostError, later calls too, and a new load works", { timeout: 2 * LOAD_MS + 60_000 }, async () => {
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(2 * LOAD_MS + 30_000, page.evaluate(async ({ url, ctx, prompt }) => {
+        const { Engine, DeviceLostError } = window.wick;
+        const engine = await Engine.load(url, { contextLength: ctx, tokensPerSubmit: 1 });
+        const got = [];
+        let error = null;
+        try {
+          for await (const c of engine.generate(prompt, { maxTokens: 16, temperature: 0 })) {
+            got.push(c.tokenId);
+            if (got.length === 1) engine.__testLoseDevice();
+          }
+        } catch (e) {
+          error = { name: e.name, code: e.code, typed: e instanceof DeviceLostError, message: e.message };
+        }
+        const later = await (async () => engine.generate(prompt, { maxTokens: 1 }).text())().then(() => null, (e) => e.name);
+        const fresh = await Engine.load(url, { contextLength: ctx });
+        const ids = [];
+        for await (const c of fresh.generate(prompt, { maxTokens: 2, temperature: 0 })) ids.push(c.tokenId);
+        await fresh.dispose();
+        return { got, error, later, ids };
+      }, { url: modelUrl(), ctx: CTX, prompt: PROMPT }), "device lost");
+      log(`device lost: ${JSON.stringify(r)}`);
+      assert.equal(r.error?.name, "DeviceLostError", JSON.stringify(r.error));
+      assert.equal(r.error.code, "device_lost");
+      assert.ok(r.error.typed);
+      assert.ok(r.got.length < 16, `stopped after ${r.got.length} tokens`);
+      assert.equal(r.later, "DeviceLostError");
+      assert.deepEqual(r.ids, native.ids.slice(0, 2), "a new load generates the native ids");
+    } finally {
+      await page.close();
+    }
+  });
+});
+
 describe("a panic in the wasm module", () => {
   test("rejects the pending generation and later calls instead of hanging", { timeout: LOAD_MS + 60_000 }, async () => {
     const page = await openTestPage(browser, base, log);
@@ -343,7 +457,7 @@ describe("without WebGPU", () => {
       const r = await within(60_000, page.evaluate(async () => {
         const hasGpu = !!navigator.gpu;
         const { Engine, WorkerEngine } = window.wick;
-        const msg = (p) => p.then(() => "loaded?!", (e) => e.message);
+        const msg = (p) => p.then(() => "loaded?!", (e) => `${e.name}: ${e.message}`);
         return {
           hasGpu,
           page: await msg(Engine.load("/models/SmolLM2-135M-Instruct.Q4_1.gguf")),
@@ -351,8 +465,8 @@ describe("without WebGPU", () => {
         };
       }), "no-webgpu load");
       log(`no WebGPU (navigator.gpu ${r.hasGpu ? "present" : "absent"}): ${r.page}`);
-      assert.match(r.page, /WebGPU is not available in this browser/);
-      assert.match(r.worker, /WebGPU is not available in this browser/);
+      assert.match(r.page, /^WebGPUUnavailableError: WebGPU is not available in this browser/);
+      assert.match(r.worker, /^WebGPUUnavailableError: WebGPU is not available in this browser/);
 
       // The same page with navigator.gpu present but no adapter: the wasm path.
       const noAdapter = await openTestPage(browser, base, log);
@@ -360,8 +474,8 @@ describe("without WebGPU", () => {
         Object.defineProperty(navigator.gpu, "requestAdapter", { value: async () => null });
       });
       const viaWasm = await noAdapter.evaluate(() =>
-        window.wick.Engine.load(new ArrayBuffer(8)).then(() => "loaded?!", (e) => e.message));
-      assert.match(viaWasm, /WebGPU is not available in this browser/);
+        window.wick.Engine.load(new ArrayBuffer(8)).then(() => "loaded?!", (e) => `${e.name} ${e.code}: ${e.message}`));
+      assert.match(viaWasm, /^WebGPUUnavailableError webgpu_unavailable: WebGPU is not available in this browser/);
       await noAdapter.close();
 
       const demo = await plain.newPage();

@@ -16,7 +16,7 @@ use wick::Engine;
 
 use crate::generation::WasmGeneration;
 use crate::info::{self, Info};
-use crate::{from_js, js_err, to_js};
+use crate::{from_js, js_err, js_wick_err, to_js};
 
 /// What the engine and its generations share. The pipeline is borrowed for
 /// the length of one GPU step; a second step while one runs is refused with
@@ -29,7 +29,7 @@ pub(crate) struct Shared {
     /// Bumped by every `start`: an older generation's state is gone.
     pub epoch: Cell<u64>,
     pub disposed: Cell<bool>,
-    _ctx: Arc<GpuContext>,
+    ctx: Arc<GpuContext>,
 }
 
 #[derive(Deserialize)]
@@ -39,6 +39,12 @@ struct GenerateOptions {
     temperature: f32,
     top_k: usize,
     top_p: f32,
+    min_p: f32,
+    repetition_penalty: f32,
+    frequency_penalty: f32,
+    presence_penalty: f32,
+    /// (token id, bias) pairs added to the logits.
+    logit_bias: Vec<(u32, f32)>,
     seed: u64,
     /// Extra ids to stop at, besides the model's end-of-generation ids.
     stop_ids: Vec<u32>,
@@ -46,11 +52,17 @@ struct GenerateOptions {
 
 impl Default for GenerateOptions {
     fn default() -> Self {
+        let s = SamplingParams::default();
         GenerateOptions {
             max_tokens: 256,
-            temperature: 0.0,
-            top_k: 0,
-            top_p: 1.0,
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            min_p: s.min_p,
+            repetition_penalty: s.repetition_penalty,
+            frequency_penalty: s.frequency_penalty,
+            presence_penalty: s.presence_penalty,
+            logit_bias: Vec::new(),
             seed: 0,
             stop_ids: Vec::new(),
         }
@@ -79,7 +91,7 @@ impl WasmEngine {
                 info,
                 epoch: Cell::new(0),
                 disposed: Cell::new(false),
-                _ctx: ctx,
+                ctx,
             }),
         })
     }
@@ -186,10 +198,21 @@ impl WasmEngine {
         wasm_bindgen_futures::future_to_promise(async move {
             let o = o?;
             check_prompt(&shared, &prompt_ids)?;
+            let vocab = shared.info.model.vocab_size;
+            if let Some(&(bad, _)) = o.logit_bias.iter().find(|(id, _)| *id as usize >= vocab) {
+                return Err(js_err(format!(
+                    "logit bias token id {bad} is out of range (vocab size {vocab})"
+                )));
+            }
             let sampling = SamplingParams {
                 temperature: o.temperature,
                 top_k: o.top_k,
                 top_p: o.top_p,
+                min_p: o.min_p,
+                repetition_penalty: o.repetition_penalty,
+                frequency_penalty: o.frequency_penalty,
+                presence_penalty: o.presence_penalty,
+                logit_bias: o.logit_bias,
                 seed: o.seed,
                 ..Default::default()
             };
@@ -208,10 +231,18 @@ impl WasmEngine {
             let gen = pipeline
                 .start_generation(&prompt_ids, &sampling, stop)
                 .await
-                .map_err(js_err)?;
+                .map_err(js_wick_err)?;
             drop(pipeline);
             Ok(WasmGeneration::new(shared.clone(), gen, epoch).into())
         })
+    }
+
+    /// Destroys the GPU device, as a driver reset or a lost GPU would: the
+    /// browser tests check that what follows is a typed error and that a
+    /// new load works. Not part of the JS API.
+    #[wasm_bindgen(js_name = __testLoseDevice)]
+    pub fn test_lose_device(&self) {
+        self.shared.ctx.device.destroy();
     }
 
     /// Frees the model's GPU memory now (the object must not be used after).

@@ -11,7 +11,7 @@ use wick::pipeline::stats::GenerationStats;
 
 use crate::engine::Shared;
 use crate::text::TextStream;
-use crate::{js_err, to_js};
+use crate::{js_err, js_wick_err, to_js};
 
 #[wasm_bindgen]
 pub struct WasmGeneration {
@@ -126,7 +126,7 @@ impl WasmGeneration {
                     .pipeline
                     .try_borrow_mut()
                     .map_err(|_| js_err("the engine is busy with another generation step"))?;
-                pipeline.next_token(&mut gen).await.map_err(js_err)?
+                pipeline.next_token(&mut gen).await.map_err(js_wick_err)?
             };
             let mut text = st.text.borrow_mut();
             let step = match token {

@@ -17,6 +17,9 @@
 //! panic hook logs it and calls the handler set with [`set_panic_handler`],
 //! which lets the wrapper reject every pending promise instead of hanging.
 
+use wick::gpu::GpuError;
+use wick::WickError;
+
 mod engine;
 mod generation;
 mod info;
@@ -73,6 +76,57 @@ pub fn version() -> String {
 /// An engine error as a JS `Error` with the error's message.
 pub(crate) fn js_err(e: impl std::fmt::Display) -> JsValue {
     JsError::new(&e.to_string()).into()
+}
+
+/// A JS `Error` with a `code` (and numeric details) that `web/src/errors.js`
+/// turns into its typed class.
+pub(crate) fn js_coded(message: &str, code: &str, details: &[(&str, usize)]) -> JsValue {
+    let e: JsValue = JsError::new(message).into();
+    let set = |k: &str, v: JsValue| js_sys::Reflect::set(&e, &JsValue::from_str(k), &v);
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = set("code", JsValue::from_str(code));
+    for &(k, v) in details {
+        let _ = set(k, JsValue::from_f64(v as f64));
+    }
+    e
+}
+
+/// An engine error, tagged with the code of its typed JS class where it has
+/// one: no adapter or device (`webgpu_unavailable`), a lost device
+/// (`device_lost`), a prompt past the context (`context_window_exceeded`,
+/// with the numbers); others keep the plain `Error` with the message.
+pub(crate) fn js_wick_err(e: WickError) -> JsValue {
+    let message = e.to_string();
+    match e {
+        WickError::Gpu(GpuError::NoAdapter { .. } | GpuError::RequestDevice { .. }) => {
+            js_coded(&message, "webgpu_unavailable", &[])
+        }
+        WickError::Gpu(GpuError::DeviceLost { .. }) => js_coded(&message, "device_lost", &[]),
+        WickError::ContextOverflow {
+            tokens,
+            used,
+            ctx_len,
+        } => js_coded(
+            &message,
+            "context_window_exceeded",
+            &[
+                ("promptTokens", tokens + used),
+                ("cachedTokens", used),
+                ("contextLength", ctx_len),
+            ],
+        ),
+        _ => js_err(message),
+    }
+}
+
+/// A load that failed: the typed `ModelLoadError` (or `WebGPUUnavailableError`).
+pub(crate) fn js_load_err(e: WickError) -> JsValue {
+    match e {
+        WickError::Gpu(GpuError::NoAdapter { .. } | GpuError::RequestDevice { .. }) => {
+            js_wick_err(e)
+        }
+        e => js_coded(&format!("loading the model failed: {e}"), "model_load", &[]),
+    }
 }
 
 /// Options from a JS object (`undefined`/`null` give the defaults).

@@ -9,7 +9,7 @@ use wick::gpu::{GpuContext, GpuError};
 use wick::pipeline::PipelineOptions;
 
 use crate::engine::WasmEngine;
-use crate::{from_js, js_err, to_js};
+use crate::{from_js, js_coded, js_err, js_load_err, js_wick_err, to_js};
 
 /// The message a page without WebGPU gets.
 pub const NO_WEBGPU: &str = "WebGPU is not available in this browser: wick needs a browser with \
@@ -65,8 +65,8 @@ impl WasmLoader {
                 .map_err(|e: String| js_err(format!("kvCache: {e}")))?;
         }
         let ctx = GpuContext::new().await.map_err(|e| match e {
-            GpuError::NoAdapter { .. } => js_err(NO_WEBGPU),
-            e => js_err(e),
+            GpuError::NoAdapter { .. } => js_coded(NO_WEBGPU, "webgpu_unavailable", &[]),
+            e => js_wick_err(e.into()),
         })?;
         // The engine's API takes an Arc; on wasm32 (one thread) wgpu's types are not Send.
         #[allow(clippy::arc_with_non_send_sync)]
@@ -86,7 +86,7 @@ impl WasmLoader {
             Ok(p) => p,
             Err(e) => {
                 self.inner = None;
-                return Err(js_err(format!("loading the model failed: {e}")));
+                return Err(js_load_err(e));
             }
         };
         to_js(&Progress {
@@ -103,9 +103,7 @@ impl WasmLoader {
             .inner
             .take()
             .ok_or_else(|| js_err("this loader already finished or failed"))?;
-        let engine = loader
-            .finish()
-            .map_err(|e| js_err(format!("loading the model failed: {e}")))?;
+        let engine = loader.finish().map_err(js_load_err)?;
         WasmEngine::new(engine, self.ctx.clone())
     }
 

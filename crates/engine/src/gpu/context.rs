@@ -5,7 +5,7 @@
 //! here, once, at start-up.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::error::GpuError;
 use super::pipeline::PipelineCache;
@@ -95,6 +95,8 @@ pub struct GpuContext {
     pub(crate) arena: Mutex<UniformArena>,
     /// The profile being measured, while profiling (gpu::profile).
     pub(crate) profile: Mutex<Option<super::profile::Profile>>,
+    /// Why the device was lost, once it was (set by wgpu's callback).
+    lost: Arc<Mutex<Option<String>>>,
 }
 
 impl GpuContext {
@@ -156,6 +158,15 @@ impl GpuContext {
         };
         let limits = device.limits();
         let arena = UniformArena::new(&device, &limits);
+        let lost = Arc::new(Mutex::new(None));
+        let on_lost = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            let why = match message.is_empty() {
+                true => format!("{reason:?}"),
+                false => format!("{reason:?}: {message}"),
+            };
+            *on_lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        });
         Ok(GpuContext {
             device,
             queue,
@@ -166,7 +177,20 @@ impl GpuContext {
             pipelines: PipelineCache::default(),
             arena: Mutex::new(arena),
             profile: Mutex::new(None),
+            lost,
         })
+    }
+
+    /// `DeviceLost` once the device is gone: every later submit and read
+    /// fails with it, so a caller learns why rather than seeing garbage.
+    pub fn check_alive(&self) -> Result<(), GpuError> {
+        // Natively wgpu calls the lost callback from a poll: give it one.
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        match self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            Some(reason) => Err(GpuError::DeviceLost { reason }),
+            None => Ok(()),
+        }
     }
 
     /// The largest buffer one kernel binding may see: the smaller of the

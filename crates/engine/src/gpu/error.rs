@@ -30,6 +30,8 @@ pub enum GpuError {
     Readback(String),
     #[error("not supported here: {what}")]
     Unsupported { what: String },
+    #[error("the GPU device was lost ({reason}); load the model again")]
+    DeviceLost { reason: String },
 }
 
 /// Shorthand used by every kernel's shape checks.

@@ -82,10 +82,15 @@ impl Readback {
             let _ = sender.send(result);
         });
         ctx.wait_for(after);
+        // A mapping fails when the device is gone: report that cause.
+        let failed = |message: String| match ctx.check_alive() {
+            Err(lost) => lost,
+            Ok(()) => GpuError::Readback(message),
+        };
         receiver
             .await
-            .map_err(|_| GpuError::Readback("map callback dropped".into()))?
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
+            .map_err(|_| failed("map callback dropped".into()))?
+            .map_err(|e| failed(e.to_string()))?;
         let bytes = {
             let view = slice
                 .get_mapped_range()

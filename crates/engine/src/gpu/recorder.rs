@@ -262,6 +262,7 @@ impl<'c> Recorder<'c> {
     /// As `submit`, saying which submission it made, so that a reader can
     /// wait for it and not for any made after it.
     pub async fn submit_indexed(mut self) -> Result<Submitted, GpuError> {
+        self.ctx.check_alive()?;
         self.pass = None;
         if let Some(timer) = &self.timer {
             timer.resolve(&mut self.encoder);
@@ -303,6 +304,8 @@ impl<'c> Recorder<'c> {
         let index = ctx.queue.submit([commands]);
         let driver_seconds = driver.elapsed().as_secs_f64();
         if let Some(e) = scope.pop().await {
+            // A lost device fails validation too; say the cause.
+            ctx.check_alive()?;
             return Err(GpuError::Validation {
                 what: "a step".into(),
                 message: e.to_string(),

@@ -1,0 +1,105 @@
+// Typed errors: every error wick throws on purpose is a WickError subclass
+// with a stable `name` and `code`, so callers branch on `instanceof` or
+// `code` rather than on message text. The wasm side tags its errors with a
+// `code` (crates/web/src/lib.rs, `js_wick_err`); `typedError` turns such an
+// error, or one rebuilt from a worker message, into its class.
+
+export class WickError extends Error {
+  constructor(message, code, details = {}) {
+    super(message);
+    this.name = "WickError";
+    this.code = code;
+    Object.assign(this, details);
+  }
+}
+
+/** The page has no WebGPU, or no adapter or device could be opened. */
+export class WebGPUUnavailableError extends WickError {
+  constructor(message, details) {
+    super(message, "webgpu_unavailable", details);
+    this.name = "WebGPUUnavailableError";
+  }
+}
+
+/** The file is not a model wick can run: bad bytes, an unsupported architecture or quant type. */
+export class ModelLoadError extends WickError {
+  constructor(message, details) {
+    super(message, "model_load", details);
+    this.name = "ModelLoadError";
+  }
+}
+
+/** The prompt (plus what is already cached) does not fit the context: `promptTokens`, `contextLength`. */
+export class ContextWindowExceededError extends WickError {
+  constructor(message, details) {
+    super(message, "context_window_exceeded", details);
+    this.name = "ContextWindowExceededError";
+  }
+}
+
+/** A request field wick does not implement (or a value of it): `field` names it. */
+export class UnsupportedFieldError extends WickError {
+  constructor(field, why) {
+    super(`${field}: ${why}`, "unsupported_field", { field });
+    this.name = "UnsupportedFieldError";
+  }
+}
+
+/** A request field with a value outside what it accepts: `field` names it. */
+export class InvalidRequestError extends WickError {
+  constructor(field, why) {
+    super(`${field}: ${why}`, "invalid_request", { field });
+    this.name = "InvalidRequestError";
+  }
+}
+
+/** The GPU device was lost; this engine is unusable, `Engine.load` works again. */
+export class DeviceLostError extends WickError {
+  constructor(message, details) {
+    super(message, "device_lost", details);
+    this.name = "DeviceLostError";
+  }
+}
+
+/** The caller aborted (its AbortSignal). `name` is "AbortError", as fetch's. */
+export class AbortError extends WickError {
+  constructor(message = "The operation was aborted.") {
+    super(message, "aborted");
+    this.name = "AbortError";
+  }
+}
+
+const BY_CODE = {
+  webgpu_unavailable: WebGPUUnavailableError,
+  model_load: ModelLoadError,
+  context_window_exceeded: ContextWindowExceededError,
+  device_lost: DeviceLostError,
+};
+
+/**
+ * The typed form of `e`: wasm errors tagged with a known `code` (and errors
+ * rebuilt from a worker's { name, message, code, details }) become their
+ * class; everything else is returned as it is.
+ */
+export function typedError(e) {
+  if (e instanceof WickError) return e;
+  if (e?.name === "AbortError") return new AbortError(e.message);
+  if (e?.code === "unsupported_field") return new UnsupportedFieldError(e.field ?? "request", e.message);
+  if (e?.code === "invalid_request") return new InvalidRequestError(e.field ?? "request", e.message);
+  const Class = BY_CODE[e?.code];
+  if (!Class) return e;
+  const details = { ...(e.details ?? {}) };
+  for (const k of ["promptTokens", "contextLength", "cachedTokens"]) {
+    if (e[k] !== undefined) details[k] = e[k];
+  }
+  return new Class(e.message, details);
+}
+
+/** What crosses from the worker: enough to rebuild the same class. */
+export function errorMessage(e) {
+  const details = {};
+  for (const k of ["promptTokens", "contextLength", "cachedTokens"]) {
+    if (e?.[k] !== undefined) details[k] = e[k];
+  }
+  return { name: e?.name ?? "Error", message: e?.message ?? String(e), code: e?.code, field: e?.field, details };
+}
