@@ -12,6 +12,36 @@ export function createWorkerEngine(workerUrl) {
   return new WorkerEngine(workerUrl);
 }
 
+/**
+ * A model source as it crosses to the worker, and what to transfer rather
+ * than copy: a URL as an absolute string; a Response as its body stream;
+ * streams, ArrayBuffers and typed arrays transferred (an ArrayBuffer or a
+ * typed array's buffer is detached in the page, as with any transfer); a
+ * File or Blob as it is (a reference, no copy).
+ */
+function transferable(source) {
+  if (typeof source === "string" || source instanceof URL) {
+    return { sent: new URL(source, globalThis.location?.href).href, transfer: [] };
+  }
+  if (typeof Response !== "undefined" && source instanceof Response) {
+    if (!source.ok) throw new TypeError(`WorkerEngine.load: the Response is HTTP ${source.status}`);
+    if (!source.body) throw new TypeError("WorkerEngine.load: the Response has no body");
+    return { sent: source.body, transfer: [source.body] };
+  }
+  if (typeof ReadableStream !== "undefined" && source instanceof ReadableStream) {
+    return { sent: source, transfer: [source] };
+  }
+  if (source instanceof ArrayBuffer) return { sent: source, transfer: [source] };
+  if (ArrayBuffer.isView(source)) {
+    const whole = source.byteOffset === 0 && source.byteLength === source.buffer.byteLength;
+    // A view of part of a larger buffer: send just its bytes (a copy of the
+    // part), so the rest of the caller's buffer stays theirs.
+    const bytes = whole ? new Uint8Array(source.buffer) : new Uint8Array(source.buffer.slice(source.byteOffset, source.byteOffset + source.byteLength));
+    return { sent: bytes, transfer: [bytes.buffer] };
+  }
+  return { sent: source, transfer: [] };
+}
+
 /** The worker's error message as the same class the page engine throws. */
 function rebuild(error) {
   const typed = typedError(error);
@@ -62,10 +92,8 @@ export class WorkerEngine {
   async load(source, options = {}) {
     if (!globalThis.navigator?.gpu) throw new WebGPUUnavailableError(NO_WEBGPU);
     const { onProgress, signal, workerUrl: _w, ...rest } = options;
-    if (typeof source === "string" || source instanceof URL) {
-      source = new URL(source, globalThis.location?.href).href;
-    }
-    this.#info = await this.#request({ type: "load", source, options: rest }, { signal, onEvent: onProgress });
+    const { sent, transfer } = transferable(source);
+    this.#info = await this.#request({ type: "load", source: sent, options: rest }, { signal, onEvent: onProgress, transfer });
     return this;
   }
 
@@ -167,11 +195,11 @@ export class WorkerEngine {
     }
   }
 
-  #request(msg, { signal, onEvent } = {}) {
-    return new Promise((resolve, reject) => this.#send(msg, signal, { onEvent, resolve, reject }));
+  #request(msg, { signal, onEvent, transfer } = {}) {
+    return new Promise((resolve, reject) => this.#send(msg, signal, { onEvent, resolve, reject }, transfer));
   }
 
-  #send(msg, signal, handlers) {
+  #send(msg, signal, handlers, transfer = []) {
     const id = this.#next++;
     if (this.#dead) {
       handlers.reject(this.#dead);
@@ -184,7 +212,13 @@ export class WorkerEngine {
     const onAbort = () => this.#worker.postMessage({ type: "abort", target: id });
     signal?.addEventListener("abort", onAbort, { once: true });
     this.#calls.set(id, { ...handlers, cleanup: () => signal?.removeEventListener("abort", onAbort) });
-    this.#worker.postMessage({ ...msg, id });
+    try {
+      this.#worker.postMessage({ ...msg, id }, transfer);
+    } catch (e) {
+      this.#calls.get(id)?.cleanup();
+      this.#calls.delete(id);
+      handlers.reject(e);
+    }
     return id;
   }
 

@@ -383,6 +383,43 @@ describe("Engine in a Web Worker", () => {
   });
 });
 
+describe("every source type crosses to a worker", () => {
+  test("Response, ReadableStream, ArrayBuffer and typed array are transferred, not cloned", { timeout: 4 * LOAD_MS }, async () => {
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(4 * LOAD_MS - 10_000, page.evaluate(async ({ url, prompt }) => {
+        const { WorkerEngine } = window.wick;
+        const out = {};
+        const tokens = async (source) => {
+          const engine = await WorkerEngine.load(source, { contextLength: 32 });
+          const ids = await engine.tokenize(prompt);
+          await engine.dispose();
+          return ids;
+        };
+        out.response = await tokens(await fetch(url));
+        out.stream = await tokens((await fetch(url)).body);
+        const buffer = await (await fetch(url)).arrayBuffer();
+        out.bufferBytes = buffer.byteLength;
+        out.buffer = await tokens(buffer);
+        out.bufferAfter = buffer.byteLength; // 0: transferred (detached), not copied
+        const typed = new Uint8Array(await (await fetch(url)).arrayBuffer());
+        out.typed = await tokens(typed);
+        out.typedAfter = typed.byteLength;
+        out.notOk = await WorkerEngine.load(new Response("nope", { status: 404 })).then(() => "loaded?!", (e) => `${e.name}: ${e.message}`);
+        return out;
+      }, { url: modelUrl("?norange"), prompt: PROMPT }), "worker sources");
+      log(`worker sources: ${JSON.stringify({ ...r, response: undefined, stream: undefined, buffer: undefined, typed: undefined })}`);
+      for (const k of ["response", "stream", "buffer", "typed"]) assert.deepEqual(r[k], native.prompt_ids, k);
+      assert.ok(r.bufferBytes > 0);
+      assert.equal(r.bufferAfter, 0, "the ArrayBuffer was transferred");
+      assert.equal(r.typedAfter, 0, "the typed array's buffer was transferred");
+      assert.match(r.notOk, /^TypeError: .*HTTP 404/);
+    } finally {
+      await page.close();
+    }
+  });
+});
+
 describe("a lost GPU device", () => {
   test("fails the generation with DeviceLostError, later calls too, and a new load works", { timeout: 2 * LOAD_MS + 60_000 }, async () => {
     const page = await openTestPage(browser, base, log);
