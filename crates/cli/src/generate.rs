@@ -92,6 +92,7 @@ pub fn run(args: GenerateArgs) -> CliResult {
         "stats": {
             "load_seconds": loaded.load_seconds,
             "prompt_tokens": s.prompt_tokens,
+            "cached_tokens": s.cached_tokens,
             "generated_tokens": s.generated_tokens,
             "prefill_tok_s": s.prefill_tok_s(),
             "decode_tok_s": s.decode_tok_s(),
