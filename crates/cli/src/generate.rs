@@ -4,8 +4,8 @@ use std::io::Write;
 
 use serde_json::json;
 use wick::pipeline::sampling::SamplingParams;
+use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::StopCriteria;
-use wick::tokenizer::StreamDecoder;
 
 use crate::load::ModelInput;
 use crate::CliResult;
@@ -26,6 +26,9 @@ pub struct GenerateArgs {
     pub top_p: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Stop where the text contains this string (not printed); up to 4.
+    #[arg(long = "stop", value_name = "S")]
+    pub stop: Vec<String>,
     /// Print one JSON object at the end instead of streaming text.
     #[arg(long)]
     pub json: bool,
@@ -43,6 +46,8 @@ pub fn run(args: GenerateArgs) -> CliResult {
     if args.max_tokens == 0 {
         return Err("--max-tokens must be at least 1".into());
     }
+    // Checked before the model loads (`complete` checks again).
+    StopStrings::new(&args.stop)?;
     let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;
     let prompt = args.input.ids(&engine)?;
@@ -50,45 +55,27 @@ pub fn run(args: GenerateArgs) -> CliResult {
         stop_ids: engine.tokenizer.stop_ids(),
         max_tokens: args.max_tokens,
     };
-    let tokenizer = &engine.tokenizer;
-    let mut stream = StreamDecoder::new(tokenizer, true);
     let mut stdout = std::io::stdout();
-    let mut stream_error = None;
-    let mut on_token = |id: u32| {
-        if args.json {
-            return true;
+    let mut on_text = |text: &str| {
+        if !args.json {
+            let _ = write!(stdout, "{text}");
+            let _ = stdout.flush();
         }
-        match stream.push(id) {
-            Ok(text) => {
-                let _ = write!(stdout, "{text}");
-                let _ = stdout.flush();
-                true
-            }
-            Err(e) => {
-                stream_error = Some(e);
-                false
-            }
-        }
+        true
     };
-    let out = pollster::block_on(engine.pipeline.generate(
-        &prompt,
-        &sampling,
-        &stop,
-        &mut on_token,
-    ))?;
-    if let Some(e) = stream_error {
-        return Err(e.into());
-    }
+    let out =
+        pollster::block_on(engine.complete(&prompt, &sampling, stop, &args.stop, &mut on_text))?;
     if !args.json {
-        println!("{}", stream.finish()?);
+        println!();
         return Ok(());
     }
     let s = &out.stats;
     let report = json!({
         "prompt_ids": prompt,
         "ids": out.ids,
-        "text": tokenizer.decode(&out.ids, true)?,
+        "text": out.text,
         "finish_reason": out.finish_reason.as_str(),
+        "stop_string": out.stop_string,
         "stats": {
             "load_seconds": loaded.load_seconds,
             "prompt_tokens": s.prompt_tokens,

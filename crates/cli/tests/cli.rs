@@ -96,6 +96,37 @@ fn greedy_generate_json_continues_with_logits_argmax() {
     assert_eq!(gen["ids"][0], logits["positions"][0]["top"][0][0]);
 }
 
+fn generate_json(extra: &[&str]) -> serde_json::Value {
+    let m = model();
+    let mut args = vec!["generate", "--model", m.to_str().unwrap()];
+    args.extend_from_slice(&["--prompt", "Once upon a time", "--max-tokens", "12"]);
+    args.extend_from_slice(extra);
+    args.push("--json");
+    let out = wick(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn generate_ends_at_a_stop_string_without_printing_it() {
+    let full = generate_json(&[]);
+    let text = full["text"].as_str().unwrap();
+    // Three characters from the middle of the text.
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mid = chars.len() / 2;
+    let end = chars.get(mid + 3).map_or(text.len(), |&(i, _)| i);
+    let stop = &text[chars[mid].0..end];
+    let expected = &text[..text.find(stop).unwrap()];
+    let cut = generate_json(&["--stop", "never-in-the-text", "--stop", stop]);
+    assert_eq!(cut["text"], expected, "stop {stop:?} in {text:?}");
+    assert_eq!(cut["finish_reason"], "stop");
+    assert_eq!(cut["stop_string"], stop);
+}
+
 #[test]
 fn bad_input_is_a_clear_error() {
     let m = model();
@@ -120,6 +151,12 @@ fn bad_input_is_a_clear_error() {
         ],
         "temperature",
     );
+    let five_stops = [
+        "--stop", "a", "--stop", "b", "--stop", "c", "--stop", "d", "--stop", "e",
+    ];
+    let mut args = vec!["generate", "--model", m, "--prompt", "hi"];
+    args.extend_from_slice(&five_stops);
+    fails_with(&args, "at most 4");
     fails_with(
         &["generate", "--model", m, "--ids", "99999999"],
         "outside the vocabulary",

@@ -50,6 +50,13 @@ impl Generation {
     pub fn stats(&self) -> &GenerationStats {
         &self.stats
     }
+    /// Ends after the tokens already returned because the text reached a
+    /// stop string (see `StopStrings`): finishes as `Stop`.
+    pub fn stop_at_string(&mut self) {
+        if self.finish_reason.is_none() {
+            self.finish_reason = Some(FinishReason::Stop);
+        }
+    }
     /// Stops after the tokens already returned (an abort).
     pub fn cancel(&mut self) {
         if self.finish_reason.is_none() {

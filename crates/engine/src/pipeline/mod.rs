@@ -12,6 +12,7 @@ pub mod prefix;
 pub mod sampling;
 pub mod stats;
 pub mod step;
+pub mod stop_strings;
 pub mod stopping;
 pub mod tokens;
 pub mod warm_up;
