@@ -11,12 +11,16 @@
 //!   `": "` separators, keys in their given order, no HTML escaping;
 //! - Python string and dict methods (`.strip()`, `.startswith()`, `.items()` ...)
 //!   through minijinja-contrib's pycompat;
-//! - `strftime_now(fmt)` for the templates that print today's date.
+//! - `strftime_now(fmt)` for the templates that print today's date;
+//! - `{% generation %}...{% endgeneration %}` (transformers' assistant-mask
+//!   tag) renders its body;
+//! - extra variables (`chat_template_kwargs`: `enable_thinking`, `tools` ...)
+//!   override the special-token texts, as transformers merges them.
 //!
 //! The rendered text is then tokenized with special tokens parsed; see
 //! [`ChatTemplate::encode`].
 
-use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::value::{merge_maps, Kwargs, Value, ValueKind};
 use minijinja::{context, Environment, Error, ErrorKind};
 
 use super::Tokenizer;
@@ -86,7 +90,7 @@ impl ChatTemplate {
         bos_token: impl Into<String>,
         eos_token: impl Into<String>,
     ) -> Result<Self, ChatTemplateError> {
-        let source = source.into();
+        let source = without_generation_tags(&source.into());
         let t = ChatTemplate {
             env: environment(),
             source,
@@ -126,27 +130,46 @@ impl ChatTemplate {
         tools_json: Option<&str>,
         add_generation_prompt: bool,
     ) -> Result<String, ChatTemplateError> {
-        let parse = |what: &str, s: &str| -> Result<Value, ChatTemplateError> {
-            let v: Value = serde_json::from_str(s)
-                .map_err(|e| ChatTemplateError::Messages(format!("{what}: {e}")))?;
-            if v.kind() != ValueKind::Seq {
-                return Err(ChatTemplateError::Messages(format!(
-                    "{what} must be an array"
-                )));
-            }
-            Ok(v)
-        };
-        let messages = parse("messages", messages_json)?;
-        for (i, m) in messages.try_iter().into_iter().flatten().enumerate() {
-            let role = m.get_attr("role").ok().filter(|r| r.as_str().is_some());
-            if m.kind() != ValueKind::Map || role.is_none() {
-                return Err(ChatTemplateError::Messages(format!(
-                    "message {i} must be an object with a string \"role\""
-                )));
-            }
-        }
-        let tools = tools_json.map(|s| parse("tools", s)).transpose()?;
+        let messages = parse_messages(messages_json)?;
+        let tools = tools_json.map(|s| parse_array("tools", s)).transpose()?;
         self.render_values(messages, tools, add_generation_prompt)
+    }
+
+    /// As `render_json`, with `kwargs_json`: a JSON object of more template
+    /// variables (transformers' `chat_template_kwargs`, `tools` among them).
+    /// They override `bos_token` / `eos_token`, as in transformers, but not
+    /// `messages` or `add_generation_prompt`.
+    pub fn render_json_with_kwargs(
+        &self,
+        messages_json: &str,
+        add_generation_prompt: bool,
+        kwargs_json: &str,
+    ) -> Result<String, ChatTemplateError> {
+        let kwargs: Value = serde_json::from_str(kwargs_json)
+            .map_err(|e| ChatTemplateError::Messages(format!("kwargs: {e}")))?;
+        if kwargs.kind() != ValueKind::Map {
+            return Err(ChatTemplateError::Messages(
+                "kwargs must be a JSON object".into(),
+            ));
+        }
+        let messages = parse_messages(messages_json)?;
+        // transformers always defines these two (None when not given).
+        let given = |key: &str| kwargs.get_attr(key).ok().filter(|v| !v.is_undefined());
+        self.render_context(context! {
+            messages,
+            add_generation_prompt,
+            tools => given("tools"),
+            documents => given("documents"),
+            // The last map wins: kwargs over the special tokens.
+            ..merge_maps([self.special_tokens(), kwargs]),
+        })
+    }
+
+    fn special_tokens(&self) -> Value {
+        context! {
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+        }
     }
 
     fn render_values(
@@ -155,17 +178,19 @@ impl ChatTemplate {
         tools: Option<Value>,
         add_generation_prompt: bool,
     ) -> Result<String, ChatTemplateError> {
+        self.render_context(context! {
+            messages,
+            add_generation_prompt,
+            tools,
+            ..self.special_tokens(),
+        })
+    }
+
+    fn render_context(&self, ctx: Value) -> Result<String, ChatTemplateError> {
         let tmpl = self
             .env
             .template_from_str(&self.source)
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
-        let ctx = context! {
-            messages,
-            bos_token => self.bos_token.as_str(),
-            eos_token => self.eos_token.as_str(),
-            add_generation_prompt,
-            tools,
-        };
         tmpl.render(ctx).map_err(|e| match raised_message(&e) {
             Some(msg) => ChatTemplateError::Raised(msg),
             None => ChatTemplateError::Render(describe(&e)),
@@ -183,6 +208,74 @@ impl ChatTemplate {
         let starts_with_bos = !self.bos_token.is_empty() && rendered.starts_with(&self.bos_token);
         tokenizer.encode(rendered, !starts_with_bos, true)
     }
+}
+
+fn parse_array(what: &str, json: &str) -> Result<Value, ChatTemplateError> {
+    let v: Value = serde_json::from_str(json)
+        .map_err(|e| ChatTemplateError::Messages(format!("{what}: {e}")))?;
+    if v.kind() != ValueKind::Seq {
+        return Err(ChatTemplateError::Messages(format!(
+            "{what} must be an array"
+        )));
+    }
+    Ok(v)
+}
+
+/// A JSON array of messages, each an object with a string `role`.
+fn parse_messages(json: &str) -> Result<Value, ChatTemplateError> {
+    let messages = parse_array("messages", json)?;
+    for (i, m) in messages.try_iter().into_iter().flatten().enumerate() {
+        let role = m.get_attr("role").ok().filter(|r| r.as_str().is_some());
+        if m.kind() != ValueKind::Map || role.is_none() {
+            return Err(ChatTemplateError::Messages(format!(
+                "message {i} must be an object with a string \"role\""
+            )));
+        }
+    }
+    Ok(messages)
+}
+
+/// `source` with transformers' `{% generation %}` / `{% endgeneration %}`
+/// (which only mark the assistant's tokens for training masks) made an
+/// always-true `if`, so the body renders and each tag's whitespace control
+/// (`-`, trim_blocks, lstrip_blocks) acts as it does in jinja2.
+fn without_generation_tags(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(open) = rest.find("{%") {
+        let Some(len) = rest[open..].find("%}") else {
+            break;
+        };
+        let tag = &rest[open..open + len + 2];
+        let inner = &tag[2..tag.len() - 2];
+        let (left, right) = (inner.starts_with(['-', '+']), inner.ends_with(['-', '+']));
+        let word = inner.trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
+        let replacement = match word {
+            "generation" => Some("if true"),
+            "endgeneration" => Some("endif"),
+            _ => None,
+        };
+        out.push_str(&rest[..open]);
+        match replacement {
+            Some(r) => {
+                out.push_str("{%");
+                if left {
+                    out.push_str(&inner[..1]);
+                }
+                out.push(' ');
+                out.push_str(r);
+                out.push(' ');
+                if right {
+                    out.push_str(&inner[inner.len() - 1..]);
+                }
+                out.push_str("%}");
+            }
+            None => out.push_str(tag),
+        }
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Marks errors raised by `raise_exception` so they are told apart from
