@@ -20,9 +20,12 @@
 //! The rendered text is then tokenized with special tokens parsed; see
 //! [`ChatTemplate::encode`].
 
-use minijinja::value::{merge_maps, Kwargs, Value, ValueKind};
+use minijinja::value::{merge_maps, Value, ValueKind};
 use minijinja::{context, Environment, Error, ErrorKind};
 
+#[cfg(test)]
+use super::jinja_python::{civil_from_days, python_float};
+use super::jinja_python::{python_formatter, python_str, strftime, tojson};
 use super::Tokenizer;
 use crate::format::gguf::GgufFile;
 
@@ -327,203 +330,9 @@ fn environment() -> Environment<'static> {
         Ok(Value::from(strftime(&fmt, secs)))
     });
     env.add_filter("tojson", tojson);
+    env.add_filter("string", python_str);
+    env.set_formatter(python_formatter);
     env
-}
-
-/// `x | tojson(indent=None)` as Python's `json.dumps(x, ensure_ascii=False, indent=indent)`.
-fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let indent: Option<usize> = kwargs.get("indent")?;
-    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
-    // ensure_ascii / separators are accepted; the defaults are what HF uses.
-    let _: Option<bool> = kwargs.get("ensure_ascii")?;
-    let _: Option<Value> = kwargs.get("separators")?;
-    kwargs.assert_all_used()?;
-    let mut out = String::new();
-    write_json(&value, indent, sort_keys.unwrap_or(false), 0, &mut out)?;
-    Ok(Value::from(out))
-}
-
-fn write_json(
-    v: &Value,
-    indent: Option<usize>,
-    sort_keys: bool,
-    depth: usize,
-    out: &mut String,
-) -> Result<(), Error> {
-    let newline = |out: &mut String, depth: usize| {
-        if let Some(n) = indent {
-            out.push('\n');
-            out.push_str(&" ".repeat(n * depth));
-        }
-    };
-    let item_sep = if indent.is_some() { "," } else { ", " };
-    match v.kind() {
-        ValueKind::Undefined | ValueKind::None => out.push_str("null"),
-        ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
-        ValueKind::Number => {
-            if v.is_integer() {
-                out.push_str(&v.to_string());
-            } else {
-                let f = f64::try_from(v.clone())?;
-                out.push_str(&python_float(f));
-            }
-        }
-        ValueKind::String | ValueKind::Bytes => {
-            let s = v.to_str().unwrap_or_default();
-            out.push_str(&serde_json::to_string(&*s).expect("strings serialize"));
-        }
-        ValueKind::Seq | ValueKind::Iterable => {
-            let items: Vec<Value> = v.try_iter()?.collect();
-            if items.is_empty() {
-                out.push_str("[]");
-                return Ok(());
-            }
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                newline(out, depth + 1);
-                write_json(item, indent, sort_keys, depth + 1, out)?;
-            }
-            newline(out, depth);
-            out.push(']');
-        }
-        ValueKind::Map => {
-            let mut keys: Vec<Value> = v.try_iter()?.collect();
-            if sort_keys {
-                keys.sort();
-            }
-            if keys.is_empty() {
-                out.push_str("{}");
-                return Ok(());
-            }
-            out.push('{');
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                newline(out, depth + 1);
-                let key = match k.as_str() {
-                    Some(s) => s.to_string(),
-                    None => k.to_string(),
-                };
-                out.push_str(&serde_json::to_string(&key).expect("strings serialize"));
-                out.push_str(": ");
-                write_json(&v.get_item(k)?, indent, sort_keys, depth + 1, out)?;
-            }
-            newline(out, depth);
-            out.push('}');
-        }
-        ValueKind::Plain | ValueKind::Invalid => {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                format!("tojson: cannot serialize {v}"),
-            ));
-        }
-        _ => out.push_str("null"),
-    }
-    Ok(())
-}
-
-/// Python's `repr(float)`: shortest round trip, `1.0` not `1`, `1e+16` exponents.
-fn python_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    let a = f.abs();
-    if a != 0.0 && !(1e-4..1e16).contains(&a) {
-        let s = format!("{f:e}"); // "1e16", "1.5e-7"
-        let (mant, exp) = s.split_once('e').expect("exponent form");
-        let exp: i32 = exp.parse().expect("exponent");
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{mant}e{sign}{:02}", exp.abs());
-    }
-    format!("{f:?}")
-}
-
-/// `time.strftime` for the common codes, in UTC.
-fn strftime(fmt: &str, unix_secs: u64) -> String {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    const DAYS: [&str; 7] = [
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-    ];
-    let days = unix_secs / 86400;
-    let (y, m, d) = civil_from_days(days as i64);
-    let secs = unix_secs % 86400;
-    let weekday = DAYS[(days % 7) as usize];
-    let month = MONTHS[(m - 1) as usize];
-    let mut out = String::new();
-    let mut chars = fmt.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('Y') => out.push_str(&y.to_string()),
-            Some('y') => out.push_str(&format!("{:02}", y % 100)),
-            Some('m') => out.push_str(&format!("{m:02}")),
-            Some('d') => out.push_str(&format!("{d:02}")),
-            // glibc's unpadded forms
-            Some('-') => match chars.next() {
-                Some('d') => out.push_str(&d.to_string()),
-                Some('m') => out.push_str(&m.to_string()),
-                Some(other) => out.extend(['%', '-', other]),
-                None => out.push_str("%-"),
-            },
-            Some('B') => out.push_str(month),
-            Some('b') => out.push_str(&month[..3]),
-            Some('A') => out.push_str(weekday),
-            Some('a') => out.push_str(&weekday[..3]),
-            Some('H') => out.push_str(&format!("{:02}", secs / 3600)),
-            Some('M') => out.push_str(&format!("{:02}", secs / 60 % 60)),
-            Some('S') => out.push_str(&format!("{:02}", secs % 60)),
-            Some('%') => out.push('%'),
-            Some(other) => {
-                out.push('%');
-                out.push(other);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

@@ -288,3 +288,23 @@ fn generation_tags_render_their_body() {
         "a{%- if true +%}b{% endif %}{% if x %}"
     );
 }
+
+#[test]
+fn printed_lists_and_dicts_are_python_reprs() {
+    let t = ChatTemplate::new(
+        "{{ messages[0].content }}|{{ messages[1].content | string }}|{{ messages[1].content.b[1] }}",
+        "",
+        "",
+    )
+    .unwrap();
+    let msgs = r#"[
+        {"role": "user", "content": ["a", "it's", null, true, 1.5,
+            {"k": "v\n\"q\"", "n": 1e16}, "\u00a0\u200b🙂\\"]},
+        {"role": "user", "content": {"b": [1, 2.0]}}
+    ]"#;
+    assert_eq!(
+        t.render_json(msgs, None, false).unwrap(),
+        "['a', \"it's\", None, True, 1.5, {'k': 'v\\n\"q\"', 'n': 1e+16}, \
+         '\\xa0\\u200b🙂\\\\']|{'b': [1, 2.0]}|2.0"
+    );
+}
