@@ -29,10 +29,17 @@ pub struct GenerateArgs {
     /// Stop where the text contains this string (not printed); up to 4.
     #[arg(long = "stop", value_name = "S")]
     pub stop: Vec<String>,
+    /// With --json: the log-probability of each generated token and the K
+    /// most likely tokens at its position (0..=20, as OpenAI's top_logprobs).
+    #[arg(long, value_name = "K", requires = "json")]
+    pub logprobs: Option<usize>,
     /// Print one JSON object at the end instead of streaming text.
     #[arg(long)]
     pub json: bool,
 }
+
+/// OpenAI's limit on `top_logprobs`.
+const MAX_TOP_LOGPROBS: usize = 20;
 
 pub fn run(args: GenerateArgs) -> CliResult {
     let sampling = SamplingParams {
@@ -48,6 +55,9 @@ pub fn run(args: GenerateArgs) -> CliResult {
     }
     // Checked before the model loads (`complete` checks again).
     StopStrings::new(&args.stop)?;
+    if args.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
+        return Err(format!("--logprobs must be 0..={MAX_TOP_LOGPROBS}").into());
+    }
     let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;
     let prompt = args.input.ids(&engine)?;
@@ -70,7 +80,7 @@ pub fn run(args: GenerateArgs) -> CliResult {
         return Ok(());
     }
     let s = &out.stats;
-    let report = json!({
+    let mut report = json!({
         "prompt_ids": prompt,
         "ids": out.ids,
         "text": out.text,
@@ -87,6 +97,24 @@ pub fn run(args: GenerateArgs) -> CliResult {
             "submits_per_decode_step": s.per_decode_step(s.decode_counters.submits),
         },
     });
+    if let Some(k) = args.logprobs {
+        let logprobs = pollster::block_on(engine.pipeline.logprobs_of(&prompt, &out.ids, k))?;
+        // As OpenAI writes each entry: the token's text (lossy where it holds
+        // part of a character) and its exact bytes.
+        let entry = |id: u32, logprob: f32| -> Result<serde_json::Value, wick::WickError> {
+            let bytes = engine.tokenizer.token_bytes(id, false)?;
+            let token = String::from_utf8_lossy(&bytes);
+            Ok(json!({ "id": id, "token": token, "bytes": bytes, "logprob": logprob }))
+        };
+        let mut entries = Vec::with_capacity(logprobs.len());
+        for t in &logprobs {
+            let mut e = entry(t.id, t.logprob)?;
+            let top: Result<Vec<_>, _> = t.top.iter().map(|&(id, lp)| entry(id, lp)).collect();
+            e["top_logprobs"] = json!(top?);
+            entries.push(e);
+        }
+        report["logprobs"] = json!(entries);
+    }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }

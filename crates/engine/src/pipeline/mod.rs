@@ -7,6 +7,7 @@ pub mod embed;
 pub mod generate;
 pub mod kv_cache;
 pub mod logits;
+pub mod logprobs;
 pub mod prefill;
 pub mod prefix;
 pub mod sampling;
