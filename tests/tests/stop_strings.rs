@@ -139,3 +139,28 @@ fn more_than_four_stop_strings_are_refused() {
     .expect("five stop strings refused");
     assert!(matches!(err, wick::WickError::InvalidOption(_)), "{err}");
 }
+
+#[test]
+fn a_caller_that_says_stop_is_not_called_again() {
+    let mut engine = load_engine(MODEL, 64);
+    let prompt = engine.tokenize_prompt(PROMPT).unwrap();
+    let stop = StopCriteria {
+        stop_ids: Vec::new(),
+        max_tokens: MAX_TOKENS,
+    };
+    let mut calls = 0;
+    let out = pollster::block_on(engine.complete(
+        &prompt,
+        &SamplingParams::default(),
+        stop,
+        &["never seen \u{2603}".to_string()],
+        &mut |_| {
+            calls += 1;
+            false
+        },
+    ))
+    .unwrap();
+    assert_eq!(calls, 1);
+    assert_eq!(out.finish_reason, FinishReason::Cancelled);
+    assert!(out.ids.len() < MAX_TOKENS, "{:?}", out.ids);
+}

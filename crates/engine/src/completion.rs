@@ -39,9 +39,14 @@ impl Engine {
         let mut filter = StopStrings::new(stop_strings)?;
         let mut decoder = StreamDecoder::new(&self.tokenizer, true);
         let mut text = String::new();
+        // Once `on_text` has said stop, it is not called again.
+        let mut listening = true;
         let mut emit = |piece: String, text: &mut String| {
             text.push_str(&piece);
-            piece.is_empty() || on_text(&piece)
+            if listening && !piece.is_empty() {
+                listening = on_text(&piece);
+            }
+            listening
         };
         let pipeline = &mut self.pipeline;
         let mut g = pipeline.start_generation(prompt, sampling, stop).await?;
