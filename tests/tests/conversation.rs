@@ -92,6 +92,13 @@ fn check_against_scratch(engine: &mut Engine, turns: &[Turn]) {
         let scratch = generate(engine, &t.prompt);
         assert_eq!(scratch.stats.cached_tokens, 0);
         assert_eq!(t.out.ids, scratch.ids, "turn {}", i + 1);
+        eprintln!(
+            "turn {}: time to first token {:.3} s reusing {} tokens, {:.3} s from scratch",
+            i + 1,
+            t.out.stats.time_to_first_token,
+            t.out.stats.cached_tokens,
+            scratch.stats.time_to_first_token
+        );
     }
 }
 
