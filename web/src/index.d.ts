@@ -82,6 +82,8 @@ export interface TokenChunk {
 
 export interface GenerationStats {
   promptTokens: number;
+  /** Leading prompt tokens whose KV cache the last generation left, not prefilled again. */
+  cachedTokens: number;
   generatedTokens: number;
   prefillSeconds: number;
   decodeSeconds: number;

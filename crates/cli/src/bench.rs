@@ -103,6 +103,8 @@ pub fn run(args: BenchArgs) -> CliResult {
     };
     let greedy = SamplingParams::default();
     let run = |engine: &mut wick::Engine| {
+        // Every run prefills the whole prompt: nothing reused from the last.
+        engine.pipeline.reset();
         pollster::block_on(
             engine
                 .pipeline
@@ -182,6 +184,7 @@ fn profile_run(
     stop: &StopCriteria,
 ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     let greedy = SamplingParams::default();
+    engine.pipeline.reset();
     engine.pipeline.ctx().start_profile()?;
     let out = pollster::block_on(
         engine

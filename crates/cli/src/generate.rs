@@ -4,8 +4,8 @@ use std::io::Write;
 
 use serde_json::json;
 use wick::pipeline::sampling::SamplingParams;
+use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::StopCriteria;
-use wick::tokenizer::StreamDecoder;
 
 use crate::load::ModelInput;
 use crate::CliResult;
@@ -26,10 +26,20 @@ pub struct GenerateArgs {
     pub top_p: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Stop where the text contains this string (not printed); up to 4.
+    #[arg(long = "stop", value_name = "S")]
+    pub stop: Vec<String>,
+    /// With --json: the log-probability of each generated token and the K
+    /// most likely tokens at its position (0..=20, as OpenAI's top_logprobs).
+    #[arg(long, value_name = "K", requires = "json")]
+    pub logprobs: Option<usize>,
     /// Print one JSON object at the end instead of streaming text.
     #[arg(long)]
     pub json: bool,
 }
+
+/// OpenAI's limit on `top_logprobs`.
+const MAX_TOP_LOGPROBS: usize = 20;
 
 pub fn run(args: GenerateArgs) -> CliResult {
     let sampling = SamplingParams {
@@ -43,6 +53,11 @@ pub fn run(args: GenerateArgs) -> CliResult {
     if args.max_tokens == 0 {
         return Err("--max-tokens must be at least 1".into());
     }
+    // Checked before the model loads (`complete` checks again).
+    StopStrings::new(&args.stop)?;
+    if args.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
+        return Err(format!("--logprobs must be 0..={MAX_TOP_LOGPROBS}").into());
+    }
     let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;
     let prompt = args.input.ids(&engine)?;
@@ -50,48 +65,31 @@ pub fn run(args: GenerateArgs) -> CliResult {
         stop_ids: engine.tokenizer.stop_ids(),
         max_tokens: args.max_tokens,
     };
-    let tokenizer = &engine.tokenizer;
-    let mut stream = StreamDecoder::new(tokenizer, true);
     let mut stdout = std::io::stdout();
-    let mut stream_error = None;
-    let mut on_token = |id: u32| {
-        if args.json {
-            return true;
+    let mut on_text = |text: &str| {
+        if !args.json {
+            let _ = write!(stdout, "{text}");
+            let _ = stdout.flush();
         }
-        match stream.push(id) {
-            Ok(text) => {
-                let _ = write!(stdout, "{text}");
-                let _ = stdout.flush();
-                true
-            }
-            Err(e) => {
-                stream_error = Some(e);
-                false
-            }
-        }
+        true
     };
-    let out = pollster::block_on(engine.pipeline.generate(
-        &prompt,
-        &sampling,
-        &stop,
-        &mut on_token,
-    ))?;
-    if let Some(e) = stream_error {
-        return Err(e.into());
-    }
+    let out =
+        pollster::block_on(engine.complete(&prompt, &sampling, stop, &args.stop, &mut on_text))?;
     if !args.json {
-        println!("{}", stream.finish()?);
+        println!();
         return Ok(());
     }
     let s = &out.stats;
-    let report = json!({
+    let mut report = json!({
         "prompt_ids": prompt,
         "ids": out.ids,
-        "text": tokenizer.decode(&out.ids, true)?,
+        "text": out.text,
         "finish_reason": out.finish_reason.as_str(),
+        "stop_string": out.stop_string,
         "stats": {
             "load_seconds": loaded.load_seconds,
             "prompt_tokens": s.prompt_tokens,
+            "cached_tokens": s.cached_tokens,
             "generated_tokens": s.generated_tokens,
             "prefill_tok_s": s.prefill_tok_s(),
             "decode_tok_s": s.decode_tok_s(),
@@ -99,6 +97,24 @@ pub fn run(args: GenerateArgs) -> CliResult {
             "submits_per_decode_step": s.per_decode_step(s.decode_counters.submits),
         },
     });
+    if let Some(k) = args.logprobs {
+        let logprobs = pollster::block_on(engine.pipeline.logprobs_of(&prompt, &out.ids, k))?;
+        // As OpenAI writes each entry: the token's text (lossy where it holds
+        // part of a character) and its exact bytes.
+        let entry = |id: u32, logprob: f32| -> Result<serde_json::Value, wick::WickError> {
+            let bytes = engine.tokenizer.token_bytes(id, false)?;
+            let token = String::from_utf8_lossy(&bytes);
+            Ok(json!({ "id": id, "token": token, "bytes": bytes, "logprob": logprob }))
+        };
+        let mut entries = Vec::with_capacity(logprobs.len());
+        for t in &logprobs {
+            let mut e = entry(t.id, t.logprob)?;
+            let top: Result<Vec<_>, _> = t.top.iter().map(|&(id, lp)| entry(id, lp)).collect();
+            e["top_logprobs"] = json!(top?);
+            entries.push(e);
+        }
+        report["logprobs"] = json!(entries);
+    }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }

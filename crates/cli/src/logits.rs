@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use serde_json::json;
+use wick::pipeline::logprobs::top_k;
 
 use crate::load::ModelInput;
 use crate::CliResult;
@@ -23,19 +24,6 @@ pub struct LogitsArgs {
     /// Write the raw little-endian f32 logits here: `last` rows of vocab size.
     #[arg(long)]
     pub dump: Option<PathBuf>,
-}
-
-/// The `k` highest logits as (id, logit), highest first, lowest id on ties.
-pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
-    let mut idx: Vec<u32> = (0..row.len() as u32).collect();
-    let k = k.min(row.len());
-    let order = |a: &u32, b: &u32| row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b));
-    if k > 0 && k < idx.len() {
-        idx.select_nth_unstable_by(k - 1, order);
-        idx.truncate(k);
-    }
-    idx.sort_unstable_by(order);
-    idx.into_iter().map(|i| (i, row[i as usize])).collect()
 }
 
 pub fn run(args: LogitsArgs) -> CliResult {

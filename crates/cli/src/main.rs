@@ -7,6 +7,7 @@ mod generate;
 mod info;
 mod load;
 mod logits;
+mod template;
 mod tokenize;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +37,8 @@ enum Command {
     Logits(logits::LogitsArgs),
     /// Tokenize text as generation would.
     Tokenize(tokenize::TokenizeArgs),
+    /// Render a chat template over a conversation, as transformers does.
+    Template(template::TemplateArgs),
     /// Measure prefill and decode speed of a model.
     Bench(bench::BenchArgs),
     /// Measure GEMV bandwidth per quant type against buffer copy bandwidth.
@@ -49,6 +52,7 @@ fn main() {
         Command::Generate(args) => generate::run(args),
         Command::Logits(args) => logits::run(args),
         Command::Tokenize(args) => tokenize::run(args),
+        Command::Template(args) => template::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchKernels(args) => bench_kernels::run(args),
     };

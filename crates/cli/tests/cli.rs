@@ -96,6 +96,126 @@ fn greedy_generate_json_continues_with_logits_argmax() {
     assert_eq!(gen["ids"][0], logits["positions"][0]["top"][0][0]);
 }
 
+fn generate_json(extra: &[&str]) -> serde_json::Value {
+    let m = model();
+    let mut args = vec!["generate", "--model", m.to_str().unwrap()];
+    args.extend_from_slice(&["--prompt", "Once upon a time", "--max-tokens", "12"]);
+    args.extend_from_slice(extra);
+    args.push("--json");
+    let out = wick(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn generate_ends_at_a_stop_string_without_printing_it() {
+    let full = generate_json(&[]);
+    let text = full["text"].as_str().unwrap();
+    // Three characters from the middle of the text.
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mid = chars.len() / 2;
+    let end = chars.get(mid + 3).map_or(text.len(), |&(i, _)| i);
+    let stop = &text[chars[mid].0..end];
+    let expected = &text[..text.find(stop).unwrap()];
+    let cut = generate_json(&["--stop", "never-in-the-text", "--stop", stop]);
+    assert_eq!(cut["text"], expected, "stop {stop:?} in {text:?}");
+    assert_eq!(cut["finish_reason"], "stop");
+    assert_eq!(cut["stop_string"], stop);
+}
+
+/// Each generated token's logprobs against the log-softmax of `wick logits`
+/// over the same positions (its raw dump), in f64.
+#[test]
+fn generate_logprobs_are_the_log_softmax_of_wick_logits() {
+    const K: usize = 5;
+    let gen = generate_json(&["--logprobs", &K.to_string()]);
+    let ids: Vec<u64> = gen["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let mut seq: Vec<u64> = gen["prompt_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    seq.extend_from_slice(&ids[..ids.len() - 1]);
+    let seq: Vec<String> = seq.iter().map(u64::to_string).collect();
+    let dump =
+        std::env::temp_dir().join(format!("wick-cli-test-logits-{}.f32", std::process::id()));
+    let m = model();
+    let out = wick(&[
+        "logits",
+        "--model",
+        m.to_str().unwrap(),
+        "--ids",
+        &seq.join(","),
+        "--last",
+        &ids.len().to_string(),
+        "--dump",
+        dump.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw = std::fs::read(&dump).unwrap();
+    std::fs::remove_file(&dump).unwrap();
+    let logits: Vec<f32> = raw
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let vocab = logits.len() / ids.len();
+    let entries = gen["logprobs"].as_array().unwrap();
+    assert_eq!(entries.len(), ids.len());
+    for (i, (entry, row)) in entries.iter().zip(logits.chunks_exact(vocab)).enumerate() {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let log_sum = max
+            + row
+                .iter()
+                .map(|&x| (x as f64 - max).exp())
+                .sum::<f64>()
+                .ln();
+        let expected = |id: u64| row[id as usize] as f64 - log_sum;
+        let close = |e: &serde_json::Value| {
+            let (id, lp) = (e["id"].as_u64().unwrap(), e["logprob"].as_f64().unwrap());
+            assert!(
+                (lp - expected(id)).abs() < 1e-4,
+                "token {i} id {id}: {lp} vs {}",
+                expected(id)
+            );
+        };
+        assert_eq!(entry["id"].as_u64(), Some(ids[i]));
+        close(entry);
+        let top = entry["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), K);
+        top.iter().for_each(close);
+        // The top K are the K highest of the row, highest first.
+        let mut best: Vec<f64> = row.iter().map(|&x| x as f64 - log_sum).collect();
+        best.sort_by(|a, b| b.total_cmp(a));
+        for (e, want) in top.iter().zip(&best) {
+            assert!(
+                (e["logprob"].as_f64().unwrap() - want).abs() < 1e-4,
+                "token {i}"
+            );
+        }
+        assert!(entry["bytes"].is_array() && entry["token"].is_string());
+        // Greedy: the sampled token is the most likely one (or tied with it).
+        let gap = top[0]["logprob"].as_f64().unwrap() - entry["logprob"].as_f64().unwrap();
+        assert!(
+            top[0]["id"] == entry["id"] || gap < 1e-4,
+            "token {i}: {entry}"
+        );
+    }
+}
+
 #[test]
 fn bad_input_is_a_clear_error() {
     let m = model();
@@ -119,6 +239,25 @@ fn bad_input_is_a_clear_error() {
             "--temperature=-1",
         ],
         "temperature",
+    );
+    let five_stops = [
+        "--stop", "a", "--stop", "b", "--stop", "c", "--stop", "d", "--stop", "e",
+    ];
+    let mut args = vec!["generate", "--model", m, "--prompt", "hi"];
+    args.extend_from_slice(&five_stops);
+    fails_with(&args, "at most 4");
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            m,
+            "--prompt",
+            "hi",
+            "--json",
+            "--logprobs",
+            "21",
+        ],
+        "--logprobs must be 0..=20",
     );
     fails_with(
         &["generate", "--model", m, "--ids", "99999999"],

@@ -42,6 +42,8 @@ struct Step {
 #[serde(rename_all = "camelCase")]
 struct Stats {
     prompt_tokens: usize,
+    /// Leading prompt tokens kept from the last sequence's KV cache.
+    cached_tokens: usize,
     generated_tokens: usize,
     prefill_seconds: f64,
     decode_seconds: f64,
@@ -64,6 +66,7 @@ impl From<&GenerationStats> for Stats {
     fn from(s: &GenerationStats) -> Self {
         Stats {
             prompt_tokens: s.prompt_tokens,
+            cached_tokens: s.cached_tokens,
             generated_tokens: s.generated_tokens,
             prefill_seconds: s.prefill_seconds,
             decode_seconds: s.decode_seconds,

@@ -63,6 +63,9 @@ impl Pipeline {
         self.check_room(n)?;
         let start = Instant::now();
         self.sampler.write_randoms(&self.ctx, 0, us)?;
+        // The steps embed tokens not yet read back: their positions are
+        // remembered when `next_token` hands the tokens out.
+        self.held.forget_from(self.pos);
         let ctx = self.ctx.clone();
         let mut rec = Recorder::new(&ctx);
         for s in 0..n {
@@ -94,6 +97,7 @@ impl Pipeline {
     /// Forgets the last `n` positions (tokens sampled past a stop).
     pub(crate) fn roll_back(&mut self, n: usize) {
         self.pos -= n.min(self.pos);
+        self.held.forget_from(self.pos);
     }
 }
 

@@ -50,6 +50,13 @@ impl Generation {
     pub fn stats(&self) -> &GenerationStats {
         &self.stats
     }
+    /// Ends after the tokens already returned because the text reached a
+    /// stop string (see `StopStrings`): finishes as `Stop`.
+    pub fn stop_at_string(&mut self) {
+        if self.finish_reason.is_none() {
+            self.finish_reason = Some(FinishReason::Stop);
+        }
+    }
     /// Stops after the tokens already returned (an abort).
     pub fn cancel(&mut self) {
         if self.finish_reason.is_none() {
@@ -65,7 +72,11 @@ pub struct GenerationOutput {
 }
 
 impl Pipeline {
-    /// Starts a fresh sequence: prefills `prompt` and samples the first token.
+    /// Starts a sequence: prefills `prompt` and samples the first token.
+    /// The longest prefix the cache already holds (the last sequence's prompt
+    /// and reply, as a chat's next turn starts) is kept, and only the rest is
+    /// prefilled; where `prompt` differs earlier, the position rolls back to
+    /// the difference and the cache past it is overwritten.
     pub async fn start_generation(
         &mut self,
         prompt: &[u32],
@@ -76,18 +87,21 @@ impl Pipeline {
         if stop.max_tokens == 0 {
             return Err(WickError::InvalidOption("max tokens must be > 0".into()));
         }
-        self.reset();
+        let cached = self.held.reusable(prompt);
+        self.pos = cached;
+        self.held.forget_from(cached);
         self.configure_sampler(sampling, prompt)?;
         sampler.accept(prompt);
         let mut stats = GenerationStats {
             prompt_tokens: prompt.len(),
+            cached_tokens: cached,
             tokens_per_submit: self.tokens_per_submit(),
             weight_bytes_per_token: self.model().weight_bytes_per_token(),
             ..Default::default()
         };
         let start = Instant::now();
         let u = sampler.next_uniform();
-        let first = self.prefill_sampled(prompt, u).await?;
+        let first = self.prefill_sampled(&prompt[cached..], u).await?;
         stats.prefill_seconds = start.elapsed().as_secs_f64();
         stats.time_to_first_token = stats.prefill_seconds;
         Ok(Generation {
@@ -126,14 +140,19 @@ impl Pipeline {
             g.queue.extend(ids);
         }
         let token = g.queue.pop_front().expect("a sampled token");
+        // Positions whose K/V hold this token's predecessors (it is not yet in).
+        let running = g.in_flight.as_ref().map_or(0, InFlight::steps);
+        let pos = self.pos - g.queue.len() - running;
+        if let Some(&previous) = g.ids.last() {
+            // `token` was sampled by the step that embedded `previous`, so
+            // that step's K/V is in.
+            self.held.learned(pos - 1, previous);
+        }
         g.sampler.accept(&[token]);
         g.ids.push(token);
         g.stats.generated_tokens = g.ids.len();
         g.stats.decode_seconds = g.decode_start.elapsed().as_secs_f64();
         g.stats.decode_counters = self.ctx.counters.snapshot().since(g.counters_before);
-        // Positions whose K/V hold this token's predecessors (it is not yet in).
-        let running = g.in_flight.as_ref().map_or(0, InFlight::steps);
-        let pos = self.pos - g.queue.len() - running;
         g.finish_reason = g.stop.check(token, g.ids.len(), pos, self.ctx_len());
         if g.finish_reason.is_some() {
             self.discard(g);
@@ -176,7 +195,8 @@ impl Pipeline {
         g.queue.clear();
     }
 
-    /// Generates from `prompt` (a fresh sequence). `on_token` sees each token
+    /// Generates from `prompt` (reusing the cached prefix, as
+    /// `start_generation` does). `on_token` sees each token
     /// as it is sampled and returns false to stop early.
     pub async fn generate(
         &mut self,

@@ -7,10 +7,13 @@ pub mod embed;
 pub mod generate;
 pub mod kv_cache;
 pub mod logits;
+pub mod logprobs;
 pub mod prefill;
+pub mod prefix;
 pub mod sampling;
 pub mod stats;
 pub mod step;
+pub mod stop_strings;
 pub mod stopping;
 pub mod tokens;
 pub mod warm_up;
@@ -26,6 +29,7 @@ pub use crate::kernels::kv::KvDtype;
 use crate::kernels::sample::{sample, SampleTarget, SamplerState, MAX_BIAS};
 use kv_cache::KvCache;
 use logits::LogitsReader;
+use prefix::HeldIds;
 use step::InferenceStep;
 use tokens::TokenRing;
 
@@ -91,6 +95,8 @@ pub struct Pipeline {
     sampler: SamplerState,
     /// Next free position in the KV cache.
     pos: usize,
+    /// The ids whose K/V the cache holds, for prefix reuse.
+    held: HeldIds,
 }
 
 impl Pipeline {
@@ -145,6 +151,7 @@ impl Pipeline {
             tokens,
             sampler,
             pos: 0,
+            held: HeldIds::default(),
         })
     }
 
@@ -165,9 +172,16 @@ impl Pipeline {
     pub fn position(&self) -> usize {
         self.pos
     }
-    /// Forgets the sequence: the next step starts at position 0.
+    /// Forgets the sequence: the next step starts at position 0, and the
+    /// next generation reuses nothing.
     pub fn reset(&mut self) {
         self.pos = 0;
+        self.held.clear();
+    }
+    /// The ids whose K/V the cache holds (positions `0..len`), which the
+    /// next generation's prompt may reuse.
+    pub fn held_ids(&self) -> &[u32] {
+        self.held.as_slice()
     }
 
     /// Decode steps per submit when generating.
@@ -188,8 +202,10 @@ impl Pipeline {
         let ctx = self.ctx.clone();
         let mut rec = Recorder::new(&ctx);
         let output = StepOutput::Logits(logit_rows);
+        self.held.forget_from(step.pos0());
         self.record_step(&mut rec, step, StepIds::Host(ids), output)?;
         rec.submit().await?;
+        self.held.wrote(step.pos0(), ids);
         self.pos += rows;
         if logit_rows == 0 {
             return Ok(Vec::new());

@@ -48,9 +48,11 @@ impl Pipeline {
         let chunk = StepIds::Host(&ids[lo..lo + last.rows()]);
         let slot = self.tokens.output_slot(0);
         let output = StepOutput::Sample { step: 0, slot };
+        self.held.forget_from(last.pos0());
         self.record_step(&mut rec, *last, chunk, output)?;
         let ticket = self.tokens.record_readback(&mut rec, 1)?;
         let submitted = rec.submit_indexed().await?;
+        self.held.wrote(last.pos0(), &ids[lo..lo + last.rows()]);
         self.pos += last.rows();
         Ok(self.tokens.read(&ctx, ticket, submitted.index).await?[0])
     }

@@ -5,6 +5,9 @@ use crate::gpu::CounterSnapshot;
 #[derive(Clone, Debug, Default)]
 pub struct GenerationStats {
     pub prompt_tokens: usize,
+    /// Leading prompt tokens whose K/V the cache already held, not prefilled
+    /// again (OpenAI's `usage.prompt_tokens_details.cached_tokens`).
+    pub cached_tokens: usize,
     pub generated_tokens: usize,
     pub prefill_seconds: f64,
     pub decode_seconds: f64,
@@ -25,8 +28,12 @@ pub struct GenerationStats {
 }
 
 impl GenerationStats {
+    /// Prompt tokens that ran through prefill.
+    pub fn prefilled_tokens(&self) -> usize {
+        self.prompt_tokens - self.cached_tokens
+    }
     pub fn prefill_tok_s(&self) -> f64 {
-        rate(self.prompt_tokens, self.prefill_seconds)
+        rate(self.prefilled_tokens(), self.prefill_seconds)
     }
     pub fn decode_tok_s(&self) -> f64 {
         rate(self.decode_steps, self.decode_seconds)

@@ -2,7 +2,8 @@
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinishReason {
-    /// The model produced an end-of-generation token.
+    /// The model produced an end-of-generation token, or the text a stop
+    /// string.
     Stop,
     /// `max_tokens` were generated.
     Length,
@@ -20,6 +21,16 @@ impl FinishReason {
             FinishReason::Length => "length",
             FinishReason::ContextFull => "context_full",
             FinishReason::Cancelled => "cancelled",
+        }
+    }
+
+    /// OpenAI's `finish_reason`, which has no name of its own for a full
+    /// context: that is `length` too. A cancelled generation has none.
+    pub fn openai(self) -> Option<&'static str> {
+        match self {
+            FinishReason::Stop => Some("stop"),
+            FinishReason::Length | FinishReason::ContextFull => Some("length"),
+            FinishReason::Cancelled => None,
         }
     }
 }

@@ -11,14 +11,21 @@
 //!   `": "` separators, keys in their given order, no HTML escaping;
 //! - Python string and dict methods (`.strip()`, `.startswith()`, `.items()` ...)
 //!   through minijinja-contrib's pycompat;
-//! - `strftime_now(fmt)` for the templates that print today's date.
+//! - `strftime_now(fmt)` for the templates that print today's date;
+//! - `{% generation %}...{% endgeneration %}` (transformers' assistant-mask
+//!   tag) renders its body;
+//! - extra variables (`chat_template_kwargs`: `enable_thinking`, `tools` ...)
+//!   override the special-token texts, as transformers merges them.
 //!
 //! The rendered text is then tokenized with special tokens parsed; see
 //! [`ChatTemplate::encode`].
 
-use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::value::{merge_maps, Value, ValueKind};
 use minijinja::{context, Environment, Error, ErrorKind};
 
+#[cfg(test)]
+use super::jinja_python::{civil_from_days, python_float};
+use super::jinja_python::{python_formatter, python_str, strftime, tojson};
 use super::Tokenizer;
 use crate::format::gguf::GgufFile;
 
@@ -86,7 +93,7 @@ impl ChatTemplate {
         bos_token: impl Into<String>,
         eos_token: impl Into<String>,
     ) -> Result<Self, ChatTemplateError> {
-        let source = source.into();
+        let source = without_generation_tags(&source.into());
         let t = ChatTemplate {
             env: environment(),
             source,
@@ -126,27 +133,46 @@ impl ChatTemplate {
         tools_json: Option<&str>,
         add_generation_prompt: bool,
     ) -> Result<String, ChatTemplateError> {
-        let parse = |what: &str, s: &str| -> Result<Value, ChatTemplateError> {
-            let v: Value = serde_json::from_str(s)
-                .map_err(|e| ChatTemplateError::Messages(format!("{what}: {e}")))?;
-            if v.kind() != ValueKind::Seq {
-                return Err(ChatTemplateError::Messages(format!(
-                    "{what} must be an array"
-                )));
-            }
-            Ok(v)
-        };
-        let messages = parse("messages", messages_json)?;
-        for (i, m) in messages.try_iter().into_iter().flatten().enumerate() {
-            let role = m.get_attr("role").ok().filter(|r| r.as_str().is_some());
-            if m.kind() != ValueKind::Map || role.is_none() {
-                return Err(ChatTemplateError::Messages(format!(
-                    "message {i} must be an object with a string \"role\""
-                )));
-            }
-        }
-        let tools = tools_json.map(|s| parse("tools", s)).transpose()?;
+        let messages = parse_messages(messages_json)?;
+        let tools = tools_json.map(|s| parse_array("tools", s)).transpose()?;
         self.render_values(messages, tools, add_generation_prompt)
+    }
+
+    /// As `render_json`, with `kwargs_json`: a JSON object of more template
+    /// variables (transformers' `chat_template_kwargs`, `tools` among them).
+    /// They override `bos_token` / `eos_token`, as in transformers, but not
+    /// `messages` or `add_generation_prompt`.
+    pub fn render_json_with_kwargs(
+        &self,
+        messages_json: &str,
+        add_generation_prompt: bool,
+        kwargs_json: &str,
+    ) -> Result<String, ChatTemplateError> {
+        let kwargs: Value = serde_json::from_str(kwargs_json)
+            .map_err(|e| ChatTemplateError::Messages(format!("kwargs: {e}")))?;
+        if kwargs.kind() != ValueKind::Map {
+            return Err(ChatTemplateError::Messages(
+                "kwargs must be a JSON object".into(),
+            ));
+        }
+        let messages = parse_messages(messages_json)?;
+        // transformers always defines these two (None when not given).
+        let given = |key: &str| kwargs.get_attr(key).ok().filter(|v| !v.is_undefined());
+        self.render_context(context! {
+            messages,
+            add_generation_prompt,
+            tools => given("tools"),
+            documents => given("documents"),
+            // The last map wins: kwargs over the special tokens.
+            ..merge_maps([self.special_tokens(), kwargs]),
+        })
+    }
+
+    fn special_tokens(&self) -> Value {
+        context! {
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+        }
     }
 
     fn render_values(
@@ -155,17 +181,19 @@ impl ChatTemplate {
         tools: Option<Value>,
         add_generation_prompt: bool,
     ) -> Result<String, ChatTemplateError> {
+        self.render_context(context! {
+            messages,
+            add_generation_prompt,
+            tools,
+            ..self.special_tokens(),
+        })
+    }
+
+    fn render_context(&self, ctx: Value) -> Result<String, ChatTemplateError> {
         let tmpl = self
             .env
             .template_from_str(&self.source)
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
-        let ctx = context! {
-            messages,
-            bos_token => self.bos_token.as_str(),
-            eos_token => self.eos_token.as_str(),
-            add_generation_prompt,
-            tools,
-        };
         tmpl.render(ctx).map_err(|e| match raised_message(&e) {
             Some(msg) => ChatTemplateError::Raised(msg),
             None => ChatTemplateError::Render(describe(&e)),
@@ -183,6 +211,74 @@ impl ChatTemplate {
         let starts_with_bos = !self.bos_token.is_empty() && rendered.starts_with(&self.bos_token);
         tokenizer.encode(rendered, !starts_with_bos, true)
     }
+}
+
+fn parse_array(what: &str, json: &str) -> Result<Value, ChatTemplateError> {
+    let v: Value = serde_json::from_str(json)
+        .map_err(|e| ChatTemplateError::Messages(format!("{what}: {e}")))?;
+    if v.kind() != ValueKind::Seq {
+        return Err(ChatTemplateError::Messages(format!(
+            "{what} must be an array"
+        )));
+    }
+    Ok(v)
+}
+
+/// A JSON array of messages, each an object with a string `role`.
+fn parse_messages(json: &str) -> Result<Value, ChatTemplateError> {
+    let messages = parse_array("messages", json)?;
+    for (i, m) in messages.try_iter().into_iter().flatten().enumerate() {
+        let role = m.get_attr("role").ok().filter(|r| r.as_str().is_some());
+        if m.kind() != ValueKind::Map || role.is_none() {
+            return Err(ChatTemplateError::Messages(format!(
+                "message {i} must be an object with a string \"role\""
+            )));
+        }
+    }
+    Ok(messages)
+}
+
+/// `source` with transformers' `{% generation %}` / `{% endgeneration %}`
+/// (which only mark the assistant's tokens for training masks) made an
+/// always-true `if`, so the body renders and each tag's whitespace control
+/// (`-`, trim_blocks, lstrip_blocks) acts as it does in jinja2.
+fn without_generation_tags(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(open) = rest.find("{%") {
+        let Some(len) = rest[open..].find("%}") else {
+            break;
+        };
+        let tag = &rest[open..open + len + 2];
+        let inner = &tag[2..tag.len() - 2];
+        let (left, right) = (inner.starts_with(['-', '+']), inner.ends_with(['-', '+']));
+        let word = inner.trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
+        let replacement = match word {
+            "generation" => Some("if true"),
+            "endgeneration" => Some("endif"),
+            _ => None,
+        };
+        out.push_str(&rest[..open]);
+        match replacement {
+            Some(r) => {
+                out.push_str("{%");
+                if left {
+                    out.push_str(&inner[..1]);
+                }
+                out.push(' ');
+                out.push_str(r);
+                out.push(' ');
+                if right {
+                    out.push_str(&inner[inner.len() - 1..]);
+                }
+                out.push_str("%}");
+            }
+            None => out.push_str(tag),
+        }
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Marks errors raised by `raise_exception` so they are told apart from
@@ -234,203 +330,9 @@ fn environment() -> Environment<'static> {
         Ok(Value::from(strftime(&fmt, secs)))
     });
     env.add_filter("tojson", tojson);
+    env.add_filter("string", python_str);
+    env.set_formatter(python_formatter);
     env
-}
-
-/// `x | tojson(indent=None)` as Python's `json.dumps(x, ensure_ascii=False, indent=indent)`.
-fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let indent: Option<usize> = kwargs.get("indent")?;
-    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
-    // ensure_ascii / separators are accepted; the defaults are what HF uses.
-    let _: Option<bool> = kwargs.get("ensure_ascii")?;
-    let _: Option<Value> = kwargs.get("separators")?;
-    kwargs.assert_all_used()?;
-    let mut out = String::new();
-    write_json(&value, indent, sort_keys.unwrap_or(false), 0, &mut out)?;
-    Ok(Value::from(out))
-}
-
-fn write_json(
-    v: &Value,
-    indent: Option<usize>,
-    sort_keys: bool,
-    depth: usize,
-    out: &mut String,
-) -> Result<(), Error> {
-    let newline = |out: &mut String, depth: usize| {
-        if let Some(n) = indent {
-            out.push('\n');
-            out.push_str(&" ".repeat(n * depth));
-        }
-    };
-    let item_sep = if indent.is_some() { "," } else { ", " };
-    match v.kind() {
-        ValueKind::Undefined | ValueKind::None => out.push_str("null"),
-        ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
-        ValueKind::Number => {
-            if v.is_integer() {
-                out.push_str(&v.to_string());
-            } else {
-                let f = f64::try_from(v.clone())?;
-                out.push_str(&python_float(f));
-            }
-        }
-        ValueKind::String | ValueKind::Bytes => {
-            let s = v.to_str().unwrap_or_default();
-            out.push_str(&serde_json::to_string(&*s).expect("strings serialize"));
-        }
-        ValueKind::Seq | ValueKind::Iterable => {
-            let items: Vec<Value> = v.try_iter()?.collect();
-            if items.is_empty() {
-                out.push_str("[]");
-                return Ok(());
-            }
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                newline(out, depth + 1);
-                write_json(item, indent, sort_keys, depth + 1, out)?;
-            }
-            newline(out, depth);
-            out.push(']');
-        }
-        ValueKind::Map => {
-            let mut keys: Vec<Value> = v.try_iter()?.collect();
-            if sort_keys {
-                keys.sort();
-            }
-            if keys.is_empty() {
-                out.push_str("{}");
-                return Ok(());
-            }
-            out.push('{');
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                newline(out, depth + 1);
-                let key = match k.as_str() {
-                    Some(s) => s.to_string(),
-                    None => k.to_string(),
-                };
-                out.push_str(&serde_json::to_string(&key).expect("strings serialize"));
-                out.push_str(": ");
-                write_json(&v.get_item(k)?, indent, sort_keys, depth + 1, out)?;
-            }
-            newline(out, depth);
-            out.push('}');
-        }
-        ValueKind::Plain | ValueKind::Invalid => {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                format!("tojson: cannot serialize {v}"),
-            ));
-        }
-        _ => out.push_str("null"),
-    }
-    Ok(())
-}
-
-/// Python's `repr(float)`: shortest round trip, `1.0` not `1`, `1e+16` exponents.
-fn python_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    let a = f.abs();
-    if a != 0.0 && !(1e-4..1e16).contains(&a) {
-        let s = format!("{f:e}"); // "1e16", "1.5e-7"
-        let (mant, exp) = s.split_once('e').expect("exponent form");
-        let exp: i32 = exp.parse().expect("exponent");
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{mant}e{sign}{:02}", exp.abs());
-    }
-    format!("{f:?}")
-}
-
-/// `time.strftime` for the common codes, in UTC.
-fn strftime(fmt: &str, unix_secs: u64) -> String {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    const DAYS: [&str; 7] = [
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-    ];
-    let days = unix_secs / 86400;
-    let (y, m, d) = civil_from_days(days as i64);
-    let secs = unix_secs % 86400;
-    let weekday = DAYS[(days % 7) as usize];
-    let month = MONTHS[(m - 1) as usize];
-    let mut out = String::new();
-    let mut chars = fmt.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('Y') => out.push_str(&y.to_string()),
-            Some('y') => out.push_str(&format!("{:02}", y % 100)),
-            Some('m') => out.push_str(&format!("{m:02}")),
-            Some('d') => out.push_str(&format!("{d:02}")),
-            // glibc's unpadded forms
-            Some('-') => match chars.next() {
-                Some('d') => out.push_str(&d.to_string()),
-                Some('m') => out.push_str(&m.to_string()),
-                Some(other) => out.extend(['%', '-', other]),
-                None => out.push_str("%-"),
-            },
-            Some('B') => out.push_str(month),
-            Some('b') => out.push_str(&month[..3]),
-            Some('A') => out.push_str(weekday),
-            Some('a') => out.push_str(&weekday[..3]),
-            Some('H') => out.push_str(&format!("{:02}", secs / 3600)),
-            Some('M') => out.push_str(&format!("{:02}", secs / 60 % 60)),
-            Some('S') => out.push_str(&format!("{:02}", secs % 60)),
-            Some('%') => out.push('%'),
-            Some(other) => {
-                out.push('%');
-                out.push(other);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

@@ -250,3 +250,61 @@ fn every_model_template_renders_a_conversation() {
         );
     }
 }
+
+#[test]
+fn kwargs_become_variables_and_override_special_tokens() {
+    let src = "{{ bos_token }}{% if enable_thinking is defined and not enable_thinking %}\
+               <no-think>{% endif %}{{ tools | length if tools else 'none' }}|\
+               {{ documents is none }}|{{ messages[0].content }}{{ add_generation_prompt }}";
+    let t = ChatTemplate::new(src, "<s>", "</s>").unwrap();
+    let msgs = r#"[{"role": "user", "content": "hi"}]"#;
+    let out = |kwargs: &str| t.render_json_with_kwargs(msgs, true, kwargs);
+    assert_eq!(out("{}").unwrap(), "<s>none|True|hiTrue");
+    assert_eq!(
+        out(r#"{"enable_thinking": false, "bos_token": "[B]", "tools": [{"name": "f"}]}"#).unwrap(),
+        "[B]<no-think>1|True|hiTrue"
+    );
+    // messages and add_generation_prompt come from their own arguments.
+    assert_eq!(
+        out(r#"{"add_generation_prompt": false, "messages": []}"#).unwrap(),
+        "<s>none|True|hiTrue"
+    );
+    assert!(matches!(out("[1]"), Err(ChatTemplateError::Messages(_))));
+    assert!(matches!(out("{"), Err(ChatTemplateError::Messages(_))));
+}
+
+#[test]
+fn generation_tags_render_their_body() {
+    let msgs = [
+        ChatMessage::new("user", "Hi"),
+        ChatMessage::new("assistant", "Hello"),
+    ];
+    let src = "{% for m in messages %}{% if m.role == 'assistant' %}\n\
+               {%- generation %}[{{ m.content }}]{% endgeneration -%}\n\
+               {% else %}{{ m.content }}\n{% endif %}{% endfor %}";
+    assert_eq!(render(src, &msgs).unwrap(), "Hi\n[Hello]");
+    assert_eq!(
+        without_generation_tags("a{%- generation +%}b{%endgeneration%}{% if x %}"),
+        "a{%- if true +%}b{% endif %}{% if x %}"
+    );
+}
+
+#[test]
+fn printed_lists_and_dicts_are_python_reprs() {
+    let t = ChatTemplate::new(
+        "{{ messages[0].content }}|{{ messages[1].content | string }}|{{ messages[1].content.b[1] }}",
+        "",
+        "",
+    )
+    .unwrap();
+    let msgs = r#"[
+        {"role": "user", "content": ["a", "it's", null, true, 1.5,
+            {"k": "v\n\"q\"", "n": 1e16}, "\u00a0\u200b🙂\\"]},
+        {"role": "user", "content": {"b": [1, 2.0]}}
+    ]"#;
+    assert_eq!(
+        t.render_json(msgs, None, false).unwrap(),
+        "['a', \"it's\", None, True, 1.5, {'k': 'v\\n\"q\"', 'n': 1e+16}, \
+         '\\xa0\\u200b🙂\\\\']|{'b': [1, 2.0]}|2.0"
+    );
+}

@@ -17,6 +17,7 @@
 pub mod chat_template;
 mod gguf_vocab;
 mod hf_json;
+mod jinja_python;
 mod pretok;
 mod stream;
 #[cfg(test)]
