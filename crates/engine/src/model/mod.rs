@@ -8,6 +8,7 @@ pub mod config;
 pub mod decoder;
 pub mod fusion;
 pub mod gemma3;
+pub mod hf;
 pub mod llama;
 pub mod loader;
 pub mod moe;
@@ -18,6 +19,7 @@ mod traffic;
 
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::format::quant::QuantError;
+use crate::format::safetensors::SafetensorsError;
 use crate::gpu::GpuError;
 
 pub use config::ModelConfig;
@@ -44,6 +46,8 @@ pub enum ModelError {
     Config(String),
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Safetensors(#[from] SafetensorsError),
     #[error(transparent)]
     Quant(#[from] QuantError),
     #[error(transparent)]
