@@ -197,3 +197,70 @@ fn q8_0_at_load_stays_close_to_unquantized() {
         assert!(diff < 0.06 * range, "position {pos}: {diff} of {range}");
     }
 }
+
+/// Feeds the checkpoint's shards to the engine in chunks of the given sizes
+/// (cycled), as a browser's stream would deliver them.
+fn load_in_chunks(ckpt: &Checkpoint, sizes: &[usize], cut: usize) -> Result<Engine, WickError> {
+    use wick::engine::ModelLoader;
+    use wick::format::SafetensorsHeader;
+    use wick::hf_folder::hf_tokenizer;
+    use wick::model::hf::HfCheckpoint;
+    let headers: Vec<_> = ckpt
+        .shards
+        .iter()
+        .map(|s| SafetensorsHeader::parse(s).unwrap())
+        .collect();
+    let (tokenizer, template) =
+        hf_tokenizer(&ckpt.tokenizer, Some(&ckpt.tokenizer_config)).unwrap();
+    let plan = HfCheckpoint::new(
+        &ckpt.config,
+        &headers,
+        template.as_deref(),
+        &HfOptions::default(),
+    )
+    .unwrap();
+    let mut loader = ModelLoader::with_tokenizer(gpu(), opts(), tokenizer);
+    let mut stream = plan.into_stream();
+    let mut i = 0;
+    for (shard, bytes) in ckpt.shards.iter().enumerate() {
+        // `cut` bytes of the last shard never arrive.
+        let len = if shard + 1 == ckpt.shards.len() {
+            bytes.len() - cut
+        } else {
+            bytes.len()
+        };
+        let mut at = 0;
+        while at < len {
+            let n = sizes[i % sizes.len()].min(len - at);
+            stream.push(shard, &bytes[at..at + n], &mut |gguf: &[u8]| {
+                loader.push(gguf).map(|_| ())
+            })?;
+            at += n;
+            i += 1;
+        }
+    }
+    stream.finish()?;
+    loader.finish()
+}
+
+#[test]
+fn checkpoints_stream_in_chunks_of_any_size() {
+    // Qwen2 F16 passes its tensors through; Llama BF16 converts every one.
+    for (arch, storage) in [("qwen2", Storage::F16), ("llama", Storage::Bf16)] {
+        let model = TinyModel::new(arch);
+        let gguf = model.gguf(storage);
+        let ckpt = Checkpoint::of(&model, &gguf, storage, 2);
+        let want = logits(&mut ckpt.load(&HfOptions::default()).unwrap());
+        let mut streamed = load_in_chunks(&ckpt, &[1, 7, 4093, 100_000, 3], 0).unwrap();
+        assert_eq!(logits(&mut streamed), want, "{arch}");
+        match load_in_chunks(&ckpt, &[4093], 5) {
+            Err(WickError::Model(ModelError::Truncated(msg))) => {
+                assert!(msg.contains("shard 1") && msg.contains("model."), "{msg}")
+            }
+            other => panic!(
+                "{arch}: expected a truncated shard, got {:?}",
+                other.map(|_| ())
+            ),
+        }
+    }
+}
