@@ -15,6 +15,11 @@ use wick::format::gguf_write::GgufWriter;
 use wick::format::quant::{dequantize, quantize, GgmlType};
 use wick::format::{GgufFile, MetaValue};
 
+use crate::tiny_tokenizer::tokenizer_metadata;
+pub use crate::tiny_tokenizer::{
+    tokenizer_config_json, tokenizer_json, CHAT_TEMPLATE, EOS_ID, VOCAB,
+};
+
 /// How the checkpoint stores its tensors; the GGUF file holds the same values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Storage {
@@ -50,7 +55,6 @@ const D: usize = 64;
 const HEADS: usize = 4;
 const KV_HEADS: usize = 2;
 const FFN: usize = 96;
-const VOCAB: usize = 272;
 const LAYERS: usize = 2;
 const CTX: usize = 128;
 
@@ -362,94 +366,44 @@ fn hf_name(arch: &str, gguf: &str) -> String {
     format!("model.layers.{layer}.{hf}")
 }
 
-/// Byte-level BPE: the 256 byte tokens, three merges (h e, l l, he ll), an
-/// end-of-text control token, fillers up to the vocabulary size.
-fn vocab() -> Vec<String> {
-    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || b >= 174;
-    let mut shifted = 0;
-    let mut tokens: Vec<String> = (0..256u32)
-        .map(|b| {
-            let c = if printable(b) {
-                b
-            } else {
-                shifted += 1;
-                255 + shifted
-            };
-            char::from_u32(c).unwrap().to_string()
-        })
-        .collect();
-    tokens.extend(["he", "ll", "hell", EOS].map(String::from));
-    tokens.extend((tokens.len()..VOCAB).map(|i| format!("<filler_{i}>")));
-    tokens
-}
-
-const EOS: &str = "<|endoftext|>";
-const MERGES: [&str; 3] = ["h e", "l l", "he ll"];
-pub const EOS_ID: u32 = 259;
-pub const CHAT_TEMPLATE: &str =
-    "{% for m in messages %}{{ m['content'] }}{{ eos_token }}{% endfor %}";
-
-fn tokenizer_metadata() -> Vec<(String, MetaValue)> {
-    let s = |v: &str| MetaValue::String(v.into());
-    let tokens = vocab();
-    let types = (0..tokens.len()).map(|i| MetaValue::I32(if i as u32 == EOS_ID { 3 } else { 1 }));
-    vec![
-        ("tokenizer.ggml.model".into(), s("gpt2")),
-        ("tokenizer.ggml.pre".into(), s("gpt-2")),
-        (
-            "tokenizer.ggml.tokens".into(),
-            MetaValue::Array(tokens.iter().map(|t| s(t)).collect()),
-        ),
-        (
-            "tokenizer.ggml.token_type".into(),
-            MetaValue::Array(types.collect()),
-        ),
-        (
-            "tokenizer.ggml.merges".into(),
-            MetaValue::Array(MERGES.iter().map(|m| s(m)).collect()),
-        ),
-        ("tokenizer.ggml.eos_token_id".into(), MetaValue::U32(EOS_ID)),
-        (
-            "tokenizer.ggml.add_bos_token".into(),
-            MetaValue::Bool(false),
-        ),
-        ("tokenizer.chat_template".into(), s(CHAT_TEMPLATE)),
-    ]
-}
-
-/// `tokenizer.json` of the same vocabulary.
-pub fn tokenizer_json() -> Vec<u8> {
-    let tokens = vocab();
-    let vocab: serde_json::Map<String, serde_json::Value> = tokens
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i as u32 != EOS_ID)
-        .map(|(i, t)| (t.clone(), json!(i)))
-        .collect();
-    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
-    serde_json::to_vec(&json!({
-        "version": "1.0",
-        "added_tokens": [{"id": EOS_ID, "content": EOS, "single_word": false, "lstrip": false,
-                          "rstrip": false, "normalized": false, "special": true}],
-        "normalizer": null,
-        "pre_tokenizer": byte_level,
-        "post_processor": byte_level,
-        "decoder": byte_level,
-        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
-                  "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
-                  "ignore_merges": false, "vocab": vocab, "merges": MERGES}
-    }))
-    .unwrap()
-}
-
-/// `tokenizer_config.json`: EOS, no BOS, the chat template.
-pub fn tokenizer_config_json() -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "add_bos_token": false,
-        "add_eos_token": false,
-        "bos_token": null,
-        "eos_token": {"content": EOS, "special": true},
-        "chat_template": CHAT_TEMPLATE,
-    }))
-    .unwrap()
+/// `config.json` for a real GGUF file's model (its shapes from the metadata),
+/// and the `TinyModel` that writes its tensors out as a checkpoint.
+pub fn checkpoint_of_gguf(file: &GgufFile) -> (Vec<u8>, TinyModel) {
+    let arch: &'static str = match file.architecture().unwrap() {
+        "llama" => "llama",
+        "qwen2" => "qwen2",
+        "gemma3" => "gemma3",
+        other => panic!("no checkpoint layout for {other}"),
+    };
+    let u = |k: &str| file.meta_u64(&format!("{arch}.{k}")).unwrap();
+    let f = |k: &str| file.meta_f32(&format!("{arch}.{k}")).unwrap() as f64;
+    let heads = u("attention.head_count");
+    let head_dim = file
+        .meta_u64_opt(&format!("{arch}.attention.key_length"))
+        .unwrap()
+        .unwrap_or(u("embedding_length") / heads);
+    let tied = file.tensor("output.weight").is_none();
+    let mut c = json!({
+        "model_type": if arch == "gemma3" { "gemma3_text" } else { arch },
+        "hidden_size": u("embedding_length"),
+        "intermediate_size": u("feed_forward_length"),
+        "num_hidden_layers": u("block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": u("attention.head_count_kv"),
+        "head_dim": head_dim,
+        "max_position_embeddings": u("context_length"),
+        "rms_norm_eps": f("attention.layer_norm_rms_epsilon"),
+        "rope_theta": f("rope.freq_base"),
+        "tie_word_embeddings": tied,
+    });
+    if arch == "gemma3" {
+        c["sliding_window"] = json!(u("attention.sliding_window"));
+        c["query_pre_attn_scalar"] = json!(head_dim);
+    }
+    let model = TinyModel {
+        arch,
+        head_dim: head_dim as usize,
+        tied,
+    };
+    (serde_json::to_vec_pretty(&c).unwrap(), model)
 }

@@ -3,6 +3,7 @@
 //! comparison rules of the golden README (tests/fixtures/golden/README.md).
 
 pub mod hf_checkpoint;
+pub mod tiny_tokenizer;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};

@@ -15,9 +15,10 @@ use wick::pipeline::PipelineOptions;
 use wick::tokenizer::chat_template::{ChatMessage, ChatTemplate};
 use wick::{Engine, WickError};
 use wick_tests::hf_checkpoint::{
-    tokenizer_config_json, tokenizer_json, Storage, TinyModel, CHAT_TEMPLATE, EOS_ID,
+    checkpoint_of_gguf, tokenizer_config_json, tokenizer_json, Storage, TinyModel, CHAT_TEMPLATE,
+    EOS_ID,
 };
-use wick_tests::{gpu, logits_by_steps};
+use wick_tests::{gpu, logits_by_steps, max_abs_diff, model_path};
 
 /// Longer than Gemma's test window (4), so its local layers slide.
 const IDS: [u32; 9] = [3, 104, 259, 257, 30, 200, 271, 5, 258];
@@ -262,5 +263,39 @@ fn checkpoints_stream_in_chunks_of_any_size() {
                 other.map(|_| ())
             ),
         }
+    }
+}
+
+/// A real model's shapes (SmolLM2: 9 query heads sharing 3 key/value heads of
+/// 64, RoPE base 1e5, tied head): its Q4_1 GGUF file's tensors, dequantized,
+/// written as an F32 checkpoint. The two loads hold the same values; only the
+/// kernels differ (Q4_1 decoded in the matmul vs F32 read), which moved the
+/// logits by at most 3.1e-5 on lavapipe (gemma-3-270m and Qwen2.5-0.5B
+/// converted the same way: 1.7e-5 and 2.5e-5). A rotary, norm or name
+/// mistake moves them by whole units, so 1e-3 tells the two apart.
+#[test]
+fn a_real_models_tensors_as_a_checkpoint_match_its_gguf_file() {
+    let bytes = std::fs::read(model_path("SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+    let file = wick::format::GgufFile::parse(&bytes).unwrap();
+    let (config, model) = checkpoint_of_gguf(&file);
+    let (shards, _) = model.safetensors(&bytes, Storage::F32, 1);
+    // The tiny tokenizer: the input is ids, and the model's vocabulary is
+    // only in its GGUF metadata.
+    let ckpt = Checkpoint {
+        config,
+        shards,
+        index: None,
+        tokenizer: tokenizer_json(),
+        tokenizer_config: tokenizer_config_json(),
+    };
+    let ids = [1, 504, 3575, 282, 4649, 314];
+    let got = logits_by_steps(&mut ckpt.load(&HfOptions::default()).unwrap(), &ids, 4, 2);
+    drop(ckpt);
+    let want = logits_by_steps(&mut load_gguf(&bytes), &ids, 4, 2);
+    let argmax = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
+    for (pos, (g, w)) in got.iter().zip(&want).enumerate() {
+        let diff = max_abs_diff(g, w);
+        assert!(diff < 1e-3, "position {pos}: logits differ by {diff}");
+        assert_eq!(argmax(g), argmax(w), "position {pos}");
     }
 }

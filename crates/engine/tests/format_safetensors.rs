@@ -293,6 +293,58 @@ mod format {
         assert!(err(LLAMA, &[embed], &q4).contains("only q8_0"));
     }
 
+    /// `rope.freq_base` of the metadata `config.json` becomes.
+    fn rope_base(config: &str) -> Result<f32, ModelError> {
+        let cfg = wick::model::hf::config::parse(config.as_bytes())?;
+        let key = format!("{}.rope.freq_base", cfg.architecture);
+        let (_, v) = cfg.metadata.iter().find(|(k, _)| *k == key).unwrap();
+        Ok(v.as_f32().unwrap())
+    }
+
+    #[test]
+    fn rope_base_comes_from_either_spelling_and_scaling_is_refused() {
+        assert_eq!(rope_base(LLAMA).unwrap(), 10_000.0);
+        let old = LLAMA.replace(r#""rope_scaling": null"#, r#""rope_theta": 100000.0"#);
+        assert_eq!(rope_base(&old).unwrap(), 100_000.0);
+        let new = LLAMA.replace(
+            r#""rope_scaling": null"#,
+            r#""rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}"#,
+        );
+        assert_eq!(rope_base(&new).unwrap(), 500_000.0);
+        let scaled = new.replace(r#""default""#, r#""llama3""#);
+        assert!(rope_base(&scaled)
+            .unwrap_err()
+            .to_string()
+            .contains("rope_type"));
+        let gemma = r#"{"model_type": "gemma3_text", "hidden_size": 640, "intermediate_size": 2048,
+            "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+            "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+            "sliding_window": 512, "_sliding_window_pattern": 6, "use_bidirectional_attention": false}"#;
+        assert_eq!(rope_base(gemma).unwrap(), 1e6);
+        let local = gemma.replace("10000.0", "20000.0");
+        assert!(rope_base(&local)
+            .unwrap_err()
+            .to_string()
+            .contains("sliding layers"));
+        let encoder = gemma.replace(
+            r#""use_bidirectional_attention": false"#,
+            r#""use_bidirectional_attention": true"#,
+        );
+        assert!(rope_base(&encoder)
+            .unwrap_err()
+            .to_string()
+            .contains("bidirectional"));
+        let pattern = gemma.replace(
+            r#""_sliding_window_pattern": 6"#,
+            r#""_sliding_window_pattern": 4"#,
+        );
+        assert!(rope_base(&pattern)
+            .unwrap_err()
+            .to_string()
+            .contains("_sliding_window_pattern"));
+    }
+
     #[test]
     fn load_errors_name_the_checkpoints_tensors() {
         let e = with_hf_names(

@@ -126,6 +126,7 @@ pub fn parse(json: &[u8]) -> Result<HfConfig, ModelError> {
     let head_dim = f.usize_or("head_dim", head_dim_default)?;
     let n_layers = f.usize("num_hidden_layers")?;
     f.absent("rope_scaling", "wick runs RoPE unscaled")?;
+    let rope_theta = rope_theta(&f, theta_default)?;
     match architecture {
         "gemma3" => gemma3_checks(&f, head_dim, n_layers)?,
         "qwen2" => {
@@ -159,10 +160,7 @@ pub fn parse(json: &[u8]) -> Result<HfConfig, ModelError> {
         ("attention.key_length", u(head_dim)),
         ("attention.value_length", u(head_dim)),
         ("rope.dimension_count", u(head_dim)),
-        (
-            "rope.freq_base",
-            MetaValue::F32(f.f64_or("rope_theta", theta_default)? as f32),
-        ),
+        ("rope.freq_base", MetaValue::F32(rope_theta as f32)),
         (
             "attention.layer_norm_rms_epsilon",
             MetaValue::F32(f.f64_or("rms_norm_eps", 1e-6)? as f32),
@@ -193,6 +191,46 @@ pub fn parse(json: &[u8]) -> Result<HfConfig, ModelError> {
     })
 }
 
+/// The RoPE base: `rope_theta`, or newer transformers' `rope_parameters`
+/// (`{"rope_type", "rope_theta"}`, or one such per attention type for
+/// Gemma 3, whose sliding layers' base wick fixes). Only unscaled RoPE runs.
+fn rope_theta(f: &Fields, default: f64) -> Result<f64, ModelError> {
+    let Some(params) = f.get("rope_parameters") else {
+        return f.f64_or("rope_theta", default);
+    };
+    let read = |p: &Value, what: &str, default: f64| -> Result<f64, ModelError> {
+        let p = p
+            .as_object()
+            .ok_or_else(|| config_err(format!("`{what}` is {p}, not an object")))?;
+        let p = Fields(p);
+        let kind = p.str_or("rope_type", "default")?;
+        if kind != "default" {
+            return Err(config_err(format!(
+                "`{what}.rope_type` is {kind:?}: wick runs RoPE unscaled"
+            )));
+        }
+        p.f64_or("rope_theta", default)
+    };
+    match params.get("full_attention") {
+        None => read(params, "rope_parameters", default),
+        Some(full) => {
+            if let Some(local) = params.get("sliding_attention") {
+                let base = read(
+                    local,
+                    "rope_parameters.sliding_attention",
+                    GEMMA3_LOCAL_ROPE_BASE,
+                )?;
+                if base != GEMMA3_LOCAL_ROPE_BASE {
+                    return Err(config_err(format!(
+                        "sliding layers' rope_theta is {base}: wick's gemma3 uses {GEMMA3_LOCAL_ROPE_BASE}"
+                    )));
+                }
+            }
+            read(full, "rope_parameters.full_attention", default)
+        }
+    }
+}
+
 /// The Gemma 3 settings wick's `gemma3` model fixes, checked against the file.
 fn gemma3_checks(f: &Fields, head_dim: usize, n_layers: usize) -> Result<(), ModelError> {
     f.expect(
@@ -205,6 +243,12 @@ fn gemma3_checks(f: &Fields, head_dim: usize, n_layers: usize) -> Result<(), Mod
         "attn_logit_softcapping",
         "wick does not soft-cap attention scores",
     )?;
+    // EmbeddingGemma's encoder: every token sees every other.
+    if f.bool_or("use_bidirectional_attention", false)? {
+        return Err(config_err(
+            "`use_bidirectional_attention` is true: wick's gemma3 is causal".into(),
+        ));
+    }
     let scalar = f.f64_or("query_pre_attn_scalar", 256.0)?;
     if scalar != head_dim as f64 {
         return Err(config_err(format!(
@@ -217,10 +261,16 @@ fn gemma3_checks(f: &Fields, head_dim: usize, n_layers: usize) -> Result<(), Mod
             "`rope_local_base_freq` is {local}: wick's gemma3 uses {GEMMA3_LOCAL_ROPE_BASE}"
         )));
     }
-    let pattern = f.usize_or("sliding_window_pattern", Some(GEMMA3_PATTERN))?;
+    // Newer configs keep it as `_sliding_window_pattern`.
+    let key = if f.get("sliding_window_pattern").is_some() {
+        "sliding_window_pattern"
+    } else {
+        "_sliding_window_pattern"
+    };
+    let pattern = f.usize_or(key, Some(GEMMA3_PATTERN))?;
     if pattern != GEMMA3_PATTERN {
         return Err(config_err(format!(
-            "`sliding_window_pattern` is {pattern}: wick's gemma3 makes every {GEMMA3_PATTERN}th layer global"
+            "`{key}` is {pattern}: wick's gemma3 makes every {GEMMA3_PATTERN}th layer global"
         )));
     }
     // Newer configs spell the pattern out per layer.
