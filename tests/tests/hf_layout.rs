@@ -8,7 +8,7 @@
 
 use wick::format::quant::GgmlType;
 use wick::format::SafetensorsError;
-use wick::hf_folder::HfFiles;
+use wick::hf_folder::{HfConfigFiles, HfFiles, HfLoader};
 use wick::model::hf::HfOptions;
 use wick::model::ModelError;
 use wick::pipeline::PipelineOptions;
@@ -54,12 +54,18 @@ impl Checkpoint {
         }
     }
 
-    fn load(&self, hf_opts: &HfOptions) -> Result<Engine, WickError> {
-        let files = HfFiles {
+    fn meta(&self) -> HfConfigFiles<'_> {
+        HfConfigFiles {
             config: &self.config,
             tokenizer: &self.tokenizer,
             tokenizer_config: Some(&self.tokenizer_config),
             index: self.index.as_deref(),
+        }
+    }
+
+    fn load(&self, hf_opts: &HfOptions) -> Result<Engine, WickError> {
+        let files = HfFiles {
+            meta: self.meta(),
             shards: self.shards.iter().map(Vec::as_slice).collect(),
         };
         pollster::block_on(Engine::load_hf(
@@ -202,26 +208,12 @@ fn q8_0_at_load_stays_close_to_unquantized() {
 /// Feeds the checkpoint's shards to the engine in chunks of the given sizes
 /// (cycled), as a browser's stream would deliver them.
 fn load_in_chunks(ckpt: &Checkpoint, sizes: &[usize], cut: usize) -> Result<Engine, WickError> {
-    use wick::engine::ModelLoader;
-    use wick::format::SafetensorsHeader;
-    use wick::hf_folder::hf_tokenizer;
-    use wick::model::hf::HfCheckpoint;
     let headers: Vec<_> = ckpt
         .shards
         .iter()
-        .map(|s| SafetensorsHeader::parse(s).unwrap())
+        .map(|s| wick::format::SafetensorsHeader::parse(s).unwrap())
         .collect();
-    let (tokenizer, template) =
-        hf_tokenizer(&ckpt.tokenizer, Some(&ckpt.tokenizer_config)).unwrap();
-    let plan = HfCheckpoint::new(
-        &ckpt.config,
-        &headers,
-        template.as_deref(),
-        &HfOptions::default(),
-    )
-    .unwrap();
-    let mut loader = ModelLoader::with_tokenizer(gpu(), opts(), tokenizer);
-    let mut stream = plan.into_stream();
+    let mut loader = HfLoader::new(gpu(), opts(), &HfOptions::default(), &ckpt.meta(), &headers)?;
     let mut i = 0;
     for (shard, bytes) in ckpt.shards.iter().enumerate() {
         // `cut` bytes of the last shard never arrive.
@@ -233,14 +225,11 @@ fn load_in_chunks(ckpt: &Checkpoint, sizes: &[usize], cut: usize) -> Result<Engi
         let mut at = 0;
         while at < len {
             let n = sizes[i % sizes.len()].min(len - at);
-            stream.push(shard, &bytes[at..at + n], &mut |gguf: &[u8]| {
-                loader.push(gguf).map(|_| ())
-            })?;
+            loader.push(shard, &bytes[at..at + n], &mut |_| {})?;
             at += n;
             i += 1;
         }
     }
-    stream.finish()?;
     loader.finish()
 }
 

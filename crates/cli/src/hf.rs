@@ -7,7 +7,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 use wick::format::ShardIndex;
-use wick::hf_folder::{hf_tokenizer, HfFiles};
+use wick::hf_folder::{hf_tokenizer, HfConfigFiles, HfFiles};
 use wick::tokenizer::Tokenizer;
 
 use crate::load::map_file;
@@ -64,10 +64,12 @@ impl HfFolder {
 
     pub fn files(&self) -> HfFiles<'_> {
         HfFiles {
-            config: &self.config,
-            tokenizer: &self.tokenizer,
-            tokenizer_config: self.tokenizer_config.as_deref(),
-            index: self.index.as_deref(),
+            meta: HfConfigFiles {
+                config: &self.config,
+                tokenizer: &self.tokenizer,
+                tokenizer_config: self.tokenizer_config.as_deref(),
+                index: self.index.as_deref(),
+            },
             shards: self.shards.iter().map(|m| &m[..]).collect(),
         }
     }
