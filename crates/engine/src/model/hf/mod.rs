@@ -143,11 +143,6 @@ impl HfCheckpoint {
     pub fn into_stream(self) -> HfStream {
         HfStream::new(self)
     }
-
-    /// Renames a GGUF tensor in an error to the checkpoint's name for it.
-    pub fn hf_name(&self, gguf: &str) -> Option<String> {
-        names::to_hf(self.config.architecture, gguf)
-    }
 }
 
 /// How tensor `t` (GGUF name `gguf`) is converted.
