@@ -107,10 +107,10 @@ pub fn parse(json: &[u8]) -> Result<HfConfig, ModelError> {
     let f = Fields(obj);
     let model_type = f.str_or("model_type", "")?;
     // Defaults are those of transformers' config classes for each type.
-    let (architecture, tied_default, theta_default) = match model_type {
-        "llama" => ("llama", false, 10_000.0),
-        "qwen2" => ("qwen2", false, 10_000.0),
-        "gemma3_text" => ("gemma3", true, 1_000_000.0),
+    let (architecture, tied_default, theta_default, ctx_default) = match model_type {
+        "llama" => ("llama", false, 10_000.0, 2048),
+        "qwen2" => ("qwen2", false, 10_000.0, 32_768),
+        "gemma3_text" => ("gemma3", true, 1_000_000.0, 131_072),
         other => {
             return Err(ModelError::UnsupportedArchitecture(format!(
                 "{other} (config.json model_type; wick reads llama, qwen2 and gemma3_text folders)"
@@ -151,7 +151,7 @@ pub fn parse(json: &[u8]) -> Result<HfConfig, ModelError> {
         ("block_count", u(n_layers)),
         (
             "context_length",
-            u(f.usize_or("max_position_embeddings", Some(2048))?),
+            u(f.usize_or("max_position_embeddings", Some(ctx_default))?),
         ),
         ("embedding_length", u(d_model)),
         ("feed_forward_length", u(f.usize("intermediate_size")?)),
