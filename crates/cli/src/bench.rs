@@ -24,7 +24,7 @@ use crate::CliResult;
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("source").required(true).args(["model", "synthetic"]))]
 pub struct BenchArgs {
-    /// GGUF model file.
+    /// GGUF model file, or a Hugging Face checkpoint folder.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// A published architecture's shapes with random weights, built in memory.
@@ -84,7 +84,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     };
     let quant = args.quant.as_deref().unwrap_or("q4_0");
     let loaded = match (&args.model, &args.synthetic) {
-        (Some(path), _) => load(path, &opts, args.json)?,
+        (Some(path), _) => load(path, &opts, &Default::default(), args.json)?,
         (None, Some(name)) => load_synthetic(name, quant, &opts, args.json)?,
         (None, None) => return Err("give --model FILE or --synthetic NAME".into()),
     };

@@ -1,4 +1,5 @@
-//! Opening a model file and loading it onto the GPU, with a progress bar.
+//! Opening a model (a GGUF file or a Hugging Face checkpoint folder) and
+//! loading it onto the GPU, with a progress bar.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -6,7 +7,9 @@ use std::sync::Arc;
 use indicatif::{ProgressBar, ProgressStyle};
 use memmap2::Mmap;
 use wick::engine::ModelLoader;
+use wick::format::quant::GgmlType;
 use wick::gpu::GpuContext;
+use wick::model::hf::HfOptions;
 use wick::model::synthetic::{self, SyntheticModel};
 use wick::pipeline::{KvDtype, PipelineOptions};
 use wick::Engine;
@@ -27,11 +30,25 @@ pub fn map_file(path: &Path) -> Result<Mmap, String> {
     unsafe { Mmap::map(&file) }.map_err(|e| format!("cannot map '{}': {e}", path.display()))
 }
 
+/// Loads a GGUF file, or the Hugging Face checkpoint in the folder `path`.
+/// `hf_opts` (quantizing at load) apply to checkpoints only.
 pub fn load(
     path: &Path,
     opts: &PipelineOptions,
+    hf_opts: &HfOptions,
     quiet: bool,
 ) -> Result<Loaded, Box<dyn std::error::Error>> {
+    if path.is_dir() {
+        return load_hf(path, opts, hf_opts, quiet);
+    }
+    if let Some(q) = hf_opts.quantize {
+        return Err(format!(
+            "--quantize {} applies to Hugging Face folders; '{}' is a file",
+            q.name(),
+            path.display()
+        )
+        .into());
+    }
     let start = std::time::Instant::now();
     let bytes = map_file(path)?;
     let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
@@ -45,6 +62,40 @@ pub fn load(
         bar.set_position(p.loaded);
     };
     let engine = pollster::block_on(Engine::load(ctx, &bytes, opts, &mut on_progress));
+    bar.finish_and_clear();
+    Ok(Loaded {
+        engine: engine?,
+        load_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn load_hf(
+    dir: &Path,
+    opts: &PipelineOptions,
+    hf_opts: &HfOptions,
+    quiet: bool,
+) -> Result<Loaded, Box<dyn std::error::Error>> {
+    let start = std::time::Instant::now();
+    let folder = crate::hf::HfFolder::open(dir)?;
+    let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // The bar counts the GGUF stream the checkpoint becomes (its total is
+    // known once the stream's header is out).
+    let bar = progress_bar(quiet, folder.weight_bytes(), name);
+    let mut on_progress = |p: wick::model::LoadProgress| {
+        bar.set_length(p.total);
+        bar.set_position(p.loaded);
+    };
+    let engine = pollster::block_on(Engine::load_hf(
+        ctx,
+        &folder.files(),
+        opts,
+        hf_opts,
+        &mut on_progress,
+    ));
     bar.finish_and_clear();
     Ok(Loaded {
         engine: engine?,
@@ -96,9 +147,14 @@ pub fn load_synthetic(
 /// What `generate` and `logits` read: a model and an input to run it on.
 #[derive(clap::Args)]
 pub struct ModelInput {
-    /// GGUF model file.
+    /// GGUF model file, or a Hugging Face checkpoint folder (config.json,
+    /// model.safetensors or its shards, tokenizer.json).
     #[arg(long)]
     pub model: std::path::PathBuf,
+    /// Quantize a Hugging Face checkpoint's matrices at load (q8_0: about a
+    /// quarter of an F32 checkpoint's GPU memory).
+    #[arg(long, value_name = "TYPE", value_parser = ["q8_0"])]
+    pub quantize: Option<String>,
     /// Input text, tokenized with BOS where the model wants it.
     #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
     pub prompt: Option<String>,
@@ -124,7 +180,10 @@ impl ModelInput {
             kv_dtype: self.kv_cache,
             ..Default::default()
         };
-        load(&self.model, &opts, quiet)
+        let hf_opts = HfOptions {
+            quantize: self.quantize.as_ref().map(|_| GgmlType::Q8_0),
+        };
+        load(&self.model, &opts, &hf_opts, quiet)
     }
 
     /// The input as ids: `--ids` verbatim, or `--prompt` tokenized as

@@ -4,6 +4,7 @@
 mod bench;
 mod bench_kernels;
 mod generate;
+mod hf;
 mod info;
 mod load;
 mod logits;

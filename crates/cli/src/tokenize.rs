@@ -11,6 +11,7 @@ use crate::CliResult;
 
 #[derive(clap::Args)]
 pub struct TokenizeArgs {
+    /// GGUF model file, or a Hugging Face checkpoint folder.
     #[arg(long)]
     pub model: PathBuf,
     #[arg(long)]
@@ -19,11 +20,14 @@ pub struct TokenizeArgs {
     pub json: bool,
 }
 
-/// Needs only the file's header: no GPU, no weights.
+/// Needs only the file's header (a folder's tokenizer files): no GPU, no weights.
 pub fn run(args: TokenizeArgs) -> CliResult {
-    let bytes = map_file(&args.model)?;
-    let gguf = GgufFile::parse(&bytes)?;
-    let tokenizer = Tokenizer::from_gguf(&gguf)?;
+    let tokenizer = if args.model.is_dir() {
+        crate::hf::tokenizer(&args.model)?
+    } else {
+        let bytes = map_file(&args.model)?;
+        Tokenizer::from_gguf(&GgufFile::parse(&bytes)?)?
+    };
     let ids = tokenizer.encode(&args.text, true, false)?;
     if args.json {
         println!("{}", json!({ "ids": ids }));

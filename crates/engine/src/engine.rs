@@ -67,6 +67,9 @@ pub struct ModelLoader {
     received: u64,
     /// The start of the file, kept only until the header parses.
     header: Vec<u8>,
+    /// The tokenizer, when it comes from elsewhere than the GGUF metadata
+    /// (a Hugging Face `tokenizer.json`).
+    tokenizer: Option<Tokenizer>,
     loading: Option<Loading>,
 }
 
@@ -77,7 +80,21 @@ impl ModelLoader {
             opts,
             received: 0,
             header: Vec::new(),
+            tokenizer: None,
             loading: None,
+        }
+    }
+
+    /// A loader for a file whose tokenizer is given rather than read from its
+    /// metadata (a Hugging Face checkpoint streamed as GGUF, `model::hf`).
+    pub fn with_tokenizer(
+        ctx: Arc<GpuContext>,
+        opts: PipelineOptions,
+        tokenizer: Tokenizer,
+    ) -> ModelLoader {
+        ModelLoader {
+            tokenizer: Some(tokenizer),
+            ..ModelLoader::new(ctx, opts)
         }
     }
 
@@ -134,7 +151,10 @@ impl ModelLoader {
     }
 
     fn start(&mut self, gguf: GgufFile) -> Result<(), WickError> {
-        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        let tokenizer = match self.tokenizer.take() {
+            Some(t) => t,
+            None => Tokenizer::from_gguf(&gguf)?,
+        };
         let plan = Plan::for_file(&gguf)?;
         let queue: Vec<_> = check_needs(&gguf, &plan.needs)?
             .into_iter()

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod error;
 pub mod format;
 pub mod gpu;
+pub mod hf_folder;
 pub mod kernels;
 pub mod model;
 pub mod pipeline;

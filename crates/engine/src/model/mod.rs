@@ -9,6 +9,7 @@ pub mod config;
 pub mod decoder;
 pub mod fusion;
 pub mod gemma3;
+pub mod hf;
 pub mod llama;
 pub mod loader;
 pub mod moe;
@@ -20,6 +21,7 @@ mod traffic;
 
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::format::quant::QuantError;
+use crate::format::safetensors::SafetensorsError;
 use crate::gpu::GpuError;
 
 pub use config::ModelConfig;
@@ -50,6 +52,8 @@ pub enum ModelError {
     OutOfBounds { key: String, value: u64, max: u64 },
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Safetensors(#[from] SafetensorsError),
     #[error(transparent)]
     Quant(#[from] QuantError),
     #[error(transparent)]

@@ -16,6 +16,7 @@
 
 pub mod chat_template;
 mod gguf_vocab;
+pub mod hf_config;
 mod hf_json;
 mod jinja_python;
 mod pretok;

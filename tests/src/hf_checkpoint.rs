@@ -1,0 +1,409 @@
+//! Tiny models written both ways: a GGUF file, and the Hugging Face
+//! checkpoint (`config.json`, safetensors, `tokenizer.json`,
+//! `tokenizer_config.json`) its tensors make when written out the way
+//! transformers stores them. The HF names, config fields and layouts are
+//! written here from Hugging Face's conventions, not taken from the engine's
+//! mapping, so a test comparing the two loads checks that mapping.
+
+use std::borrow::Cow;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use safetensors::{Dtype, View};
+use serde_json::json;
+use wick::format::gguf_write::GgufWriter;
+use wick::format::quant::{dequantize, quantize, GgmlType};
+use wick::format::{GgufFile, MetaValue};
+
+use crate::tiny_tokenizer::tokenizer_metadata;
+pub use crate::tiny_tokenizer::{
+    tokenizer_config_json, tokenizer_json, CHAT_TEMPLATE, EOS_ID, VOCAB,
+};
+
+/// How the checkpoint stores its tensors; the GGUF file holds the same values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    F32,
+    /// GGUF: F16 matrices, F32 vectors of F16 values.
+    F16,
+    /// GGUF: F32 of BF16 values (GGUF files rarely hold BF16).
+    Bf16,
+}
+
+impl Storage {
+    fn checkpoint_type(self) -> GgmlType {
+        match self {
+            Storage::F32 => GgmlType::F32,
+            Storage::F16 => GgmlType::F16,
+            Storage::Bf16 => GgmlType::BF16,
+        }
+    }
+    fn gguf_matrix_type(self) -> GgmlType {
+        match self {
+            Storage::F16 => GgmlType::F16,
+            _ => GgmlType::F32,
+        }
+    }
+    /// `v` rounded to what the checkpoint's type holds exactly.
+    fn representable(self, v: Vec<f32>) -> Vec<f32> {
+        let t = self.checkpoint_type();
+        dequantize(t, &quantize(t, &v).unwrap(), v.len()).unwrap()
+    }
+}
+
+const D: usize = 64;
+const HEADS: usize = 4;
+const KV_HEADS: usize = 2;
+const FFN: usize = 96;
+const LAYERS: usize = 2;
+const CTX: usize = 128;
+
+/// `arch`: "llama" (untied head), "qwen2" (q/k/v biases) or "gemma3".
+pub struct TinyModel {
+    pub arch: &'static str,
+    pub head_dim: usize,
+    pub tied: bool,
+}
+
+impl TinyModel {
+    pub fn new(arch: &'static str) -> TinyModel {
+        TinyModel {
+            arch,
+            // Gemma's heads are wider than d_model / heads.
+            head_dim: if arch == "gemma3" { 32 } else { D / HEADS },
+            tied: arch != "llama",
+        }
+    }
+
+    /// Every tensor: GGUF name, ggml dims, whether it is a norm weight.
+    fn tensors(&self) -> Vec<(String, Vec<u64>, bool)> {
+        let (q, kv, hd) = (
+            HEADS * self.head_dim,
+            KV_HEADS * self.head_dim,
+            self.head_dim,
+        );
+        let m = |n: String, rows: usize, cols: usize| (n, vec![cols as u64, rows as u64], false);
+        let v = |n: String, len: usize, norm: bool| (n, vec![len as u64], norm);
+        let mut out = vec![m("token_embd.weight".into(), VOCAB, D)];
+        if !self.tied {
+            out.push(m("output.weight".into(), VOCAB, D));
+        }
+        out.push(v("output_norm.weight".into(), D, true));
+        for l in 0..LAYERS {
+            let n = |s: &str| format!("blk.{l}.{s}");
+            out.extend([
+                v(n("attn_norm.weight"), D, true),
+                m(n("attn_q.weight"), q, D),
+                m(n("attn_k.weight"), kv, D),
+                m(n("attn_v.weight"), kv, D),
+                m(n("attn_output.weight"), D, q),
+                v(n("ffn_norm.weight"), D, true),
+                m(n("ffn_gate.weight"), FFN, D),
+                m(n("ffn_up.weight"), FFN, D),
+                m(n("ffn_down.weight"), D, FFN),
+            ]);
+            if self.arch == "qwen2" {
+                out.extend([
+                    v(n("attn_q.bias"), q, false),
+                    v(n("attn_k.bias"), kv, false),
+                    v(n("attn_v.bias"), kv, false),
+                ]);
+            }
+            if self.arch == "gemma3" {
+                out.extend([
+                    v(n("attn_q_norm.weight"), hd, true),
+                    v(n("attn_k_norm.weight"), hd, true),
+                    v(n("post_attention_norm.weight"), D, true),
+                    v(n("post_ffw_norm.weight"), D, true),
+                ]);
+            }
+        }
+        out
+    }
+
+    /// The GGUF file, seeded random weights: matrices of std 1/sqrt(cols),
+    /// norms in [0.6, 1.6] (so Gemma's stored w = norm - 1 is exact),
+    /// biases within +-0.1; every value exact in the checkpoint's type.
+    pub fn gguf(&self, storage: Storage) -> Vec<u8> {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut w = GgufWriter::new();
+        for (k, v) in self.metadata() {
+            w = w.meta(k, v);
+        }
+        for (k, v) in tokenizer_metadata() {
+            w = w.meta(k, v);
+        }
+        for (name, dims, norm) in self.tensors() {
+            let n: u64 = dims.iter().product();
+            let (lo, hi) = match (dims.len(), norm) {
+                (2, _) => {
+                    let a = (3.0 / dims[0] as f32).sqrt();
+                    (-a, a)
+                }
+                (_, true) => (0.6, 1.6),
+                _ => (-0.1, 0.1),
+            };
+            let values: Vec<f32> = (0..n).map(|_| rng.gen_range(lo..hi)).collect();
+            let values = storage.representable(values);
+            let dtype = if dims.len() == 2 {
+                storage.gguf_matrix_type()
+            } else {
+                GgmlType::F32
+            };
+            w = w.tensor(name, &dims, dtype, quantize(dtype, &values).unwrap());
+        }
+        w.to_bytes()
+    }
+
+    fn metadata(&self) -> Vec<(String, MetaValue)> {
+        let a = self.arch;
+        let u = |v: usize| MetaValue::U32(v as u32);
+        let mut keys = vec![
+            ("block_count", u(LAYERS)),
+            ("context_length", u(CTX)),
+            ("embedding_length", u(D)),
+            ("feed_forward_length", u(FFN)),
+            ("attention.head_count", u(HEADS)),
+            ("attention.head_count_kv", u(KV_HEADS)),
+            ("attention.key_length", u(self.head_dim)),
+            ("attention.value_length", u(self.head_dim)),
+            ("rope.dimension_count", u(self.head_dim)),
+            ("rope.freq_base", MetaValue::F32(self.rope_theta())),
+            ("attention.layer_norm_rms_epsilon", MetaValue::F32(1e-5)),
+        ];
+        if a == "gemma3" {
+            // Shorter than the test's prompts: the local layers slide.
+            keys.push(("attention.sliding_window", u(4)));
+        }
+        let mut out = vec![(
+            "general.architecture".to_string(),
+            MetaValue::String(a.into()),
+        )];
+        out.extend(keys.into_iter().map(|(k, v)| (format!("{a}.{k}"), v)));
+        out
+    }
+
+    fn rope_theta(&self) -> f32 {
+        if self.arch == "qwen2" {
+            1e6
+        } else {
+            1e4
+        }
+    }
+
+    /// `config.json` as transformers writes it for this model.
+    pub fn config_json(&self) -> Vec<u8> {
+        let mut c = json!({
+            "model_type": if self.arch == "gemma3" { "gemma3_text" } else { self.arch },
+            "hidden_size": D,
+            "intermediate_size": FFN,
+            "num_hidden_layers": LAYERS,
+            "num_attention_heads": HEADS,
+            "num_key_value_heads": KV_HEADS,
+            "head_dim": self.head_dim,
+            "max_position_embeddings": CTX,
+            "rms_norm_eps": 1e-5f32 as f64,
+            "rope_theta": self.rope_theta() as f64,
+            "tie_word_embeddings": self.tied,
+            "vocab_size": VOCAB,
+            "rope_scaling": null,
+            "torch_dtype": "float32",
+        });
+        if self.arch == "gemma3" {
+            c["hidden_activation"] = json!("gelu_pytorch_tanh");
+            c["sliding_window"] = json!(4);
+            c["query_pre_attn_scalar"] = json!(self.head_dim);
+            c["rope_local_base_freq"] = json!(10000.0);
+            let types: Vec<_> = (0..LAYERS)
+                .map(|l| {
+                    if (l + 1) % 6 == 0 {
+                        "full_attention"
+                    } else {
+                        "sliding_attention"
+                    }
+                })
+                .collect();
+            c["layer_types"] = json!(types);
+        } else {
+            c["hidden_act"] = json!("silu");
+        }
+        serde_json::to_vec_pretty(&c).unwrap()
+    }
+
+    /// The checkpoint's safetensors files from the GGUF file's tensors,
+    /// `shards` files of about equal tensor counts, plus the index when sharded.
+    pub fn safetensors(
+        &self,
+        gguf: &[u8],
+        storage: Storage,
+        shards: usize,
+    ) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
+        let file = GgufFile::parse(gguf).unwrap();
+        let mut tensors: Vec<(String, Tensor)> = Vec::new();
+        for info in &file.tensors {
+            let bytes = file.tensor_bytes(gguf, info).unwrap();
+            let mut values = dequantize(info.dtype, bytes, info.n_elements as usize).unwrap();
+            let name = hf_name(self.arch, &info.name);
+            if self.arch == "llama" && is_rotary(&info.name) {
+                values = to_hf_rotary(&values, info.row_elements() as usize, self.head_dim);
+            }
+            if self.arch == "gemma3" && info.name.ends_with("norm.weight") {
+                values.iter_mut().for_each(|v| *v -= 1.0);
+            }
+            let dtype = storage.checkpoint_type();
+            let shape: Vec<usize> = info.dims.iter().rev().map(|&d| d as usize).collect();
+            tensors.push((
+                name,
+                Tensor {
+                    dtype,
+                    shape,
+                    data: quantize(dtype, &values).unwrap(),
+                },
+            ));
+        }
+        let per_shard = tensors.len().div_ceil(shards);
+        let names: Vec<String> = (1..=shards)
+            .map(|i| format!("model-{i:05}-of-{shards:05}.safetensors"))
+            .collect();
+        let mut weight_map = serde_json::Map::new();
+        let mut files = Vec::new();
+        for (i, chunk) in tensors.chunks(per_shard).enumerate() {
+            for (n, _) in chunk {
+                weight_map.insert(n.clone(), json!(names[i]));
+            }
+            files.push(
+                safetensors::serialize(chunk.iter().map(|(n, t)| (n.clone(), t)), None).unwrap(),
+            );
+        }
+        let index = (shards > 1).then(|| {
+            serde_json::to_vec(&json!({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+                .unwrap()
+        });
+        (files, index)
+    }
+}
+
+/// A tensor for the safetensors crate's writer.
+struct Tensor {
+    dtype: GgmlType,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl View for &Tensor {
+    fn dtype(&self) -> Dtype {
+        match self.dtype {
+            GgmlType::F32 => Dtype::F32,
+            GgmlType::F16 => Dtype::F16,
+            _ => Dtype::BF16,
+        }
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+fn is_rotary(gguf: &str) -> bool {
+    gguf.ends_with("attn_q.weight") || gguf.ends_with("attn_k.weight")
+}
+
+/// GGUF's adjacent-pair rows back to HF's half-split order, per head:
+/// HF row j * hd/2 + i is GGUF row 2i + j.
+fn to_hf_rotary(values: &[f32], cols: usize, head_dim: usize) -> Vec<f32> {
+    let rows = values.len() / cols;
+    let half = head_dim / 2;
+    let mut out = vec![0.0; values.len()];
+    for head in 0..rows / head_dim {
+        for j in 0..2 {
+            for i in 0..half {
+                let hf = head * head_dim + j * half + i;
+                let gguf = head * head_dim + 2 * i + j;
+                out[hf * cols..(hf + 1) * cols]
+                    .copy_from_slice(&values[gguf * cols..(gguf + 1) * cols]);
+            }
+        }
+    }
+    out
+}
+
+/// The transformers name of a GGUF tensor (llama.cpp's tensor map, read backwards).
+fn hf_name(arch: &str, gguf: &str) -> String {
+    let global = [
+        ("token_embd.weight", "model.embed_tokens.weight"),
+        ("output_norm.weight", "model.norm.weight"),
+        ("output.weight", "lm_head.weight"),
+    ];
+    if let Some((_, hf)) = global.iter().find(|(g, _)| *g == gguf) {
+        return hf.to_string();
+    }
+    let rest = gguf.strip_prefix("blk.").unwrap();
+    let (layer, rest) = rest.split_once('.').unwrap();
+    let hf = match (rest, arch) {
+        ("attn_norm.weight", _) => "input_layernorm.weight",
+        ("ffn_norm.weight", "gemma3") => "pre_feedforward_layernorm.weight",
+        ("ffn_norm.weight", _) => "post_attention_layernorm.weight",
+        ("post_attention_norm.weight", _) => "post_attention_layernorm.weight",
+        ("post_ffw_norm.weight", _) => "post_feedforward_layernorm.weight",
+        ("attn_q_norm.weight", _) => "self_attn.q_norm.weight",
+        ("attn_k_norm.weight", _) => "self_attn.k_norm.weight",
+        ("attn_output.weight", _) => "self_attn.o_proj.weight",
+        ("ffn_gate.weight", _) => "mlp.gate_proj.weight",
+        ("ffn_up.weight", _) => "mlp.up_proj.weight",
+        ("ffn_down.weight", _) => "mlp.down_proj.weight",
+        (other, _) => {
+            // attn_q.weight -> self_attn.q_proj.weight, and biases alike.
+            let (proj, kind) = other.split_once('.').unwrap();
+            let letter = proj.strip_prefix("attn_").unwrap();
+            return format!("model.layers.{layer}.self_attn.{letter}_proj.{kind}");
+        }
+    };
+    format!("model.layers.{layer}.{hf}")
+}
+
+/// `config.json` for a real GGUF file's model (its shapes from the metadata),
+/// and the `TinyModel` that writes its tensors out as a checkpoint.
+pub fn checkpoint_of_gguf(file: &GgufFile) -> (Vec<u8>, TinyModel) {
+    let arch: &'static str = match file.architecture().unwrap() {
+        "llama" => "llama",
+        "qwen2" => "qwen2",
+        "gemma3" => "gemma3",
+        other => panic!("no checkpoint layout for {other}"),
+    };
+    let u = |k: &str| file.meta_u64(&format!("{arch}.{k}")).unwrap();
+    let f = |k: &str| file.meta_f32(&format!("{arch}.{k}")).unwrap() as f64;
+    let heads = u("attention.head_count");
+    let head_dim = file
+        .meta_u64_opt(&format!("{arch}.attention.key_length"))
+        .unwrap()
+        .unwrap_or(u("embedding_length") / heads);
+    let tied = file.tensor("output.weight").is_none();
+    let mut c = json!({
+        "model_type": if arch == "gemma3" { "gemma3_text" } else { arch },
+        "hidden_size": u("embedding_length"),
+        "intermediate_size": u("feed_forward_length"),
+        "num_hidden_layers": u("block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": u("attention.head_count_kv"),
+        "head_dim": head_dim,
+        "max_position_embeddings": u("context_length"),
+        "rms_norm_eps": f("attention.layer_norm_rms_epsilon"),
+        "rope_theta": f("rope.freq_base"),
+        "tie_word_embeddings": tied,
+    });
+    if arch == "gemma3" {
+        c["sliding_window"] = json!(u("attention.sliding_window"));
+        c["query_pre_attn_scalar"] = json!(head_dim);
+    }
+    let model = TinyModel {
+        arch,
+        head_dim: head_dim as usize,
+        tied,
+    };
+    (serde_json::to_vec_pretty(&c).unwrap(), model)
+}
