@@ -26,6 +26,7 @@ const FIELDS = new Set([
   "messages", "model", "stream", "stream_options", "max_tokens", "max_completion_tokens",
   "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty",
   "presence_penalty", "logit_bias", "seed", "n", "response_format", "tools", "tool_choice", "user",
+  "stop",
 ]);
 
 function number(params, field, lo, hi) {
@@ -60,6 +61,18 @@ function logitBias(bias) {
     }
     return [id, v];
   });
+}
+
+/** OpenAI's `stop`: a string or up to 4 strings (the engine refuses more, or an empty one). */
+function stopStrings(stop) {
+  if (stop === undefined || stop === null) return [];
+  const list = typeof stop === "string" ? [stop] : stop;
+  if (!Array.isArray(list) || !list.every((s) => typeof s === "string")) {
+    throw new InvalidRequestError("stop", "must be a string or an array of strings");
+  }
+  if (list.length > 4) throw new InvalidRequestError("stop", `at most 4 strings, got ${list.length}`);
+  if (list.some((s) => s.length === 0)) throw new InvalidRequestError("stop", "an empty string never ends anything");
+  return list;
 }
 
 /**
@@ -128,6 +141,7 @@ export function chatOptions(params, contextLeft) {
     frequencyPenalty: number(params, "frequency_penalty", -2, 2) ?? 0,
     presencePenalty: number(params, "presence_penalty", -2, 2) ?? 0,
     logitBias: logitBias(params.logit_bias),
+    stop: stopStrings(params.stop),
     seed: integer(params, "seed", 0),
   };
 }

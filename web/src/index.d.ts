@@ -70,6 +70,8 @@ export interface GenerateOptions {
   presencePenalty?: number;
   /** [token id, bias] pairs added to the logits. */
   logitBias?: [number, number][];
+  /** Up to 4 strings that end the text; never emitted, even in part (finishReason "stop"). */
+  stop?: string | string[];
   /** Aborting ends the iteration with an AbortError. */
   signal?: AbortSignal;
 }
@@ -163,6 +165,8 @@ export interface ChatCompletionParams {
   /** { "token id": bias in [-100, 100] }. */
   logit_bias?: Record<string, number>;
   seed?: number;
+  /** Up to 4 strings that end the reply (matched across tokens, never emitted). */
+  stop?: string | string[];
   /** Choices to generate (seeds seed, seed + 1, ...); without stream only. */
   n?: number;
   /** The loaded model answers whatever this names; the response gives the loaded model's name. */

@@ -258,5 +258,6 @@ function startOptions(o) {
     frequencyPenalty: pick(o.frequencyPenalty, 0),
     presencePenalty: pick(o.presencePenalty, 0),
     logitBias: o.logitBias ? Array.from(o.logitBias, ([id, b]) => [id, b]) : [],
+    stop: o.stop === undefined || o.stop === null ? [] : [o.stop].flat(),
   };
 }

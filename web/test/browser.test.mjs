@@ -162,7 +162,7 @@ describe("Engine on the page", () => {
       const base = { messages, max_tokens: 2, temperature: 0 };
       const refused = {
         logprobs: await err(create({ ...base, logprobs: true })),
-        stop: await err(create({ ...base, stop: ["\n"] })),
+        fiveStops: await err(create({ ...base, stop: ["a", "b", "c", "d", "e"] })),
         unknown: await err(create({ ...base, frobnicate: 1 })),
         format: await err(create({ ...base, response_format: { type: "json_object" } })),
         toolChoice: await err(create({ ...base, tool_choice: "required" })),
@@ -186,14 +186,20 @@ describe("Engine on the page", () => {
         repetition_penalty: 1.1, top_p: 0.9, user: "u", model: "anything", tool_choice: "none",
         response_format: { type: "text" }, max_completion_tokens: 1,
       });
+      // A stop string taken from inside the greedy reply (likely across a
+      // token boundary): the reply ends right before it.
+      const six = await create({ ...base, max_tokens: 6 });
+      const sixText = six.choices[0].message.content;
+      const stop = sixText.slice(2, 5);
+      const stopped = await create({ ...base, max_tokens: 6, stop });
       const ac = new AbortController();
       ac.abort();
       const aborted = await err(create(base, { signal: ac.signal }));
       const overflow = await err(create({ messages: [{ role: "user", content: "word ".repeat(ctx * 2) }], max_tokens: 1 }));
-      return { refused, plain, plainIds, parts, bannedIds, two, twoAgain, extras, aborted, overflow, name: engine.info().model.name };
+      return { refused, plain, plainIds, parts, bannedIds, two, twoAgain, extras, aborted, overflow, sixText, stop, stopped, name: engine.info().model.name };
     }, { ctx: CTX }), "fields");
     log(`refusals: ${JSON.stringify(r.refused)}`);
-    for (const [field, e] of [["logprobs", r.refused.logprobs], ["stop", r.refused.stop], ["frobnicate", r.refused.unknown],
+    for (const [field, e] of [["logprobs", r.refused.logprobs], ["frobnicate", r.refused.unknown],
       ["response_format.type", r.refused.format], ["tool_choice", r.refused.toolChoice], ["signal", r.refused.bodySignal],
       ["n", r.refused.nStream], ["messages[0].content[0].type", r.refused.image]]) {
       assert.equal(e?.name, "UnsupportedFieldError", `${field}: ${JSON.stringify(e)}`);
@@ -201,7 +207,7 @@ describe("Engine on the page", () => {
       assert.equal(e.field, field);
       assert.ok(e.typed);
     }
-    for (const [field, e] of [["temperature", r.refused.temperature], ["logit_bias", r.refused.bias]]) {
+    for (const [field, e] of [["temperature", r.refused.temperature], ["logit_bias", r.refused.bias], ["stop", r.refused.fiveStops]]) {
       assert.equal(e?.name, "InvalidRequestError", `${field}: ${JSON.stringify(e)}`);
       assert.equal(e.field, field);
     }
@@ -213,12 +219,37 @@ describe("Engine on the page", () => {
     assert.ok(r.two.usage.completion_tokens >= 2 && r.two.usage.completion_tokens <= 4, "two choices of up to 2 tokens");
     assert.equal(r.extras.usage.completion_tokens, 1, "max_completion_tokens");
     assert.equal(r.extras.model, r.name ?? r.extras.model, "the loaded model answers");
+    assert.ok(r.stop.length === 3, `stop ${JSON.stringify(r.stop)} from ${JSON.stringify(r.sixText)}`);
+    assert.equal(r.stopped.choices[0].finish_reason, "stop");
+    assert.equal(r.stopped.choices[0].message.content, r.sixText.slice(0, r.sixText.indexOf(r.stop)));
     assert.equal(r.aborted?.name, "AbortError");
     assert.equal(r.aborted.code, "aborted");
     assert.equal(r.overflow?.name, "ContextWindowExceededError", JSON.stringify(r.overflow));
     assert.equal(r.overflow.code, "context_window_exceeded");
     assert.equal(r.overflow.contextLength, CTX);
     assert.ok(r.overflow.promptTokens > CTX);
+  });
+
+  test("a multi-turn chat reuses the cached prefix and answers as a fresh run", { timeout: 300_000 }, async () => {
+    const r = await within(280_000, page.evaluate(async () => {
+      const engine = window.engine;
+      const create = (messages) => engine.chat.completions.create({ messages, max_tokens: 3, temperature: 0 });
+      const messages = [{ role: "user", content: "Name a colour." }];
+      const first = await create(messages);
+      messages.push(first.choices[0].message, { role: "user", content: "And another?" });
+      const second = await create(messages);
+      const secondIds = engine.lastResult.ids;
+      // The same history after an unrelated prompt: nothing to reuse but BOS-level text.
+      await engine.chat.completions.create({ messages: [{ role: "user", content: "Count to three." }], max_tokens: 1, temperature: 0 });
+      const fresh = await create(messages);
+      return { first: first.usage, second: second.usage, fresh: fresh.usage, same: JSON.stringify(engine.lastResult.ids) === JSON.stringify(secondIds) };
+    }), "multi-turn");
+    log(`multi-turn usage: ${JSON.stringify(r)}`);
+    // Turn 2 reuses turn 1's prompt and reply (all but the reply's last token at least).
+    assert.ok(r.second.prompt_tokens_details.cached_tokens >= r.first.prompt_tokens, JSON.stringify(r));
+    assert.ok(r.second.prompt_tokens_details.cached_tokens < r.second.prompt_tokens);
+    assert.ok(r.fresh.prompt_tokens_details.cached_tokens < r.second.prompt_tokens_details.cached_tokens);
+    assert.ok(r.same, "the reused turn gives the ids of a run with less reuse");
   });
 
   test("a cached model loads again from the Cache API, with progress", { timeout: 120_000 }, async () => {

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wick::gpu::GpuContext;
 use wick::pipeline::sampling::SamplingParams;
+use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::StopCriteria;
 use wick::pipeline::Pipeline;
 use wick::tokenizer::chat_template::{ChatTemplate, ChatTemplateError};
@@ -48,6 +49,8 @@ struct GenerateOptions {
     seed: u64,
     /// Extra ids to stop at, besides the model's end-of-generation ids.
     stop_ids: Vec<u32>,
+    /// Up to 4 strings that end the text (never emitted, even in part).
+    stop: Vec<String>,
 }
 
 impl Default for GenerateOptions {
@@ -65,6 +68,7 @@ impl Default for GenerateOptions {
             logit_bias: Vec::new(),
             seed: 0,
             stop_ids: Vec::new(),
+            stop: Vec::new(),
         }
     }
 }
@@ -198,6 +202,7 @@ impl WasmEngine {
         wasm_bindgen_futures::future_to_promise(async move {
             let o = o?;
             check_prompt(&shared, &prompt_ids)?;
+            let stops = StopStrings::new(&o.stop).map_err(js_wick_err)?;
             let vocab = shared.info.model.vocab_size;
             if let Some(&(bad, _)) = o.logit_bias.iter().find(|(id, _)| *id as usize >= vocab) {
                 return Err(js_err(format!(
@@ -233,7 +238,7 @@ impl WasmEngine {
                 .await
                 .map_err(js_wick_err)?;
             drop(pipeline);
-            Ok(WasmGeneration::new(shared.clone(), gen, epoch).into())
+            Ok(WasmGeneration::new(shared.clone(), gen, stops, epoch).into())
         })
     }
 

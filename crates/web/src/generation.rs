@@ -8,9 +8,11 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wick::pipeline::generate::Generation;
 use wick::pipeline::stats::GenerationStats;
+use wick::pipeline::stop_strings::StopStrings;
+use wick::pipeline::stopping::FinishReason;
+use wick::tokenizer::StreamState;
 
 use crate::engine::Shared;
-use crate::text::TextStream;
 use crate::{js_err, js_wick_err, to_js};
 
 #[wasm_bindgen]
@@ -21,7 +23,11 @@ pub struct WasmGeneration {
 struct State {
     shared: Rc<Shared>,
     gen: RefCell<Generation>,
-    text: RefCell<TextStream>,
+    /// The engine's streaming detokenizer, then the stop strings' filter:
+    /// text is never emitted before it is whole characters and cannot be
+    /// the start of a stop string.
+    text: RefCell<StreamState>,
+    stops: RefCell<StopStrings>,
     epoch: u64,
     cancelled: Cell<bool>,
 }
@@ -84,12 +90,19 @@ impl From<&GenerationStats> for Stats {
 }
 
 impl WasmGeneration {
-    pub(crate) fn new(shared: Rc<Shared>, gen: Generation, epoch: u64) -> WasmGeneration {
+    pub(crate) fn new(
+        shared: Rc<Shared>,
+        gen: Generation,
+        stops: StopStrings,
+        epoch: u64,
+    ) -> WasmGeneration {
+        let text = StreamState::new(&shared.tokenizer, true);
         WasmGeneration {
             state: Rc::new(State {
                 shared,
                 gen: RefCell::new(gen),
-                text: RefCell::new(TextStream::default()),
+                text: RefCell::new(text),
+                stops: RefCell::new(stops),
                 epoch,
                 cancelled: Cell::new(false),
             }),
@@ -132,21 +145,42 @@ impl WasmGeneration {
                 pipeline.next_token(&mut gen).await.map_err(js_wick_err)?
             };
             let mut text = st.text.borrow_mut();
+            let mut stops = st.stops.borrow_mut();
+            let tok = &shared.tokenizer;
             let step = match token {
-                Some(id) => Step {
-                    done: false,
-                    token_id: Some(id),
-                    text: text.push(&shared.tokenizer, id).map_err(js_err)?,
-                    finish_reason: None,
-                    stats: gen.stats().into(),
-                },
-                None => Step {
-                    done: true,
-                    token_id: None,
-                    text: text.finish(&shared.tokenizer).map_err(js_err)?,
-                    finish_reason: gen.finish_reason().map(|r| r.as_str()),
-                    stats: gen.stats().into(),
-                },
+                Some(id) => {
+                    let piece = stops.push(&text.push(tok, id).map_err(js_err)?);
+                    if stops.matched().is_some() {
+                        gen.stop_at_string();
+                    }
+                    Step {
+                        done: false,
+                        token_id: Some(id),
+                        text: piece,
+                        finish_reason: None,
+                        stats: gen.stats().into(),
+                    }
+                }
+                None => {
+                    let mut finish = gen.finish_reason();
+                    let mut tail = String::new();
+                    if stops.matched().is_none() {
+                        // An unfinished character, then what was held back
+                        // for a stop string (which it may still complete).
+                        tail = stops.push(&text.finish(tok).map_err(js_err)?);
+                        if stops.matched().is_some() {
+                            finish = Some(FinishReason::Stop);
+                        }
+                        tail.push_str(&stops.finish());
+                    }
+                    Step {
+                        done: true,
+                        token_id: None,
+                        text: tail,
+                        finish_reason: finish.map(|r| r.as_str()),
+                        stats: gen.stats().into(),
+                    }
+                }
             };
             to_js(&step)
         })

@@ -24,7 +24,6 @@ mod engine;
 mod generation;
 mod info;
 mod loader;
-mod text;
 
 pub use engine::WasmEngine;
 pub use generation::WasmGeneration;

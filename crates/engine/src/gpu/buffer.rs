@@ -67,6 +67,9 @@ impl GpuContext {
         Ok(())
     }
 
+    // On wasm32 wgpu's buffers are neither Send nor Sync (the browser's GPU
+    // objects live on one thread); the Arc shares ownership, not threads.
+    #[allow(clippy::arc_with_non_send_sync)]
     fn wrap(&self, label: &str, raw: wgpu::Buffer) -> BufferRef {
         GpuCounters::add(&self.counters.buffers_created, 1);
         Arc::new(GpuBuffer {

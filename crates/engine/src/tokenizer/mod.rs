@@ -25,7 +25,7 @@ mod stream;
 mod tests;
 mod vocab;
 
-pub use stream::StreamDecoder;
+pub use stream::{StreamDecoder, StreamState};
 
 use crate::format::gguf::GgufFile;
 use vocab::{attr, Vocab};

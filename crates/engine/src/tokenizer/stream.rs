@@ -11,6 +11,40 @@ use super::{Tokenizer, TokenizerError};
 #[derive(Debug)]
 pub struct StreamDecoder<'t> {
     tok: &'t Tokenizer,
+    state: StreamState,
+}
+
+impl<'t> StreamDecoder<'t> {
+    pub fn new(tok: &'t Tokenizer, skip_special: bool) -> Self {
+        StreamDecoder {
+            tok,
+            state: StreamState::new(tok, skip_special),
+        }
+    }
+
+    /// Adds one token; returns the text that is now complete (maybe empty).
+    pub fn push(&mut self, id: u32) -> Result<String, TokenizerError> {
+        self.state.push(self.tok, id)
+    }
+
+    /// Ends the stream: returns whatever is held back (an unfinished character
+    /// becomes U+FFFD) and starts over.
+    pub fn finish(&mut self) -> Result<String, TokenizerError> {
+        self.state.finish(self.tok)
+    }
+
+    /// Bytes held back waiting for the rest of a character.
+    pub fn pending_len(&self) -> usize {
+        self.state.pending.len()
+    }
+}
+
+/// `StreamDecoder`'s state without the borrow of its tokenizer, which each
+/// call takes instead: for a decoder that lives inside an object owned
+/// elsewhere (a generation held by JavaScript). The same decoding: O(1) work
+/// per token, never re-decoding what came before.
+#[derive(Debug, Clone)]
+pub struct StreamState {
     skip_special: bool,
     /// Bytes not yet returned: the start of an unfinished character.
     pending: Vec<u8>,
@@ -18,35 +52,27 @@ pub struct StreamDecoder<'t> {
     strip: bool,
 }
 
-impl<'t> StreamDecoder<'t> {
-    pub fn new(tok: &'t Tokenizer, skip_special: bool) -> Self {
-        StreamDecoder {
-            tok,
+impl StreamState {
+    pub fn new(tok: &Tokenizer, skip_special: bool) -> Self {
+        StreamState {
             skip_special,
             pending: Vec::new(),
             strip: tok.vocab.strip_leading_space,
         }
     }
 
-    /// Adds one token; returns the text that is now complete (maybe empty).
-    pub fn push(&mut self, id: u32) -> Result<String, TokenizerError> {
-        self.tok
-            .append_piece(id, self.skip_special, &mut self.strip, &mut self.pending)?;
+    /// As `StreamDecoder::push`, with `tok` the tokenizer `new` was given.
+    pub fn push(&mut self, tok: &Tokenizer, id: u32) -> Result<String, TokenizerError> {
+        tok.append_piece(id, self.skip_special, &mut self.strip, &mut self.pending)?;
         Ok(take_complete(&mut self.pending))
     }
 
-    /// Ends the stream: returns whatever is held back (an unfinished character
-    /// becomes U+FFFD) and starts over.
-    pub fn finish(&mut self) -> Result<String, TokenizerError> {
+    /// As `StreamDecoder::finish`.
+    pub fn finish(&mut self, tok: &Tokenizer) -> Result<String, TokenizerError> {
         let rest = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
-        self.strip = self.tok.vocab.strip_leading_space;
+        self.strip = tok.vocab.strip_leading_space;
         Ok(rest)
-    }
-
-    /// Bytes held back waiting for the rest of a character.
-    pub fn pending_len(&self) -> usize {
-        self.pending.len()
     }
 }
 
