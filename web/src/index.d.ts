@@ -105,6 +105,8 @@ export interface EngineInfo {
   /** How the KV cache stores K and V (the `kvCache` load option). */
   kvCache: "f16" | "f32";
   limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number };
+  /** The engine's own count of what it holds on the GPU now (buffers of every kind, their bytes, cached bind groups). */
+  gpuMemory: { liveBytes: number; liveBuffers: number; liveBindGroups: number };
   model: {
     name: string | null;
     architecture: string;

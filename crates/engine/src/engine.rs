@@ -39,6 +39,17 @@ impl Engine {
         Ok(engine)
     }
 
+    /// Releases the model's GPU memory: every buffer (weights, KV cache,
+    /// activations, staging) and every cached bind group that binds one
+    /// (dropping the engine does the same). Natively it then waits for the
+    /// device, so wgpu has freed them too when it returns. Compiled
+    /// pipelines stay cached on the context for the next model.
+    pub fn dispose(self) {
+        let ctx = self.pipeline.ctx().clone();
+        drop(self);
+        ctx.wait_idle();
+    }
+
     /// Prompt text to ids the way llama.cpp does for a raw prompt: BOS where
     /// the model asks for it, special-token text not parsed.
     pub fn tokenize_prompt(&self, text: &str) -> Result<Vec<u32>, WickError> {

@@ -5,11 +5,12 @@
 //! here, once, at start-up.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::error::GpuError;
 use super::pipeline::PipelineCache;
 use super::recorder::UniformArena;
+use super::residency::Residency;
 
 /// What the adapter is, as reported to users (`wick info`, `engine.info()`).
 #[derive(Clone, Debug)]
@@ -92,6 +93,9 @@ pub struct GpuContext {
     pub limits: wgpu::Limits,
     pub counters: GpuCounters,
     pub(crate) pipelines: PipelineCache,
+    /// Live buffers and the bind-group cache (`residency.rs`); shared with
+    /// every buffer, which leaves it when dropped.
+    pub(crate) residency: Arc<Residency>,
     pub(crate) arena: Mutex<UniformArena>,
     /// The profile being measured, while profiling (gpu::profile).
     pub(crate) profile: Mutex<Option<super::profile::Profile>>,
@@ -155,7 +159,8 @@ impl GpuContext {
             timestamp_query: granted.contains(wgpu::Features::TIMESTAMP_QUERY),
         };
         let limits = device.limits();
-        let arena = UniformArena::new(&device, &limits);
+        let residency = Arc::new(Residency::default());
+        let arena = UniformArena::new(&device, &limits, &residency);
         Ok(GpuContext {
             device,
             queue,
@@ -164,6 +169,7 @@ impl GpuContext {
             limits,
             counters: GpuCounters::default(),
             pipelines: PipelineCache::default(),
+            residency,
             arena: Mutex::new(arena),
             profile: Mutex::new(None),
         })
