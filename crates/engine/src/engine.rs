@@ -16,6 +16,7 @@ use crate::gpu::GpuContext;
 use crate::model::loader::{check_needs, Need};
 use crate::model::{LoadProgress, ModelError, Plan, TensorStore};
 use crate::pipeline::{Pipeline, PipelineOptions};
+use crate::preflight;
 use crate::tokenizer::Tokenizer;
 
 pub struct Engine {
@@ -157,6 +158,14 @@ impl ModelLoader {
             .map(|t| gguf.tensor_range(t).end)
             .max()
             .unwrap_or(gguf.data_offset);
+        // Before the first upload: refused here, with the numbers, rather
+        // than part way through the upload.
+        let typed: Vec<_> = queue
+            .iter()
+            .map(|(info, need, _)| (info.dtype, need))
+            .collect();
+        let fit = preflight::check(&self.ctx, &plan, &typed, &self.opts)?;
+        self.opts.ctx_len = Some(fit.ctx_len);
         let store = TensorStore::new(plan.fusions.clone());
         self.loading = Some(Loading {
             gguf,

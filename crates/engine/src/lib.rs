@@ -8,6 +8,7 @@ pub mod gpu;
 pub mod kernels;
 pub mod model;
 pub mod pipeline;
+pub mod preflight;
 pub mod tokenizer;
 
 pub use engine::Engine;

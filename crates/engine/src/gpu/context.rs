@@ -91,6 +91,10 @@ pub struct GpuContext {
     pub adapter: AdapterSummary,
     pub features: GpuFeatures,
     pub limits: wgpu::Limits,
+    /// Bytes of device memory, where the adapter reports it (Vulkan's
+    /// largest device-local heap; never in the browser): see
+    /// `device_memory.rs`.
+    pub device_memory: Option<u64>,
     pub counters: GpuCounters,
     pub(crate) pipelines: PipelineCache,
     /// Live buffers and the bind-group cache (`residency.rs`); shared with
@@ -125,6 +129,7 @@ impl GpuContext {
 
     async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuContext, GpuError> {
         let info = adapter.get_info();
+        let device_memory = super::device_memory::device_memory(&adapter);
         let summary = AdapterSummary {
             name: info.name.clone(),
             backend: format!("{:?}", info.backend),
@@ -167,6 +172,7 @@ impl GpuContext {
             adapter: summary,
             features,
             limits,
+            device_memory,
             counters: GpuCounters::default(),
             pipelines: PipelineCache::default(),
             residency,

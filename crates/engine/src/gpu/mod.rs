@@ -2,6 +2,7 @@
 
 pub mod buffer;
 pub mod context;
+mod device_memory;
 pub mod error;
 pub mod pipeline;
 pub mod profile;

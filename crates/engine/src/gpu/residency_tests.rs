@@ -107,3 +107,15 @@ fn loading_and_disposing_50_times_returns_every_buffer() {
         assert_eq!(ctx.live_memory(), base, "after dispose {i}");
     }
 }
+
+#[test]
+fn lavapipe_reports_its_memory() {
+    let ctx = own_ctx();
+    eprintln!(
+        "{}: device memory {:?}",
+        ctx.adapter.name, ctx.device_memory
+    );
+    if ctx.adapter.backend == "Vulkan" {
+        assert!(ctx.device_memory.is_some_and(|m| m > 0));
+    }
+}
