@@ -58,6 +58,10 @@ pub struct Limits {
     pub max_buffer_size: u64,
     pub max_storage_buffer_binding_size: u64,
     pub max_compute_invocations_per_workgroup: u32,
+    /// Bytes of device memory the adapter reports; `None` in the browser
+    /// (WebGPU reports none), where the memory preflight checks the buffer
+    /// limits only.
+    pub device_memory: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -126,6 +130,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             max_buffer_size: ctx.limits.max_buffer_size,
             max_storage_buffer_binding_size: ctx.limits.max_storage_buffer_binding_size,
             max_compute_invocations_per_workgroup: ctx.limits.max_compute_invocations_per_workgroup,
+            device_memory: ctx.device_memory,
         },
         gpu_memory: {
             let live = ctx.live_memory();

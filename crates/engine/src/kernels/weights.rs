@@ -435,51 +435,5 @@ pub(crate) fn test_weights(len: usize, seed: u64) -> Vec<f32> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::format::quant::quantize;
-    use crate::testutil::{ctx, random_vec};
-
-    #[test]
-    fn upload_splits_by_rows_within_the_limit() {
-        let ctx = ctx();
-        let (rows, cols) = (10, 64);
-        let bytes = quantize(GgmlType::Q8_0, &random_vec(rows * cols, 5)).unwrap();
-        let row_bytes = 68;
-        let m = QuantMatrix::upload_with_limit(
-            ctx,
-            "w",
-            GgmlType::Q8_0,
-            rows,
-            cols,
-            &bytes,
-            3 * row_bytes + PART_SLACK,
-        )
-        .unwrap();
-        let sizes: Vec<(usize, usize)> = m.parts.iter().map(|p| (p.first_row, p.rows)).collect();
-        assert_eq!(sizes, [(0, 3), (3, 3), (6, 3), (9, 1)]);
-        for p in &m.parts {
-            assert!(p.buffer.size() <= 3 * row_bytes + PART_SLACK);
-        }
-        // The stored bytes arrive, rearranged: the last part's two blocks
-        // read back as the file's.
-        let p = &m.parts[3];
-        let back = pollster::block_on(ctx.read_bytes(&p.buffer, 0, 68)).unwrap();
-        let blocks = super::super::layout::unpack(GgmlType::Q8_0, &back, 2).unwrap();
-        assert_eq!(blocks, &bytes[9 * 68..]);
-    }
-
-    #[test]
-    fn upload_rejects_bad_inputs() {
-        let ctx = ctx();
-        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q5_1, 1, 32, &[0; 24]).unwrap_err();
-        assert!(err.to_string().contains("Q5_1"), "{err}");
-        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q8_0, 2, 32, &[0; 34]).unwrap_err();
-        assert!(matches!(err, GpuError::Shape { .. }), "{err}");
-        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q4_K, 1, 32, &[0; 18]).unwrap_err();
-        assert!(err.to_string().contains("blocks"), "{err}");
-        let err = QuantMatrix::upload_with_limit(ctx, "w", GgmlType::F32, 2, 64, &[0; 512], 100)
-            .unwrap_err();
-        assert!(matches!(err, GpuError::BufferTooLarge { .. }), "{err}");
-    }
-}
+#[path = "weights_tests.rs"]
+mod tests;
