@@ -29,7 +29,7 @@ pub(crate) struct Shared {
     /// Bumped by every `start`: an older generation's state is gone.
     pub epoch: Cell<u64>,
     pub disposed: Cell<bool>,
-    _ctx: Arc<GpuContext>,
+    ctx: Arc<GpuContext>,
 }
 
 #[derive(Deserialize)]
@@ -79,7 +79,7 @@ impl WasmEngine {
                 info,
                 epoch: Cell::new(0),
                 disposed: Cell::new(false),
-                _ctx: ctx,
+                ctx,
             }),
         })
     }
@@ -108,9 +108,13 @@ impl WasmEngine {
         })
     }
 
-    /// Adapter, features and compute path, limits, model config.
+    /// Adapter, features and compute path, limits, model config, and the
+    /// GPU memory the engine holds now (counted at each call).
     pub fn info(&self) -> Result<JsValue, JsValue> {
-        to_js(&self.shared.info)
+        let info = to_js(&self.shared.info)?;
+        let live = to_js(&info::GpuMemory::now(&self.shared.ctx))?;
+        js_sys::Reflect::set(&info, &JsValue::from_str("gpuMemory"), &live)?;
+        Ok(info)
     }
 
     /// Token ids of `text`. Defaults as for a raw prompt: BOS where the model

@@ -34,6 +34,17 @@ pub struct GpuMemory {
     pub live_bind_groups: u64,
 }
 
+impl GpuMemory {
+    pub fn now(ctx: &GpuContext) -> GpuMemory {
+        let live = ctx.live_memory();
+        GpuMemory {
+            live_bytes: live.bytes,
+            live_buffers: live.buffers,
+            live_bind_groups: live.bind_groups,
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Adapter {
@@ -132,14 +143,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             max_compute_invocations_per_workgroup: ctx.limits.max_compute_invocations_per_workgroup,
             device_memory: ctx.device_memory,
         },
-        gpu_memory: {
-            let live = ctx.live_memory();
-            GpuMemory {
-                live_bytes: live.bytes,
-                live_buffers: live.buffers,
-                live_bind_groups: live.bind_groups,
-            }
-        },
+        gpu_memory: GpuMemory::now(ctx),
         model: Model {
             name: engine
                 .gguf
