@@ -26,7 +26,16 @@ fn preflight(
         header.extend_from_slice(chunk);
         Err(()) // the header is the first chunk
     });
-    let file = GgufFile::parse_header(&header).unwrap();
+    preflight_bytes(ctx, &header, opts)
+}
+
+/// The preflight of a file's header (`bytes` starts with it).
+fn preflight_bytes(
+    ctx: &GpuContext,
+    bytes: &[u8],
+    opts: &PipelineOptions,
+) -> Result<Fit, WickError> {
+    let file = GgufFile::parse_header(bytes).unwrap();
     let plan = Plan::for_file(&file).unwrap();
     let found = check_needs(&file, &plan.needs).unwrap();
     let typed: Vec<_> = found
@@ -105,6 +114,45 @@ fn the_footprint_is_what_loading_allocates() {
         );
         drop(engine);
     }
+}
+
+/// Real files: mixtures of experts (stacks split by whole experts, a
+/// shared expert, the MoE scratch), and the real models where present.
+#[test]
+fn real_files_allocate_their_footprint() {
+    let ctx = own_ctx();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let files = [
+        "tests/fixtures/models/tiny-qwen2moe.q8_0.gguf",
+        "tests/fixtures/models/tiny-mixtral.q8_0.gguf",
+        "tests/fixtures/models/tiny-qwen3moe.f16.gguf",
+        "models/gemma-3-270m-q4_k_m.gguf",
+        "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+    ];
+    let mut checked = 0;
+    for name in files {
+        let Ok(bytes) = std::fs::read(root.join(name)) else {
+            assert!(
+                name.starts_with("models/"),
+                "{name}: the fixture is in the repository"
+            );
+            continue;
+        };
+        let opts = PipelineOptions {
+            ctx_len: Some(40),
+            ..Default::default()
+        };
+        let fit = preflight_bytes(&ctx, &bytes, &opts).unwrap();
+        let before = ctx.live_memory().bytes;
+        let mut loader = ModelLoader::new(ctx.clone(), opts);
+        loader.push(&bytes).unwrap();
+        let engine = loader.finish().unwrap();
+        let grown = ctx.live_memory().bytes - before;
+        assert_eq!(grown, fit.footprint.total(), "{name}: {:?}", fit.footprint);
+        drop(engine);
+        checked += 1;
+    }
+    assert!(checked >= 3);
 }
 
 #[test]
