@@ -115,12 +115,10 @@ pub fn check(
         }
     };
     if ctx_len == 0 {
-        // Refused by `Pipeline::new`, with the other option checks.
-        return Ok(Fit {
-            ctx_len,
-            footprint: Footprint::default(),
-            largest_ctx,
-        });
+        // As `Pipeline::new` refuses it, but before the upload.
+        return Err(WickError::InvalidOption(
+            "context length must be > 0".into(),
+        ));
     }
     // Fails only for a buffer over a limit whatever the context (an
     // activation), or a context too large to size at all: refused as that

@@ -237,6 +237,8 @@ fn a_context_beyond_the_largest_that_fits_is_refused_with_it() {
             .contains(&format!("largest context that fits is {largest} positions")),
         "{err}"
     );
+    let err = at(0).unwrap_err();
+    assert!(matches!(err, WickError::InvalidOption(_)), "{err}");
     // A context too large to size at all is refused as the buffer it
     // would take, never wrapped to a small one.
     let err = at(usize::MAX).unwrap_err();
