@@ -118,7 +118,10 @@ export interface EngineInfo {
   computePathNote: string;
   /** How the KV cache stores K and V (the `kvCache` load option). */
   kvCache: "f16" | "f32";
-  limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number };
+  /** `deviceMemory` is null where the adapter reports none (always in the browser): the memory preflight then checks the buffer limits only. */
+  limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number; deviceMemory: number | null };
+  /** The engine's own count of what it holds on the GPU now (buffers of every kind, their bytes, cached bind groups). */
+  gpuMemory: { liveBytes: number; liveBuffers: number; liveBindGroups: number };
   model: {
     name: string | null;
     architecture: string;

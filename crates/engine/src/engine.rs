@@ -16,6 +16,7 @@ use crate::gpu::GpuContext;
 use crate::model::loader::{check_needs, Need};
 use crate::model::{LoadProgress, ModelError, Plan, TensorStore};
 use crate::pipeline::{Pipeline, PipelineOptions};
+use crate::preflight;
 use crate::tokenizer::Tokenizer;
 
 pub struct Engine {
@@ -37,6 +38,17 @@ impl Engine {
         let mut engine = loader.finish()?;
         engine.pipeline.warm_up().await?;
         Ok(engine)
+    }
+
+    /// Releases the model's GPU memory: every buffer (weights, KV cache,
+    /// activations, staging) and every cached bind group that binds one
+    /// (dropping the engine does the same). Natively it then waits for the
+    /// device, so wgpu has freed them too when it returns. Compiled
+    /// pipelines stay cached on the context for the next model.
+    pub fn dispose(self) {
+        let ctx = self.pipeline.ctx().clone();
+        drop(self);
+        ctx.wait_idle();
     }
 
     /// Prompt text to ids the way llama.cpp does for a raw prompt: BOS where
@@ -166,6 +178,14 @@ impl ModelLoader {
             .map(|t| gguf.tensor_range(t).end)
             .max()
             .unwrap_or(gguf.data_offset);
+        // Before the first upload: refused here, with the numbers, rather
+        // than part way through the upload.
+        let typed: Vec<_> = queue
+            .iter()
+            .map(|(info, need, _)| (info.dtype, need))
+            .collect();
+        let fit = preflight::check(&self.ctx, &plan, &typed, &self.opts)?;
+        self.opts.ctx_len = Some(fit.ctx_len);
         let store = TensorStore::new(plan.fusions.clone());
         self.loading = Some(Loading {
             gguf,

@@ -31,4 +31,7 @@ pub enum WickError {
     },
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// The memory preflight's refusal, before any upload (`preflight/`).
+    #[error(transparent)]
+    DoesNotFit(Box<crate::preflight::DoesNotFit>),
 }

@@ -10,6 +10,7 @@ pub mod hf_folder;
 pub mod kernels;
 pub mod model;
 pub mod pipeline;
+pub mod preflight;
 pub mod tokenizer;
 
 pub use engine::Engine;

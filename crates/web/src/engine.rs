@@ -124,9 +124,13 @@ impl WasmEngine {
         })
     }
 
-    /// Adapter, features and compute path, limits, model config.
+    /// Adapter, features and compute path, limits, model config, and the
+    /// GPU memory the engine holds now (counted at each call).
     pub fn info(&self) -> Result<JsValue, JsValue> {
-        to_js(&self.shared.info)
+        let info = to_js(&self.shared.info)?;
+        let live = to_js(&info::GpuMemory::now(&self.shared.ctx))?;
+        js_sys::Reflect::set(&info, &JsValue::from_str("gpuMemory"), &live)?;
+        Ok(info)
     }
 
     /// Token ids of `text`. Defaults as for a raw prompt: BOS where the model

@@ -19,7 +19,30 @@ pub struct Info {
     /// with `unpack2x16float`, so no shader-f16 needed) or "f32".
     pub kv_cache: &'static str,
     pub limits: Limits,
+    /// What the engine holds on the GPU now, by its own count.
+    pub gpu_memory: GpuMemory,
     pub model: Model,
+}
+
+/// The engine's counters of live GPU resources (`GpuContext::live_memory`):
+/// back to their value before the load once the engine is disposed.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuMemory {
+    pub live_bytes: u64,
+    pub live_buffers: u64,
+    pub live_bind_groups: u64,
+}
+
+impl GpuMemory {
+    pub fn now(ctx: &GpuContext) -> GpuMemory {
+        let live = ctx.live_memory();
+        GpuMemory {
+            live_bytes: live.bytes,
+            live_buffers: live.buffers,
+            live_bind_groups: live.bind_groups,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -46,6 +69,10 @@ pub struct Limits {
     pub max_buffer_size: u64,
     pub max_storage_buffer_binding_size: u64,
     pub max_compute_invocations_per_workgroup: u32,
+    /// Bytes of device memory the adapter reports; `None` in the browser
+    /// (WebGPU reports none), where the memory preflight checks the buffer
+    /// limits only.
+    pub device_memory: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -114,7 +141,9 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             max_buffer_size: ctx.limits.max_buffer_size,
             max_storage_buffer_binding_size: ctx.limits.max_storage_buffer_binding_size,
             max_compute_invocations_per_workgroup: ctx.limits.max_compute_invocations_per_workgroup,
+            device_memory: ctx.device_memory,
         },
+        gpu_memory: GpuMemory::now(ctx),
         model: Model {
             name: engine
                 .gguf

@@ -10,6 +10,7 @@ use wgpu::util::DeviceExt;
 
 use super::context::{GpuContext, GpuCounters};
 use super::error::GpuError;
+use super::residency::Tracked;
 
 static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -20,6 +21,15 @@ pub struct GpuBuffer {
     id: u64,
     label: String,
     raw: wgpu::Buffer,
+    live: Tracked,
+}
+
+impl Drop for GpuBuffer {
+    /// Cached bind groups that bind this buffer would keep it alive in wgpu:
+    /// they go with it.
+    fn drop(&mut self) {
+        self.live.residency().evict(self.id);
+    }
 }
 
 pub type BufferRef = Arc<GpuBuffer>;
@@ -37,6 +47,12 @@ impl GpuBuffer {
     pub fn raw(&self) -> &wgpu::Buffer {
         &self.raw
     }
+}
+
+/// The size of the buffer `create_storage(size)` or `upload_bytes` of `size`
+/// bytes makes: whole words, never empty (the memory preflight counts with it).
+pub fn storage_size(size: u64) -> u64 {
+    size.max(4).next_multiple_of(4)
 }
 
 /// Usage of every storage buffer: kernels read and write it, and it can be
@@ -75,6 +91,7 @@ impl GpuContext {
         Arc::new(GpuBuffer {
             id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
             label: label.to_string(),
+            live: self.residency.track(raw.size()),
             raw,
         })
     }
@@ -82,7 +99,7 @@ impl GpuContext {
     /// A zero-filled storage buffer of at least `size` bytes (rounded up to 4,
     /// and never 0, so that any kernel may bind it).
     pub fn create_storage(&self, label: &str, size: u64) -> Result<BufferRef, GpuError> {
-        let size = size.max(4).next_multiple_of(4);
+        let size = storage_size(size);
         self.check_buffer_size(label, size)?;
         let raw = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
@@ -95,7 +112,7 @@ impl GpuContext {
 
     /// A storage buffer holding `bytes` (zero-padded to a multiple of 4).
     pub fn upload_bytes(&self, label: &str, bytes: &[u8]) -> Result<BufferRef, GpuError> {
-        let padded_len = (bytes.len() as u64).max(4).next_multiple_of(4);
+        let padded_len = storage_size(bytes.len() as u64);
         self.check_buffer_size(label, padded_len)?;
         let raw = if padded_len == bytes.len() as u64 {
             self.device

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::error::GpuError;
 use super::pipeline::PipelineCache;
 use super::recorder::UniformArena;
+use super::residency::Residency;
 
 /// What the adapter is, as reported to users (`wick info`, `engine.info()`).
 #[derive(Clone, Debug)]
@@ -90,8 +91,15 @@ pub struct GpuContext {
     pub adapter: AdapterSummary,
     pub features: GpuFeatures,
     pub limits: wgpu::Limits,
+    /// Bytes of device memory, where the adapter reports it (Vulkan's
+    /// largest device-local heap; never in the browser): see
+    /// `device_memory.rs`.
+    pub device_memory: Option<u64>,
     pub counters: GpuCounters,
     pub(crate) pipelines: PipelineCache,
+    /// Live buffers and the bind-group cache (`residency.rs`); shared with
+    /// every buffer, which leaves it when dropped.
+    pub(crate) residency: Arc<Residency>,
     pub(crate) arena: Mutex<UniformArena>,
     /// The profile being measured, while profiling (gpu::profile).
     pub(crate) profile: Mutex<Option<super::profile::Profile>>,
@@ -123,6 +131,7 @@ impl GpuContext {
 
     async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuContext, GpuError> {
         let info = adapter.get_info();
+        let device_memory = super::device_memory::device_memory(&adapter);
         let summary = AdapterSummary {
             name: info.name.clone(),
             backend: format!("{:?}", info.backend),
@@ -157,7 +166,8 @@ impl GpuContext {
             timestamp_query: granted.contains(wgpu::Features::TIMESTAMP_QUERY),
         };
         let limits = device.limits();
-        let arena = UniformArena::new(&device, &limits);
+        let residency = Arc::new(Residency::default());
+        let arena = UniformArena::new(&device, &limits, &residency);
         let lost = Arc::new(Mutex::new(None));
         let on_lost = lost.clone();
         device.set_device_lost_callback(move |reason, message| {
@@ -173,8 +183,10 @@ impl GpuContext {
             adapter: summary,
             features,
             limits,
+            device_memory,
             counters: GpuCounters::default(),
             pipelines: PipelineCache::default(),
+            residency,
             arena: Mutex::new(arena),
             profile: Mutex::new(None),
             lost,

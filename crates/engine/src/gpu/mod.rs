@@ -2,11 +2,13 @@
 
 pub mod buffer;
 pub mod context;
+mod device_memory;
 pub mod error;
 pub mod pipeline;
 pub mod profile;
 pub mod readback;
 pub mod recorder;
+pub mod residency;
 
 pub use buffer::{BufferRef, GpuBuffer};
 pub use context::{AdapterSummary, CounterSnapshot, GpuContext, GpuFeatures};
@@ -14,3 +16,4 @@ pub use error::GpuError;
 pub use pipeline::{workgroups_for, Access, KernelSpec, OwnedSpec, VariantKey};
 pub use readback::Readback;
 pub use recorder::{Recorder, Submitted};
+pub use residency::LiveMemory;

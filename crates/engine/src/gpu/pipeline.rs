@@ -76,14 +76,10 @@ pub struct CachedPipeline {
     pub(crate) layout: wgpu::BindGroupLayout,
 }
 
-/// A bind group's identity: the pipeline and its buffers' ids (0-padded).
-type BindKey = (u64, [u64; MAX_STORAGE_BINDINGS]);
-
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     pipelines: Mutex<HashMap<String, Arc<CachedPipeline>>>,
     variants: Mutex<HashMap<VariantKey, Arc<CachedPipeline>>>,
-    bind_groups: Mutex<HashMap<BindKey, wgpu::BindGroup>>,
 }
 
 /// A pipeline that was just created, with the future of its compile errors.
@@ -94,46 +90,6 @@ impl PipelineCache {
     pub(crate) fn forget(&self, name: &str) {
         self.pipelines.lock().unwrap().remove(name);
         self.variants.lock().unwrap().retain(|_, p| p.name != name);
-    }
-
-    pub(crate) fn bind_group(
-        &self,
-        ctx: &GpuContext,
-        pipeline: &CachedPipeline,
-        buffers: &[&super::buffer::GpuBuffer],
-        uniform: &wgpu::Buffer,
-    ) -> wgpu::BindGroup {
-        let mut ids = [0; MAX_STORAGE_BINDINGS];
-        for (id, b) in ids.iter_mut().zip(buffers) {
-            *id = b.id();
-        }
-        let key = (pipeline.id, ids);
-        let mut cache = self.bind_groups.lock().unwrap();
-        if let Some(group) = cache.get(&key) {
-            return group.clone();
-        }
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: uniform,
-                offset: 0,
-                size: wgpu::BufferSize::new(PARAMS_BYTES),
-            }),
-        }];
-        for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource: b.raw().as_entire_binding(),
-            });
-        }
-        let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(&pipeline.name),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
-        GpuCounters::add(&ctx.counters.bind_groups_created, 1);
-        cache.insert(key, group.clone());
-        group
     }
 
     /// The pipeline of a variant, building its spec only when the variant is new.

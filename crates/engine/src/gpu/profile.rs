@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use super::context::GpuContext;
 use super::error::GpuError;
+use super::residency::Tracked;
 
 /// Dispatches timed per submit; later ones in the same submit go untimed
 /// (and are counted as such). WebGPU caps a query set at 4096 queries.
@@ -46,6 +47,8 @@ pub(crate) struct StepTimer {
     set: wgpu::QuerySet,
     resolve: wgpu::Buffer,
     read: wgpu::Buffer,
+    /// The two buffers, counted as live while the timer lives.
+    _live: [Tracked; 2],
     names: Vec<String>,
     untimed: u64,
 }
@@ -67,10 +70,12 @@ impl StepTimer {
             })
         };
         use wgpu::BufferUsages as U;
+        let track = || ctx.residency.track(queries * 8);
         StepTimer {
             set,
             resolve: buffer("profile resolve", U::QUERY_RESOLVE | U::COPY_SRC),
             read: buffer("profile read", U::MAP_READ | U::COPY_DST),
+            _live: [track(), track()],
             names: Vec::new(),
             untimed: 0,
         }

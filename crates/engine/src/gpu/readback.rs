@@ -8,9 +8,17 @@ use super::buffer::GpuBuffer;
 use super::context::{GpuContext, GpuCounters};
 use super::error::GpuError;
 use super::recorder::Recorder;
+use super::residency::Tracked;
 
 pub struct Readback {
     staging: wgpu::Buffer,
+    _live: Tracked,
+}
+
+/// The size of the staging buffer `Readback::new` makes for `capacity`
+/// bytes (the memory preflight counts with it).
+pub fn readback_size(capacity: u64) -> u64 {
+    capacity.max(4).next_multiple_of(4)
 }
 
 impl Readback {
@@ -18,11 +26,14 @@ impl Readback {
         GpuCounters::add(&ctx.counters.buffers_created, 1);
         let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: capacity.max(4).next_multiple_of(4),
+            size: readback_size(capacity),
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Readback { staging }
+        Readback {
+            _live: ctx.residency.track(staging.size()),
+            staging,
+        }
     }
 
     pub fn capacity(&self) -> u64 {

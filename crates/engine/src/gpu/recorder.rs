@@ -21,11 +21,13 @@ use super::pipeline::{
     PARAMS_BYTES,
 };
 use super::profile::StepTimer;
+use super::residency::{Residency, Tracked};
 
 /// The per-step parameter storage: a uniform buffer of fixed slots and its CPU
 /// mirror. One exists per context; a recorder holds it while it records.
 pub(crate) struct UniformArena {
     buffer: wgpu::Buffer,
+    _live: Tracked,
     stride: u64,
     capacity: usize,
     staging: Vec<u8>,
@@ -35,7 +37,11 @@ pub(crate) struct UniformArena {
 const ARENA_SLOTS: usize = 8192;
 
 impl UniformArena {
-    pub(crate) fn new(device: &wgpu::Device, limits: &wgpu::Limits) -> UniformArena {
+    pub(crate) fn new(
+        device: &wgpu::Device,
+        limits: &wgpu::Limits,
+        residency: &Arc<Residency>,
+    ) -> UniformArena {
         let stride = PARAMS_BYTES.max(limits.min_uniform_buffer_offset_alignment as u64);
         let buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("uniform arena"),
@@ -44,6 +50,7 @@ impl UniformArena {
             mapped_at_creation: false,
         });
         UniformArena {
+            _live: residency.track(buffer.size()),
             buffer,
             stride,
             capacity: ARENA_SLOTS,
@@ -204,7 +211,7 @@ impl<'c> Recorder<'c> {
         }
         let group = self
             .ctx
-            .pipelines
+            .residency
             .bind_group(self.ctx, &pipeline, buffers, &self.arena.buffer);
         if self.compile_only {
             return;

@@ -8,8 +8,9 @@
 //! in Q8_0 is 137 MiB) is split by rows into parts, each in its own buffer;
 //! kernels record one dispatch per part.
 
-use super::layout::{repack, BlockLayout, RegionBases};
+use super::layout::{region_sizes, repack, BlockLayout, RegionBases};
 use crate::format::quant::GgmlType;
+use crate::gpu::buffer::storage_size;
 use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError};
 
 /// Zero bytes after the last row of every part. Decoders read whole words,
@@ -175,31 +176,11 @@ impl QuantMatrix {
         max_part_bytes: u64,
         row_group: usize,
     ) -> Result<QuantMatrix, GpuError> {
-        let kernel = "weights upload";
-        if GpuFormat::of(dtype).is_none() {
-            return Err(shape_err(
-                kernel,
-                format!("'{label}': {dtype} weights have no GPU decoder (supported: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K)"),
-            ));
-        }
-        if rows == 0 || cols == 0 {
-            return Err(shape_err(
-                kernel,
-                format!("'{label}': empty {rows} x {cols} matrix"),
-            ));
-        }
-        let row_bytes = dtype.row_bytes(cols as u64).ok_or_else(|| {
-            shape_err(
-                kernel,
-                format!(
-                    "'{label}': {cols} columns is not a whole number of {dtype} blocks of {}",
-                    dtype.block_elements()
-                ),
-            )
-        })?;
+        let parts = plan_parts(label, dtype, rows, cols, max_part_bytes, row_group)?;
+        let row_bytes = dtype.row_bytes(cols as u64).unwrap_or(0);
         if rows as u64 * row_bytes != bytes.len() as u64 {
             return Err(shape_err(
-                kernel,
+                "weights upload",
                 format!(
                     "'{label}': {rows} x {cols} {dtype} needs {} bytes, got {}",
                     rows as u64 * row_bytes,
@@ -207,33 +188,9 @@ impl QuantMatrix {
                 ),
             ));
         }
-        if cols > u32::MAX as usize / 4 {
-            return Err(shape_err(
-                kernel,
-                format!("'{label}': {cols} columns overflow u32 indexing"),
-            ));
-        }
-        // Shaders address bytes with u32: keep every part under 4 GiB.
-        let limit = max_part_bytes.min(u32::MAX as u64 - 255);
-        let group_bytes = row_bytes * row_group as u64;
-        let rows_per_part = limit.saturating_sub(PART_SLACK) / group_bytes * row_group as u64;
-        if rows_per_part == 0 {
-            let what = if row_group == 1 {
-                "one row"
-            } else {
-                "one expert"
-            };
-            return Err(GpuError::BufferTooLarge {
-                label: format!("{label} ({what})"),
-                size: group_bytes + PART_SLACK,
-                limit_name: "max_storage_buffer_binding_size",
-                limit,
-            });
-        }
-        let mut parts = Vec::new();
-        let mut first_row = 0usize;
-        while first_row < rows {
-            let n = (rows - first_row).min(rows_per_part as usize);
+        let mut uploaded = Vec::with_capacity(parts.len());
+        for part in parts {
+            let (first_row, n) = (part.first_row, part.rows);
             let start = first_row as u64 * row_bytes;
             let data = &bytes[start as usize..(start + n as u64 * row_bytes) as usize];
             let part_label = if first_row == 0 && n == rows {
@@ -247,6 +204,11 @@ impl QuantMatrix {
                 None => (data, RegionBases::default()),
             };
             let buffer = ctx.create_storage(&part_label, data.len() as u64 + PART_SLACK)?;
+            debug_assert_eq!(
+                buffer.size(),
+                part.buffer_bytes,
+                "{part_label}: planned size"
+            );
             // write_buffer wants multiples of 4 bytes: the whole words, then
             // the last partial word zero-padded (the buffer starts zeroed).
             let whole = data.len() / 4 * 4;
@@ -258,19 +220,18 @@ impl QuantMatrix {
                 last[..data.len() - whole].copy_from_slice(&data[whole..]);
                 ctx.write(&buffer, whole as u64, &last);
             }
-            parts.push(MatrixPart {
+            uploaded.push(MatrixPart {
                 first_row,
                 rows: n,
                 buffer,
                 bases,
             });
-            first_row += n;
         }
         Ok(QuantMatrix {
             dtype,
             rows,
             cols,
-            parts,
+            parts: uploaded,
         })
     }
 
@@ -293,6 +254,94 @@ impl QuantMatrix {
     pub(crate) fn format(&self) -> GpuFormat {
         GpuFormat::of(self.dtype).expect("checked at upload")
     }
+}
+
+/// One part of a matrix as `QuantMatrix::upload` makes it: its rows and the
+/// size of its buffer (the GPU layout's regions, padding included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartPlan {
+    pub first_row: usize,
+    pub rows: usize,
+    pub buffer_bytes: u64,
+}
+
+/// The parts an upload of a `rows` x `cols` `dtype` matrix makes, with every
+/// check of the upload but the bytes': parts of at most `max_part_bytes`,
+/// each a whole number of `row_group`-row groups. The memory preflight sizes
+/// weights with it from the header alone, so it counts what the GPU will
+/// hold, not the file's bytes.
+pub fn plan_parts(
+    label: &str,
+    dtype: GgmlType,
+    rows: usize,
+    cols: usize,
+    max_part_bytes: u64,
+    row_group: usize,
+) -> Result<Vec<PartPlan>, GpuError> {
+    let kernel = "weights upload";
+    if GpuFormat::of(dtype).is_none() {
+        return Err(shape_err(
+            kernel,
+            format!("'{label}': {dtype} weights have no GPU decoder (supported: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K)"),
+        ));
+    }
+    if rows == 0 || cols == 0 || row_group == 0 {
+        return Err(shape_err(
+            kernel,
+            format!("'{label}': empty {rows} x {cols} matrix"),
+        ));
+    }
+    let row_bytes = dtype.row_bytes(cols as u64).ok_or_else(|| {
+        shape_err(
+            kernel,
+            format!(
+                "'{label}': {cols} columns is not a whole number of {dtype} blocks of {}",
+                dtype.block_elements()
+            ),
+        )
+    })?;
+    if cols > u32::MAX as usize / 4 {
+        return Err(shape_err(
+            kernel,
+            format!("'{label}': {cols} columns overflow u32 indexing"),
+        ));
+    }
+    // Shaders address bytes with u32: keep every part under 4 GiB.
+    let limit = max_part_bytes.min(u32::MAX as u64 - 255);
+    let group_bytes = row_bytes.saturating_mul(row_group as u64);
+    let rows_per_part = limit.saturating_sub(PART_SLACK) / group_bytes * row_group as u64;
+    if rows_per_part == 0 {
+        let what = if row_group == 1 {
+            "one row"
+        } else {
+            "one expert"
+        };
+        return Err(GpuError::BufferTooLarge {
+            label: format!("{label} ({what})"),
+            size: group_bytes.saturating_add(PART_SLACK),
+            limit_name: "max_storage_buffer_binding_size",
+            limit,
+        });
+    }
+    let layout = BlockLayout::of(dtype);
+    let blocks_per_row = (cols / dtype.block_elements()) as u64;
+    let mut parts = Vec::new();
+    let mut first_row = 0usize;
+    while first_row < rows {
+        let n = (rows - first_row).min(rows_per_part as usize);
+        // As `repack` lays the part out; F32/F16 keep their bytes.
+        let data_bytes = match &layout {
+            Some(l) => region_sizes(l, (n as u64 * blocks_per_row) as usize).0 as u64,
+            None => n as u64 * row_bytes,
+        };
+        parts.push(PartPlan {
+            first_row,
+            rows: n,
+            buffer_bytes: storage_size(data_bytes + PART_SLACK),
+        });
+        first_row += n;
+    }
+    Ok(parts)
 }
 
 /// A layer's experts' copies of one matrix, stacked as GGUF stores them
@@ -386,51 +435,5 @@ pub(crate) fn test_weights(len: usize, seed: u64) -> Vec<f32> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::format::quant::quantize;
-    use crate::testutil::{ctx, random_vec};
-
-    #[test]
-    fn upload_splits_by_rows_within_the_limit() {
-        let ctx = ctx();
-        let (rows, cols) = (10, 64);
-        let bytes = quantize(GgmlType::Q8_0, &random_vec(rows * cols, 5)).unwrap();
-        let row_bytes = 68;
-        let m = QuantMatrix::upload_with_limit(
-            ctx,
-            "w",
-            GgmlType::Q8_0,
-            rows,
-            cols,
-            &bytes,
-            3 * row_bytes + PART_SLACK,
-        )
-        .unwrap();
-        let sizes: Vec<(usize, usize)> = m.parts.iter().map(|p| (p.first_row, p.rows)).collect();
-        assert_eq!(sizes, [(0, 3), (3, 3), (6, 3), (9, 1)]);
-        for p in &m.parts {
-            assert!(p.buffer.size() <= 3 * row_bytes + PART_SLACK);
-        }
-        // The stored bytes arrive, rearranged: the last part's two blocks
-        // read back as the file's.
-        let p = &m.parts[3];
-        let back = pollster::block_on(ctx.read_bytes(&p.buffer, 0, 68)).unwrap();
-        let blocks = super::super::layout::unpack(GgmlType::Q8_0, &back, 2).unwrap();
-        assert_eq!(blocks, &bytes[9 * 68..]);
-    }
-
-    #[test]
-    fn upload_rejects_bad_inputs() {
-        let ctx = ctx();
-        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q5_1, 1, 32, &[0; 24]).unwrap_err();
-        assert!(err.to_string().contains("Q5_1"), "{err}");
-        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q8_0, 2, 32, &[0; 34]).unwrap_err();
-        assert!(matches!(err, GpuError::Shape { .. }), "{err}");
-        let err = QuantMatrix::upload(ctx, "w", GgmlType::Q4_K, 1, 32, &[0; 18]).unwrap_err();
-        assert!(err.to_string().contains("blocks"), "{err}");
-        let err = QuantMatrix::upload_with_limit(ctx, "w", GgmlType::F32, 2, 64, &[0; 512], 100)
-            .unwrap_err();
-        assert!(matches!(err, GpuError::BufferTooLarge { .. }), "{err}");
-    }
-}
+#[path = "weights_tests.rs"]
+mod tests;

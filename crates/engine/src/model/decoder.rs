@@ -116,33 +116,58 @@ impl Activations {
         max_rows: usize,
         max_logit_rows: usize,
     ) -> Result<Activations, GpuError> {
-        let f32s = |label: &str, rows: usize, width: usize| {
-            ctx.create_storage(label, f32_bytes(ctx, label, &[rows, width])?)
-        };
-        let (q, kv, ffn) = (cfg.q_dim(), cfg.kv_dim(), cfg.dense_ffn());
+        let mut made = Vec::with_capacity(10);
+        for (label, rows, width) in Self::shapes(cfg, max_rows, max_logit_rows) {
+            made.push(ctx.create_storage(label, f32_bytes(ctx, label, &[rows, width])?)?);
+        }
+        let [ids, x, h, qkv, q, attn, attn_split, gate, up, logits]: [BufferRef; 10] =
+            made.try_into().expect("one buffer per shape");
         Ok(Activations {
             max_rows,
             max_logit_rows,
-            ids: f32s("ids", max_rows, 1)?,
-            x: f32s("x", max_rows, cfg.d_model)?,
-            h: f32s("h", max_rows, cfg.d_model.max(q))?,
-            qkv: f32s("qkv", max_rows, q + 2 * kv)?,
-            q: f32s("q", max_rows, q)?,
-            attn: f32s("attn", max_rows, q)?,
-            attn_split: f32s(
-                "attn_split",
-                1,
-                split_scratch_elems(1, cfg.n_heads, cfg.head_dim),
-            )?,
-            gate: f32s("gate", max_rows, ffn)?,
-            up: f32s("up", max_rows, 2 * ffn)?,
-            logits: f32s("logits", max_logit_rows, cfg.vocab_size)?,
+            ids,
+            x,
+            h,
+            qkv,
+            q,
+            attn,
+            attn_split,
+            gate,
+            up,
+            logits,
             moe: cfg
                 .moe
                 .as_ref()
                 .map(|moe| MoeActivations::new(ctx, cfg, moe, max_rows))
                 .transpose()?,
         })
+    }
+
+    /// Each dense buffer's label and shape in f32s (rows, width), in the
+    /// order of the fields: what `new` allocates and the memory preflight
+    /// counts.
+    pub fn shapes(
+        cfg: &ModelConfig,
+        max_rows: usize,
+        max_logit_rows: usize,
+    ) -> [(&'static str, usize, usize); 10] {
+        let (q, kv, ffn) = (cfg.q_dim(), cfg.kv_dim(), cfg.dense_ffn());
+        [
+            ("ids", max_rows, 1),
+            ("x", max_rows, cfg.d_model),
+            ("h", max_rows, cfg.d_model.max(q)),
+            ("qkv", max_rows, q + 2 * kv),
+            ("q", max_rows, q),
+            ("attn", max_rows, q),
+            (
+                "attn_split",
+                1,
+                split_scratch_elems(1, cfg.n_heads, cfg.head_dim),
+            ),
+            ("gate", max_rows, ffn),
+            ("up", max_rows, 2 * ffn),
+            ("logits", max_logit_rows, cfg.vocab_size),
+        ]
     }
 }
 

@@ -126,6 +126,12 @@ pub fn check_needs<'f>(
     Ok(found)
 }
 
+/// Elements of a vector of `len` as uploaded: zero-padded to whole vec4s,
+/// since kernels may read vectors as vec4 (the memory preflight counts so).
+pub fn padded_vector_len(len: usize) -> usize {
+    len.next_multiple_of(4)
+}
+
 /// Uploaded tensors, taken out by name as the architecture builds itself.
 /// Members of a fusion (`fusion.rs`) are found under the fusion's name.
 #[derive(Default)]
@@ -183,8 +189,7 @@ impl TensorStore {
                     Some((need.name.clone(), values))
                 };
                 if let Some((name, mut values)) = ready {
-                    // Zero-padded to whole vec4s: kernels may read vectors as vec4.
-                    values.resize(values.len().next_multiple_of(4), 0.0);
+                    values.resize(padded_vector_len(values.len()), 0.0);
                     self.vectors
                         .insert(name.clone(), ctx.upload_f32(&name, &values)?);
                 }

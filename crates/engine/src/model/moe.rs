@@ -108,25 +108,51 @@ impl MoeActivations {
         moe: &MoeConfig,
         max_rows: usize,
     ) -> Result<MoeActivations, GpuError> {
+        let mut made = Vec::with_capacity(10);
+        for (label, words) in Self::shapes(cfg, moe, max_rows) {
+            made.push(ctx.create_storage(label, 4 * words as u64)?);
+        }
+        let [router_logits, expert_of, weight_of, sorted, tiles, gate, up, down, shared_y, shared_gate]: [BufferRef; 10] =
+            made.try_into().expect("one buffer per shape");
+        Ok(MoeActivations {
+            router_logits,
+            expert_of,
+            weight_of,
+            sorted,
+            tiles,
+            gate,
+            up,
+            down,
+            shared_y,
+            shared_gate,
+        })
+    }
+
+    /// Each buffer's label and length in 32-bit words, in the order of the
+    /// fields: what `new` allocates and the memory preflight counts.
+    pub fn shapes(
+        cfg: &ModelConfig,
+        moe: &MoeConfig,
+        max_rows: usize,
+    ) -> [(&'static str, usize); 10] {
         let slots = max_rows * moe.top_k;
-        let words = |label: &str, n: usize| ctx.create_storage(label, 4 * n as u64);
         let shared_rows = if moe.shared_ffn.is_some() {
             max_rows
         } else {
             0
         };
-        Ok(MoeActivations {
-            router_logits: words("router logits", max_rows * moe.n_experts)?,
-            expert_of: words("expert_of", slots)?,
-            weight_of: words("weight_of", slots)?,
-            sorted: words("sorted slots", slots)?,
-            tiles: words("expert tiles", tiles_len(slots, moe.n_experts))?,
-            gate: words("expert gate", slots * moe.expert_ffn)?,
-            up: words("expert up", slots * moe.expert_ffn)?,
-            down: words("expert down", slots * cfg.d_model)?,
-            shared_y: words("shared expert", shared_rows * cfg.d_model)?,
-            shared_gate: words("shared expert gate", shared_rows)?,
-        })
+        [
+            ("router logits", max_rows * moe.n_experts),
+            ("expert_of", slots),
+            ("weight_of", slots),
+            ("sorted slots", slots),
+            ("expert tiles", tiles_len(slots, moe.n_experts)),
+            ("expert gate", slots * moe.expert_ffn),
+            ("expert up", slots * moe.expert_ffn),
+            ("expert down", slots * cfg.d_model),
+            ("shared expert", shared_rows * cfg.d_model),
+            ("shared expert gate", shared_rows),
+        ]
     }
 }
 

@@ -112,6 +112,26 @@ pub const ARCHS: [Arch; 4] = [
     },
 ];
 
+/// Llama 3.1 70B's shapes: too large for the machines here, so not one of
+/// the `ARCHS` a benchmark runs; its header (made without its weights)
+/// tests that the memory preflight refuses it before any upload.
+pub const LLAMA_3_1_70B: Arch = Arch {
+    name: "llama-3.1-70b",
+    architecture: "llama",
+    n_layers: 80,
+    d_model: 8192,
+    n_heads: 64,
+    n_kv_heads: 8,
+    head_dim: 128,
+    ffn_dim: 28672,
+    vocab_size: 128256,
+    ctx_train: 131072,
+    tied: false,
+    qkv_bias: false,
+    rope_theta: 500_000.0,
+    rms_eps: 1e-5,
+};
+
 /// The matrix types a synthetic model can be stored in, by CLI name.
 pub const QUANTS: [(&str, GgmlType); 4] = [
     ("q4_0", GgmlType::Q4_0),

@@ -21,6 +21,27 @@ impl KvCache {
         usize::try_from(ctx.max_binding_bytes() / per_pos.max(1)).unwrap_or(usize::MAX)
     }
 
+    /// Bytes of the K (or the V) cache for `ctx_len` positions: what `new`
+    /// allocates twice and the memory preflight counts.
+    pub fn buffer_bytes(
+        ctx: &GpuContext,
+        cfg: &ModelConfig,
+        ctx_len: usize,
+        dtype: KvDtype,
+    ) -> Result<u64, GpuError> {
+        let layout = KvLayout {
+            layers: cfg.n_layers,
+            ctx_len,
+            kv_heads: cfg.n_kv_heads,
+            head_dim: cfg.head_dim,
+            dtype,
+        };
+        // Checked: `ctx_len` is the caller's. An f16 cache takes half the
+        // bytes of f32 (row_elems is even: head_dim is whole vec4s).
+        let dims = [cfg.n_layers, ctx_len, layout.row_elems()];
+        Ok(f32_bytes(ctx, "k cache", &dims)? / (4 / dtype.bytes_per_elem()))
+    }
+
     pub fn new(
         ctx: &GpuContext,
         cfg: &ModelConfig,
@@ -34,10 +55,7 @@ impl KvCache {
             head_dim: cfg.head_dim,
             dtype,
         };
-        // Checked: `ctx_len` is the caller's. An f16 cache takes half the
-        // bytes of f32 (row_elems is even: head_dim is whole vec4s).
-        let dims = [cfg.n_layers, ctx_len, layout.row_elems()];
-        let bytes = f32_bytes(ctx, "k cache", &dims)? / (4 / dtype.bytes_per_elem());
+        let bytes = Self::buffer_bytes(ctx, cfg, ctx_len, dtype)?;
         Ok(KvCache {
             layout,
             k: ctx.create_storage("k cache", bytes)?,

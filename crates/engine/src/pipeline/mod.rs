@@ -35,8 +35,9 @@ use tokens::TokenRing;
 
 #[derive(Clone, Debug)]
 pub struct PipelineOptions {
-    /// Positions the KV cache holds. Default: the smaller of the model's
-    /// training context and what fits one storage binding of the adapter.
+    /// Positions the KV cache holds. Default: the model's training context,
+    /// capped at 4096 and at the largest context that fits the adapter (one
+    /// storage binding for the cache, and the memory preflight's budget).
     pub ctx_len: Option<usize>,
     /// Most prompt tokens per prefill step.
     pub prefill_chunk: usize,
@@ -47,6 +48,10 @@ pub struct PipelineOptions {
     /// How the KV cache stores K and V: f16 (the default, as llama.cpp's)
     /// or f32.
     pub kv_dtype: KvDtype,
+    /// Bytes of GPU memory the model may take, checked before the upload
+    /// (`preflight`). Default: the device memory the adapter reports, where
+    /// it reports any (see `GpuContext::device_memory`).
+    pub memory_budget: Option<u64>,
 }
 
 /// Default decode steps per submit (see the README for the measurements).
@@ -62,6 +67,7 @@ impl Default for PipelineOptions {
             prefill_chunk: 32,
             tokens_per_submit: DEFAULT_TOKENS_PER_SUBMIT,
             kv_dtype: KvDtype::default(),
+            memory_budget: None,
         }
     }
 }

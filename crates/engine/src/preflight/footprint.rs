@@ -1,0 +1,178 @@
+//! What a model will hold on the GPU, from its header and the pipeline
+//! options, before anything is uploaded. Every size comes from the sizing
+//! the allocating code itself uses (`plan_parts` for weights in their GPU
+//! layout, `Activations::shapes`, `KvCache::buffer_bytes`, `storage_size`,
+//! `readback_size`); a test loads models and checks the engine's live-bytes
+//! counter grows by exactly this footprint.
+
+use std::collections::HashMap;
+
+use crate::format::quant::GgmlType;
+use crate::gpu::buffer::storage_size;
+use crate::gpu::readback::readback_size;
+use crate::gpu::{GpuContext, GpuError};
+use crate::kernels::sample::MAX_BIAS;
+use crate::kernels::weights::plan_parts;
+use crate::model::decoder::{f32_bytes, Activations};
+use crate::model::fusion::{Fusion, Layout};
+use crate::model::loader::{padded_vector_len, Need, NeedKind};
+use crate::model::moe::MoeActivations;
+use crate::model::ModelConfig;
+use crate::pipeline::kv_cache::KvCache;
+use crate::pipeline::PipelineOptions;
+
+/// Bytes of GPU memory by what they hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Weight matrices in their GPU layout (split into parts that fit a
+    /// binding, each padded), norms and biases as f32.
+    pub weights: u64,
+    /// K and V for every position of the context.
+    pub kv_cache: u64,
+    /// Scratch of one prefill chunk (and the MoE scratch).
+    pub activations: u64,
+    /// Staging buffers the logits and sampled ids are read through.
+    pub readback: u64,
+    /// The GPU sampler's buffers and the ring of sampled ids.
+    pub sampler: u64,
+}
+
+impl Footprint {
+    pub fn total(&self) -> u64 {
+        [
+            self.weights,
+            self.kv_cache,
+            self.activations,
+            self.readback,
+            self.sampler,
+        ]
+        .iter()
+        .fold(0u64, |a, &b| a.saturating_add(b))
+    }
+}
+
+/// Bytes of the weights as the loader will upload them: fused groups
+/// (`fusion.rs`) as one matrix or vector each, the rest one by one.
+pub fn weights_bytes(
+    ctx: &GpuContext,
+    fusions: &[Fusion],
+    needs: &[(GgmlType, &Need)],
+) -> Result<u64, GpuError> {
+    let max_part = ctx.max_binding_bytes();
+    let parts_bytes = |name: &str, dtype, rows, cols, group| -> Result<u64, GpuError> {
+        let parts = plan_parts(name, dtype, rows, cols, max_part, group)?;
+        Ok(parts.iter().map(|p| p.buffer_bytes).sum())
+    };
+    let vector_bytes = |len: usize| storage_size(4 * padded_vector_len(len) as u64);
+    let member_of: HashMap<&str, usize> = fusions
+        .iter()
+        .enumerate()
+        .flat_map(|(f, fusion)| fusion.members.iter().map(move |m| (m.as_str(), f)))
+        .collect();
+    // Per fusion: the type and width of its matrix, and its rows (or a
+    // vector's length) summed over the members.
+    let mut groups: Vec<Option<(GgmlType, usize, usize)>> = vec![None; fusions.len()];
+    let mut total = 0u64;
+    for &(dtype, need) in needs {
+        let fused = member_of.get(need.name.as_str()).copied();
+        let add = match (need.kind, fused) {
+            (NeedKind::Matrix { rows, cols }, Some(f)) => {
+                let g = groups[f].get_or_insert((dtype, cols, 0));
+                g.2 += rows;
+                0
+            }
+            (NeedKind::Vector { len }, Some(f)) => {
+                let g = groups[f].get_or_insert((dtype, 0, 0));
+                g.2 += len;
+                0
+            }
+            (NeedKind::Matrix { rows, cols }, None) => {
+                parts_bytes(&need.name, dtype, rows, cols, 1)?
+            }
+            (NeedKind::Vector { len }, None) => vector_bytes(len),
+            (
+                NeedKind::Experts {
+                    experts,
+                    rows,
+                    cols,
+                },
+                _,
+            ) => parts_bytes(&need.name, dtype, experts * rows, cols, rows)?,
+        };
+        total = total.saturating_add(add);
+    }
+    for (fusion, group) in fusions.iter().zip(groups) {
+        let Some((dtype, cols, rows)) = group else {
+            continue;
+        };
+        let add = if cols == 0 {
+            vector_bytes(rows)
+        } else {
+            let row_group = if fusion.layout == Layout::Interleave {
+                2
+            } else {
+                1
+            };
+            parts_bytes(&fusion.name, dtype, rows, cols, row_group)?
+        };
+        total = total.saturating_add(add);
+    }
+    Ok(total)
+}
+
+/// The pipeline's buffers for a context of `ctx_len` positions, as
+/// `Pipeline::new` makes them (each but the KV cache checked against the
+/// binding limit as `create_storage` will check it), with `weights` beside
+/// them.
+pub fn footprint(
+    ctx: &GpuContext,
+    cfg: &ModelConfig,
+    opts: &PipelineOptions,
+    weights: u64,
+    ctx_len: usize,
+) -> Result<Footprint, GpuError> {
+    let storage = |label: &str, bytes: u64| -> Result<u64, GpuError> {
+        let size = storage_size(bytes);
+        let limit = ctx.max_binding_bytes();
+        if size > limit {
+            return Err(GpuError::BufferTooLarge {
+                label: label.to_string(),
+                size,
+                limit_name: "max_storage_buffer_binding_size",
+                limit,
+            });
+        }
+        Ok(size)
+    };
+    let rows = opts.prefill_chunk;
+    let steps = opts.tokens_per_submit as u64;
+    let mut activations = 0u64;
+    for (label, n, width) in Activations::shapes(cfg, rows, rows) {
+        activations += storage(label, f32_bytes(ctx, label, &[n, width])?)?;
+    }
+    if let Some(moe) = &cfg.moe {
+        for (label, words) in MoeActivations::shapes(cfg, moe, rows) {
+            activations += storage(label, 4 * words as u64)?;
+        }
+    }
+    // Not checked against the binding limit here: the preflight finds the
+    // largest context whose cache fits one (`KvCache::max_ctx_len`).
+    let kv = storage_size(KvCache::buffer_bytes(ctx, cfg, ctx_len, opts.kv_dtype)?);
+    let vocab = cfg.vocab_size as u64;
+    let sampler = [
+        storage("sample bias", 8 * MAX_BIAS as u64)?,
+        storage("sample history", 4 * (2 + ctx_len.max(64) as u64))?,
+        storage("sample randoms", steps.max(1).saturating_mul(4))?,
+        storage("sample scratch", 8 * vocab)?,
+        storage("token ring", steps.saturating_add(1).saturating_mul(4))?,
+    ];
+    Ok(Footprint {
+        weights,
+        kv_cache: 2 * kv,
+        activations,
+        // The logits readback is as large as the logits buffer checked above.
+        readback: readback_size(4 * vocab * rows as u64)
+            .saturating_add(2 * readback_size(steps.saturating_mul(4))),
+        sampler: sampler.iter().sum(),
+    })
+}
