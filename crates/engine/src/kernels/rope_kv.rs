@@ -15,8 +15,7 @@ use super::kv::{KvDtype, KvLayout};
 use super::rope::RopeLayout;
 pub use super::rope::Rotary;
 use crate::gpu::{
-    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder,
-    VariantKey,
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
 
 #[repr(C)]
@@ -59,7 +58,12 @@ fn spec(norm: bool, freq_factors: bool, dtype: KvDtype) -> OwnedSpec {
     // Bindings count from 1 (0 is the parameters): the factors come last.
     let ff_binding = if norm { 7 } else { 5 };
     OwnedSpec {
-        name: format!("rope_kv_norm{}_ff{}_{}", norm as u8, freq_factors as u8, dtype.name()),
+        name: format!(
+            "rope_kv_norm{}_ff{}_{}",
+            norm as u8,
+            freq_factors as u8,
+            dtype.name()
+        ),
         sources: vec![SOURCE],
         defines: vec![
             ("QK_NORM", on(norm)),

@@ -181,7 +181,9 @@ fn buffer_size_products_are_checked() {
         (usize::MAX / 64, KvDtype::F16),
         (1 << 40, KvDtype::F16),
     ] {
-        let err = KvCache::new(ctx, &cfg, ctx_len, dtype).err().expect("refused");
+        let err = KvCache::new(ctx, &cfg, ctx_len, dtype)
+            .err()
+            .expect("refused");
         assert!(
             matches!(&err, crate::gpu::GpuError::BufferTooLarge { label, .. } if label == "k cache"),
             "{ctx_len}: {err}"
