@@ -29,6 +29,8 @@ pub struct GenerateArgs {
     /// Print one JSON object at the end instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub constraint: crate::constrained::ConstraintArgs,
 }
 
 pub fn run(args: GenerateArgs) -> CliResult {
@@ -42,6 +44,9 @@ pub fn run(args: GenerateArgs) -> CliResult {
     sampling.validate()?;
     if args.max_tokens == 0 {
         return Err("--max-tokens must be at least 1".into());
+    }
+    if let Some(grammar) = args.constraint.grammar()? {
+        return crate::constrained::run(&args, &sampling, grammar);
     }
     let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;

@@ -1,6 +1,7 @@
 //! wick: large language models on the GPU through WebGPU, natively and in the
 //! browser. See docs/ARCHITECTURE.md for the architecture.
 
+pub mod constrain;
 pub mod engine;
 pub mod error;
 pub mod format;
