@@ -106,6 +106,12 @@ impl Pipeline {
             out.mask_seconds += t.elapsed().as_secs_f64();
             out.masks += 1;
             self.set_token_mask(&mask)?;
+            if !host.is_empty() && sampling.penalties_on() {
+                // Forced tokens were never sampled, so the GPU's penalty
+                // window lacks them: refill it with the whole sequence.
+                let seq: Vec<u32> = prompt.iter().chain(&out.ids).copied().collect();
+                self.sampler.write_history(&self.ctx, &seq);
+            }
             let u = sampler.next_uniform();
             let id = if host.is_empty() {
                 // The last sampled token is still in the token ring.
