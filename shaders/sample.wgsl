@@ -1,7 +1,9 @@
 // Token sampling: one workgroup of 256 invocations turns one logits row into
 // one token id, with the semantics of pipeline/sampling.rs (its CPU reference):
 // logit bias, penalties, then greedy, or temperature, top-k, top-p, min-p and
-// an inverse-CDF draw over the kept tokens in ascending id order.
+// an inverse-CDF draw over the kept tokens in ascending id order. With an
+// allowed-token bitmask (constrained decoding), a token whose bit is clear
+// gets key 0 as a banned one does, so no later step can pick it.
 //
 // Nothing is sorted. Logits become u32 keys with the same order (`order_key`),
 // weights become integers q = floor(exp((z - z_max) / T) * 2^31), and masses
@@ -33,6 +35,10 @@ struct Params {
     penalties: u32,     // 1: apply the three penalties
     hist_cap: u32,      // capacity of the history ring (0: none)
     n_bias: u32,        // (id, bias) pairs in `bias`
+    masked: u32,        // 1: only tokens whose bit is set in `mask` may be picked
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -42,6 +48,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read> randoms: array<f32>;       // [> step]: u in [0, 1) per step
 @group(0) @binding(5) var<storage, read_write> out_ids: array<u32>; // [> out_index]
 @group(0) @binding(6) var<storage, read_write> work: array<u32>;    // [2 * vocab]: logit bits then keys; weights q
+@group(0) @binding(7) var<storage, read> mask: array<u32>;          // [ceil(vocab / 32)] when masked: bit i % 32 of word i / 32 allows token i
 
 const WG: u32 = 256u;
 const NONE: u32 = 0xffffffffu;
@@ -73,6 +80,11 @@ fn order_key(z: f32) -> u32 {
     }
     let b = select(bitcast<u32>(z), 0u, z == 0.0);
     return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
+}
+
+// Whether token i may be picked (always, without a mask).
+fn allowed(i: u32) -> bool {
+    return p.masked == 0u || ((mask[i >> 5u] >> (i & 31u)) & 1u) != 0u;
 }
 
 fn key_value(k: u32) -> f32 {
@@ -249,11 +261,12 @@ fn main(@builtin(local_invocation_index) li: u32) {
     }
     storageBarrier();
 
-    // 2. Keys in place of z, and the argmax: largest key, lowest id.
+    // 2. Keys in place of z (0 where the mask disallows), and the argmax:
+    // largest key, lowest id.
     var bk = 0u;
     var bi = NONE;
     for (var i = li; i < n; i += WG) {
-        let k = order_key(bitcast<f32>(work[i]));
+        let k = select(0u, order_key(bitcast<f32>(work[i])), allowed(i));
         work[i] = k;
         if (bi == NONE || k > bk) {
             bk = k;

@@ -36,6 +36,8 @@ pub struct GenerateArgs {
     /// Print one JSON object at the end instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub constraint: crate::constrained::ConstraintArgs,
 }
 
 /// OpenAI's limit on `top_logprobs`.
@@ -57,6 +59,14 @@ pub fn run(args: GenerateArgs) -> CliResult {
     StopStrings::new(&args.stop)?;
     if args.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
         return Err(format!("--logprobs must be 0..={MAX_TOP_LOGPROBS}").into());
+    }
+    if let Some(grammar) = args.constraint.grammar()? {
+        // The constrained loop samples one token per submit on its own path:
+        // it has neither stop strings nor logprobs yet.
+        if !args.stop.is_empty() || args.logprobs.is_some() {
+            return Err("--stop and --logprobs do not combine with --json-schema, --regex or --grammar yet".into());
+        }
+        return crate::constrained::run(&args, &sampling, grammar);
     }
     let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;

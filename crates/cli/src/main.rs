@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_kernels;
+mod constrained;
 mod generate;
 mod hf;
 mod info;

@@ -1,5 +1,6 @@
 //! The engine's error type: every failure a caller can see, typed and named.
 
+use crate::constrain::ConstrainError;
 use crate::format::gguf::GgufError;
 use crate::gpu::GpuError;
 use crate::model::ModelError;
@@ -21,6 +22,8 @@ pub enum WickError {
     ChatTemplate(#[from] ChatTemplateError),
     #[error(transparent)]
     Sampling(#[from] SamplingError),
+    #[error(transparent)]
+    Constrain(#[from] ConstrainError),
     #[error(
         "{tokens} tokens do not fit the context of {ctx_len} (positions already used: {used})"
     )]

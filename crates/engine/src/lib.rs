@@ -2,6 +2,7 @@
 //! browser. See docs/ARCHITECTURE.md for the architecture.
 
 pub mod completion;
+pub mod constrain;
 pub mod engine;
 pub mod error;
 pub mod format;

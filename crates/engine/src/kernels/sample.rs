@@ -12,7 +12,11 @@
 //!   `history_words` builds it from the prompt's ids;
 //! - `randoms`: `[steps]`, `randoms[step]` the uniform `u` in [0, 1) of a
 //!   step (`Sampler::next_uniform` gives the CPU sampler's numbers);
-//! - `scratch`: `[2 * vocab]` u32, overwritten.
+//! - `scratch`: `[2 * vocab]` u32, overwritten;
+//! - `mask`: `[ceil(vocab / 32)]`, the allowed-token bitmask of constrained
+//!   decoding (bit `i % 32` of word `i / 32` allows token `i`), read only
+//!   while `set_mask` has turned it on; the CPU computes it each step and
+//!   uploads these few words, never reading the logits back.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -41,6 +45,8 @@ struct Params {
     penalties: u32,
     hist_cap: u32,
     n_bias: u32,
+    masked: u32,
+    _pad: [u32; 3],
 }
 
 const SPEC: KernelSpec = KernelSpec {
@@ -55,8 +61,14 @@ const SPEC: KernelSpec = KernelSpec {
         Access::Read,      // randoms
         Access::ReadWrite, // out_ids
         Access::ReadWrite, // scratch
+        Access::Read,      // mask
     ],
 };
+
+/// Words of an allowed-token bitmask over `vocab` tokens.
+pub fn mask_words(vocab: usize) -> usize {
+    vocab.div_ceil(32)
+}
 
 /// The history buffer's words for a ring of capacity `cap` holding the last
 /// `cap` of `ids` (oldest first).
@@ -91,6 +103,7 @@ pub struct SamplerState {
     pub history: BufferRef,
     pub randoms: BufferRef,
     pub scratch: BufferRef,
+    pub mask: BufferRef,
 }
 
 /// Where one sample reads its row and writes its id.
@@ -149,6 +162,7 @@ impl SamplerState {
             history: ctx.create_storage("sample history", 4 * (2 + max_history) as u64)?,
             randoms: ctx.create_storage("sample randoms", 4 * max_steps.max(1) as u64)?,
             scratch: ctx.create_storage("sample scratch", 8 * vocab as u64)?,
+            mask: ctx.create_storage("sample mask", 4 * mask_words(vocab) as u64)?,
         })
     }
 
@@ -193,12 +207,37 @@ impl SamplerState {
             penalties: params.penalties_on() as u32,
             hist_cap: u32::try_from(cap).map_err(|_| err("penalty_last_n over u32"))?,
             n_bias: (bias.len() / 2) as u32,
+            masked: 0,
+            _pad: [0; 3],
         };
         if !bias.is_empty() {
             ctx.write(&self.bias, 0, bytemuck::cast_slice(&bias));
         }
         self.write_history(ctx, history);
         Ok(())
+    }
+
+    /// Restricts the next samples to the tokens whose bits are set in
+    /// `words` (`ceil(vocab / 32)` of them; bits past the vocab ignored).
+    /// Written with `queue.write_buffer`, so it is ordered before the next
+    /// submit; `configure` turns the mask off again.
+    pub fn set_mask(&mut self, ctx: &GpuContext, words: &[u32]) -> Result<(), GpuError> {
+        let want = mask_words(self.vocab);
+        if words.len() != want {
+            return Err(err(format!(
+                "a mask of {} words for a vocab of {} (needs {want})",
+                words.len(),
+                self.vocab
+            )));
+        }
+        ctx.write(&self.mask, 0, bytemuck::cast_slice(words));
+        self.params.masked = 1;
+        Ok(())
+    }
+
+    /// Lets every token be sampled again.
+    pub fn clear_mask(&mut self) {
+        self.params.masked = 0;
     }
 
     /// Capacity of the history ring (`penalty_last_n`).
@@ -234,6 +273,7 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
     check_elems("sample", "out_ids", t.out_ids, t.out_index + 1)?;
     check_elems("sample", "randoms", &state.randoms, t.step + 1)?;
     check_elems("sample", "scratch", &state.scratch, 2 * vocab)?;
+    check_elems("sample", "mask", &state.mask, mask_words(vocab))?;
     check_elems("sample", "history", &state.history, 2 + state.history_cap())?;
     check_elems(
         "sample",
@@ -254,6 +294,7 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
         &*state.randoms,
         t.out_ids,
         &*state.scratch,
+        &*state.mask,
     ];
     rec.dispatch(&SPEC, &params, &buffers, [1, 1, 1]);
     Ok(())
@@ -262,3 +303,7 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
 #[cfg(test)]
 #[path = "sample_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sample_mask_tests.rs"]
+mod mask_tests;

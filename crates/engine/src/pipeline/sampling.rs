@@ -8,17 +8,19 @@
 //! 2. penalties over the last `penalty_last_n` tokens, once per distinct token
 //!    present `c` times: `z <= 0 ? z * rep : z / rep`, then
 //!    `z -= c * frequency + presence`;
-//! 3. greedy when temperature is 0 or top_k is 1: the largest `z`, lowest id on
+//! 3. with an allowed-token bitmask (constrained decoding), every token
+//!    whose bit is clear is banned;
+//! 4. greedy when temperature is 0 or top_k is 1: the largest `z`, lowest id on
 //!    ties; otherwise
-//! 4. weights `w = exp((z - z_max) / T)` held as integers `q = floor(w * 2^31)`
+//! 5. weights `w = exp((z - z_max) / T)` held as integers `q = floor(w * 2^31)`
 //!    (a token more than ~21.5 * T below the best gets q = 0 and is never
 //!    drawn: at most vocab * 2^-31 of the best token's weight is lost);
-//! 5. top-k: keep z >= the k-th largest z (ties at the cut all kept);
-//! 6. top-p: of those, keep z >= the largest cut whose mass (sum of q over
+//! 6. top-k: keep z >= the k-th largest z (ties at the cut all kept);
+//! 7. top-p: of those, keep z >= the largest cut whose mass (sum of q over
 //!    z >= cut) is >= top_p * the mass kept by top-k: the smallest prefix in
 //!    descending order reaching top_p, with ties at the cut all kept;
-//! 7. min-p: keep q >= min_p * q_max;
-//! 8. draw: `r = floor(u * W)` over the kept mass `W`, and the first kept id in
+//! 8. min-p: keep q >= min_p * q_max;
+//! 9. draw: `r = floor(u * W)` over the kept mass `W`, and the first kept id in
 //!    ascending id order whose running mass exceeds `r`.
 //!
 //! top_p and min_p act as 24-bit fractions (`fixed24`) and `u` is used to 24
@@ -225,6 +227,7 @@ pub(crate) struct Work {
 #[path = "sampling_ref.rs"]
 mod reference;
 pub(crate) use reference::decide;
+pub use reference::is_allowed;
 
 /// The reference decision for one logits row given the penalty window
 /// `history` and the uniform `u` (allocates; for tests and one-offs).
@@ -235,6 +238,28 @@ pub fn reference(params: &SamplingParams, logits: &[f32], history: &[u32], u: f3
         logits,
         history,
         u,
+        None,
+        &mut Work::default(),
+    )
+}
+
+/// As `reference`, choosing only among the tokens `mask` allows (bit
+/// `i % 32` of word `i / 32` set).
+pub fn reference_masked(
+    params: &SamplingParams,
+    logits: &[f32],
+    history: &[u32],
+    u: f32,
+    mask: &[u32],
+) -> Decision {
+    let bias = params.merged_bias();
+    decide(
+        params,
+        &bias,
+        logits,
+        history,
+        u,
+        Some(mask),
         &mut Work::default(),
     )
 }
@@ -299,8 +324,20 @@ impl Sampler {
     /// Samples with a given uniform `u` instead of the next from the stream,
     /// and appends the token to the window.
     pub fn sample_with(&mut self, logits: &[f32], u: f32) -> u32 {
+        self.decide_and_accept(logits, u, None)
+    }
+
+    /// Samples the next token among those `mask` allows (the CPU form of
+    /// constrained decoding's step), and appends it to the window.
+    pub fn sample_masked(&mut self, logits: &[f32], mask: &[u32]) -> u32 {
+        let u = self.next_uniform();
+        self.decide_and_accept(logits, u, Some(mask))
+    }
+
+    fn decide_and_accept(&mut self, logits: &[f32], u: f32, mask: Option<&[u32]>) -> u32 {
         let window = self.history.make_contiguous();
-        let d = decide(&self.params, &self.bias, logits, window, u, &mut self.work);
+        let (params, bias) = (&self.params, &self.bias);
+        let d = decide(params, bias, logits, window, u, mask, &mut self.work);
         self.accept(&[d.id]);
         d.id
     }

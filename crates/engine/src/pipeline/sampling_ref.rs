@@ -6,19 +6,27 @@ use super::{
     fixed24, key_value, order_key, Decision, SamplingParams, Work, BANNED, MASKED, Q_SCALE,
 };
 
+/// Whether bit `id % 32` of word `id / 32` is set (words past the end: no).
+pub fn is_allowed(mask: &[u32], id: u32) -> bool {
+    mask.get(id as usize / 32)
+        .is_some_and(|w| w >> (id % 32) & 1 != 0)
+}
+
 /// `ceil(f * x / 2^24)` for a 24-bit fraction `f`.
 fn scale24_ceil(f: u32, x: u64) -> u64 {
     (f as u128 * x as u128).div_ceil(1 << 24) as u64
 }
 
 /// Decides one token. `bias` is `params.merged_bias()`; `history` is the
-/// penalty window (order does not matter); `u` in [0, 1).
+/// penalty window (order does not matter); `u` in [0, 1); `mask`, where
+/// given, the allowed-token bitmask (`is_allowed`).
 pub(crate) fn decide(
     params: &SamplingParams,
     bias: &[(u32, f32)],
     logits: &[f32],
     history: &[u32],
     u: f32,
+    mask: Option<&[u32]>,
     w: &mut Work,
 ) -> Decision {
     let n = logits.len();
@@ -48,6 +56,16 @@ pub(crate) fn decide(
     }
     w.keys.clear();
     w.keys.extend(w.z.iter().map(|&z| order_key(z)));
+    // A disallowed token is banned outright. Bias and penalties change only
+    // a token's own logit, so banning it here, after them, is the same as
+    // removing it before them.
+    if let Some(mask) = mask {
+        for (i, k) in w.keys.iter_mut().enumerate() {
+            if !is_allowed(mask, i as u32) {
+                *k = 0;
+            }
+        }
+    }
     let keys = &w.keys;
     // Largest key, lowest id on ties (an all-banned row gives id 0).
     let best = (0..n).fold(0, |b, i| if keys[i] > keys[b] { i } else { b });

@@ -217,3 +217,63 @@ fn invalid_options_are_typed_errors() {
     })
     .is_ok());
 }
+
+#[test]
+fn a_mask_bans_what_it_does_not_allow_in_every_mode() {
+    // 37 tokens (a partial second word); the best logits are at 36 and 35.
+    let logits: Vec<f32> = (0..37).map(|i| i as f32 * 0.25).collect();
+    let mask_of = |ids: &[u32]| {
+        let mut m = vec![0u32; 2];
+        for &i in ids {
+            m[i as usize / 32] |= 1 << (i % 32);
+        }
+        m
+    };
+    let modes = [
+        temp(0.0),
+        temp(1.0),
+        SamplingParams {
+            top_k: 2,
+            ..temp(1.0)
+        },
+        SamplingParams {
+            top_p: 0.1,
+            ..temp(1.0)
+        },
+        SamplingParams {
+            min_p: 0.9,
+            ..temp(1.0)
+        },
+    ];
+    for p in &modes {
+        // A single allowed token far outside every cut is always the pick.
+        for u in [0.0, 0.5, 0.99] {
+            let only_three = reference_masked(p, &logits, &[], u, &mask_of(&[3]));
+            assert_eq!(only_three.id, 3, "{p:?}");
+        }
+        // The top two disallowed: the cuts act on what is left.
+        let rest: Vec<u32> = (0..35).collect();
+        let d = reference_masked(p, &logits, &[], 0.3, &mask_of(&rest));
+        assert!(d.id < 35, "{p:?}: {}", d.id);
+    }
+    // Greedy and top-k 2 under the mask pick among 34 and 33.
+    let rest: Vec<u32> = (0..35).collect();
+    assert_eq!(
+        reference_masked(&modes[0], &logits, &[], 0.7, &mask_of(&rest)).id,
+        34
+    );
+    let draws: Vec<u32> = (0..16)
+        .map(|i| reference_masked(&modes[2], &logits, &[], i as f32 / 16.0, &mask_of(&rest)).id)
+        .collect();
+    assert!(draws.iter().all(|&id| id == 33 || id == 34), "{draws:?}");
+    assert!(draws.contains(&33) && draws.contains(&34), "{draws:?}");
+    // The sampler's masked form takes the stream's numbers and keeps the window.
+    let mut s = Sampler::new(temp(1.0)).unwrap();
+    assert_eq!(s.sample_masked(&logits, &mask_of(&[7, 40])), 7);
+    assert_eq!(s.history().collect::<Vec<_>>(), [7]);
+    assert!(is_allowed(&mask_of(&[7]), 7) && !is_allowed(&mask_of(&[7]), 8));
+    assert!(
+        !is_allowed(&mask_of(&[7]), 64),
+        "past the words: not allowed"
+    );
+}

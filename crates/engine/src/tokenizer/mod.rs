@@ -52,6 +52,7 @@ pub enum TokenizerError {
 
 /// A model's tokenizer: text to token ids and back, as llama.cpp does it.
 /// Built once per model; `encode`/`decode` take `&self` and it is `Send + Sync`.
+#[derive(Clone)]
 pub struct Tokenizer {
     vocab: Vocab,
     /// Encodes plain text (no special tokens in it) to ids.
