@@ -64,7 +64,10 @@ pub fn run(args: GenerateArgs) -> CliResult {
         // The constrained loop samples one token per submit on its own path:
         // it has neither stop strings nor logprobs yet.
         if !args.stop.is_empty() || args.logprobs.is_some() {
-            return Err("--stop and --logprobs do not combine with --json-schema, --regex or --grammar yet".into());
+            return Err(
+                "--stop and --logprobs do not combine with --json-schema, --regex or --grammar yet"
+                    .into(),
+            );
         }
         return crate::constrained::run(&args, &sampling, grammar);
     }
