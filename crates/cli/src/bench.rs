@@ -50,6 +50,9 @@ pub struct BenchArgs {
     /// How the KV cache stores K and V: f16 (the default) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_cache: KvDtype,
+    /// GPU memory the model may take, in GiB (default: what the adapter reports).
+    #[arg(long, value_name = "GIB", value_parser = crate::load::parse_gib)]
+    pub memory_budget: Option<u64>,
     #[arg(long)]
     pub json: bool,
 }
@@ -80,6 +83,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         ctx_len: Some(args.prompt_tokens + args.gen_tokens + 1),
         tokens_per_submit: args.tokens_per_submit,
         kv_dtype: args.kv_cache,
+        memory_budget: args.memory_budget,
         ..Default::default()
     };
     let quant = args.quant.as_deref().unwrap_or("q4_0");

@@ -170,6 +170,18 @@ pub struct ModelInput {
     /// How the KV cache stores K and V: f16 (as llama.cpp does by default) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_cache: KvDtype,
+    /// GPU memory the model may take, in GiB (default: what the adapter
+    /// reports; lavapipe reports 2 GiB but takes more from system memory).
+    #[arg(long, value_name = "GIB", value_parser = parse_gib)]
+    pub memory_budget: Option<u64>,
+}
+
+/// A positive number of GiB as bytes.
+pub fn parse_gib(s: &str) -> Result<u64, String> {
+    match s.parse::<f64>() {
+        Ok(g) if g.is_finite() && g > 0.0 && g < 1e9 => Ok((g * (1u64 << 30) as f64) as u64),
+        _ => Err(format!("'{s}' is not a positive number of GiB")),
+    }
 }
 
 impl ModelInput {
@@ -178,6 +190,7 @@ impl ModelInput {
             ctx_len: self.ctx_len,
             tokens_per_submit: self.tokens_per_submit,
             kv_dtype: self.kv_cache,
+            memory_budget: self.memory_budget,
             ..Default::default()
         };
         let hf_opts = HfOptions {
