@@ -280,6 +280,8 @@ export declare const DEFAULTS: Readonly<{ maxTokens: number; temperature: number
 
 /** Instantiates the wasm module now; resolves to its version. */
 export declare function init(wasmUrl?: string | URL): Promise<string>;
+/** Live GPU memory as the engine counts it, over every Engine on this page (after init() or a load). */
+export declare function liveGpuMemory(): { liveBytes: number; liveBuffers: number; liveBindGroups: number };
 /** Removes a model (or all) from the cache that `load(..., { cache: true })` fills. */
 export declare function clearCache(url?: string | URL): Promise<boolean>;
 

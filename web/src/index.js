@@ -7,7 +7,7 @@
 //
 // See README.md ("In the browser") and index.d.ts for the whole API.
 
-import { WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
+import { liveGpuMemory as wasmLiveGpuMemory, WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
 import { ChatCompletionStream, createChat, setFingerprint } from "./chat.js";
 import { DeviceLostError } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
@@ -28,6 +28,15 @@ export { createWorkerEngine, WorkerEngine } from "./worker-client.js";
 
 /** Sampling defaults: mild temperature with nucleus and top-k cuts. `temperature: 0` is greedy. */
 export const DEFAULTS = Object.freeze({ maxTokens: 256, temperature: 0.7, topK: 40, topP: 0.95 });
+
+/**
+ * The engine's own count of live GPU memory over every Engine on this page
+ * (not those in workers): `{ liveBytes, liveBuffers, liveBindGroups }`, back
+ * to its baseline once every engine is disposed. Call after `init()` or a load.
+ */
+export function liveGpuMemory() {
+  return call(() => wasmLiveGpuMemory());
+}
 
 /** Instantiates the wasm module now (Engine.load does it on first use). */
 export async function init(wasmUrl) {

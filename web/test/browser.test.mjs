@@ -451,6 +451,36 @@ describe("every source type crosses to a worker", () => {
   });
 });
 
+describe("memory comes back", () => {
+  test("load and dispose twice, then another model: the page's live GPU memory returns to its baseline", { timeout: 3 * LOAD_MS }, async () => {
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(3 * LOAD_MS - 10_000, page.evaluate(async ({ urls, prompt }) => {
+        const { Engine, init, liveGpuMemory } = window.wick;
+        await init();
+        const baseline = liveGpuMemory();
+        const rounds = [];
+        for (const url of urls) {
+          const engine = await Engine.load(url, { contextLength: 64 });
+          await engine.generate(prompt, { maxTokens: 2, temperature: 0 }).text();
+          const loaded = liveGpuMemory();
+          await engine.dispose();
+          rounds.push({ loaded, after: liveGpuMemory() });
+        }
+        return { baseline, rounds };
+      }, { urls: [modelUrl(), modelUrl(), "/models/gemma-3-270m-q4_k_m.gguf"], prompt: PROMPT }), "memory");
+      log(`live GPU memory: ${JSON.stringify(r)}`);
+      for (const [i, round] of r.rounds.entries()) {
+        assert.ok(round.loaded.liveBytes > r.baseline.liveBytes + 50e6, `round ${i} held the model`);
+        assert.deepEqual(round.after, r.baseline, `round ${i}: back to the baseline after dispose`);
+      }
+      assert.equal(r.rounds.length, 3);
+    } finally {
+      await page.close();
+    }
+  });
+});
+
 describe("a lost GPU device", () => {
   test("fails the generation with DeviceLostError, later calls too, and a new load works", { timeout: 2 * LOAD_MS + 60_000 }, async () => {
     const page = await openTestPage(browser, base, log);

@@ -66,6 +66,19 @@ pub fn test_panic(message: &str) {
     panic!("{message}");
 }
 
+/// The engine's count of live GPU memory summed over every engine of this
+/// page (each load opens its own device): `{ liveBytes, liveBuffers,
+/// liveBindGroups }`. After `dispose()` of every engine it is back to 0.
+#[wasm_bindgen(js_name = liveGpuMemory)]
+pub fn live_gpu_memory() -> Result<JsValue, JsValue> {
+    let live = wick::gpu::residency::live_memory_everywhere();
+    to_js(&serde_json::json!({
+        "liveBytes": live.bytes,
+        "liveBuffers": live.buffers,
+        "liveBindGroups": live.bind_groups,
+    }))
+}
+
 /// The version of the wick crate this module was built from.
 #[wasm_bindgen]
 pub fn version() -> String {

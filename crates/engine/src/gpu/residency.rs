@@ -39,6 +39,22 @@ pub struct LiveMemory {
     pub bind_groups: u64,
 }
 
+/// The same counts summed over every context of the process: in a page
+/// each loaded engine opens its own context, and what must return to its
+/// baseline after `dispose` is the page's total.
+static ALL_BYTES: AtomicU64 = AtomicU64::new(0);
+static ALL_BUFFERS: AtomicU64 = AtomicU64::new(0);
+static ALL_BIND_GROUPS: AtomicU64 = AtomicU64::new(0);
+
+/// Live GPU memory over every context of this process (this page).
+pub fn live_memory_everywhere() -> LiveMemory {
+    LiveMemory {
+        bytes: ALL_BYTES.load(Ordering::Relaxed),
+        buffers: ALL_BUFFERS.load(Ordering::Relaxed),
+        bind_groups: ALL_BIND_GROUPS.load(Ordering::Relaxed),
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Residency {
     bytes: AtomicU64,
@@ -66,6 +82,16 @@ impl Drop for Tracked {
             .bytes
             .fetch_sub(self.bytes, Ordering::Relaxed);
         self.residency.buffers.fetch_sub(1, Ordering::Relaxed);
+        ALL_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+        ALL_BUFFERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Residency {
+    /// A context's cache goes with it: its bind groups leave the totals.
+    fn drop(&mut self) {
+        let left = self.bind_groups.load(Ordering::Relaxed);
+        ALL_BIND_GROUPS.fetch_sub(left, Ordering::Relaxed);
     }
 }
 
@@ -81,6 +107,8 @@ impl Residency {
     pub(crate) fn track(self: &Arc<Self>, bytes: u64) -> Tracked {
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.buffers.fetch_add(1, Ordering::Relaxed);
+        ALL_BYTES.fetch_add(bytes, Ordering::Relaxed);
+        ALL_BUFFERS.fetch_add(1, Ordering::Relaxed);
         Tracked {
             residency: self.clone(),
             bytes,
@@ -134,6 +162,7 @@ impl Residency {
         });
         GpuCounters::add(&ctx.counters.bind_groups_created, 1);
         self.bind_groups.fetch_add(1, Ordering::Relaxed);
+        ALL_BIND_GROUPS.fetch_add(1, Ordering::Relaxed);
         let mut distinct = ids[..buffers.len()].to_vec();
         distinct.sort_unstable();
         distinct.dedup();
@@ -171,6 +200,7 @@ impl Residency {
         }
         self.bind_groups
             .fetch_sub(evicted.len() as u64, Ordering::Relaxed);
+        ALL_BIND_GROUPS.fetch_sub(evicted.len() as u64, Ordering::Relaxed);
         // Dropped outside the lock: wgpu's drop may take its own locks.
         drop(evicted);
     }

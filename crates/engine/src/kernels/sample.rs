@@ -155,15 +155,35 @@ impl SamplerState {
         if vocab == 0 || vocab > u32::MAX as usize / 2 {
             return Err(err(format!("vocab {vocab} is not in 1..2^31")));
         }
+        let [bias, history, randoms, scratch, mask] =
+            Self::buffer_sizes(vocab, max_steps, max_history, max_bias)
+                .map(|(label, bytes)| ctx.create_storage(label, bytes));
         Ok(SamplerState {
             params: Params::zeroed(),
             vocab,
-            bias: ctx.create_storage("sample bias", 8 * max_bias.max(1) as u64)?,
-            history: ctx.create_storage("sample history", 4 * (2 + max_history) as u64)?,
-            randoms: ctx.create_storage("sample randoms", 4 * max_steps.max(1) as u64)?,
-            scratch: ctx.create_storage("sample scratch", 8 * vocab as u64)?,
-            mask: ctx.create_storage("sample mask", 4 * mask_words(vocab) as u64)?,
+            bias: bias?,
+            history: history?,
+            randoms: randoms?,
+            scratch: scratch?,
+            mask: mask?,
         })
+    }
+
+    /// (label, bytes) of each buffer `with_capacity` makes, in the order of
+    /// its fields: also what the memory preflight counts.
+    pub fn buffer_sizes(
+        vocab: usize,
+        max_steps: usize,
+        max_history: usize,
+        max_bias: usize,
+    ) -> [(&'static str, u64); 5] {
+        [
+            ("sample bias", 8 * max_bias.max(1) as u64),
+            ("sample history", 4 * (2 + max_history as u64)),
+            ("sample randoms", 4 * max_steps.max(1) as u64),
+            ("sample scratch", 8 * vocab as u64),
+            ("sample mask", 4 * mask_words(vocab) as u64),
+        ]
     }
 
     /// Sets the parameters of the next samples and refills the history ring

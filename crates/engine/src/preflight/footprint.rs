@@ -11,7 +11,7 @@ use crate::format::quant::GgmlType;
 use crate::gpu::buffer::storage_size;
 use crate::gpu::readback::readback_size;
 use crate::gpu::{GpuContext, GpuError};
-use crate::kernels::sample::MAX_BIAS;
+use crate::kernels::sample::{SamplerState, MAX_BIAS};
 use crate::kernels::weights::plan_parts;
 use crate::model::decoder::{f32_bytes, Activations};
 use crate::model::fusion::{Fusion, Layout};
@@ -159,13 +159,15 @@ pub fn footprint(
     // largest context whose cache fits one (`KvCache::max_ctx_len`).
     let kv = storage_size(KvCache::buffer_bytes(ctx, cfg, ctx_len, opts.kv_dtype)?);
     let vocab = cfg.vocab_size as u64;
-    let sampler = [
-        storage("sample bias", 8 * MAX_BIAS as u64)?,
-        storage("sample history", 4 * (2 + ctx_len.max(64) as u64))?,
-        storage("sample randoms", steps.max(1).saturating_mul(4))?,
-        storage("sample scratch", 8 * vocab)?,
-        storage("token ring", steps.saturating_add(1).saturating_mul(4))?,
-    ];
+    let mut sampler = vec![storage(
+        "token ring",
+        steps.saturating_add(1).saturating_mul(4),
+    )?];
+    let sizes =
+        SamplerState::buffer_sizes(cfg.vocab_size, steps as usize, ctx_len.max(64), MAX_BIAS);
+    for (label, bytes) in sizes {
+        sampler.push(storage(label, bytes)?);
+    }
     Ok(Footprint {
         weights,
         kv_cache: 2 * kv,
