@@ -50,8 +50,9 @@ fn signature<E: std::fmt::Display + std::fmt::Debug>(stage: &str, e: E) -> Strin
         .split(|c: char| !c.is_alphanumeric() && c != '_')
         .next()
         .unwrap_or("");
-    if stage == "header" {
-        // Header messages quote keys and names unquoted; the variant says it.
+    // Header messages hold keys and names unquoted, and a template's raised
+    // message is the template's own text: the variant says enough.
+    if stage == "header" || variant == "Raised" {
         return format!("{stage}:{variant}");
     }
     let text = e.to_string();
@@ -59,7 +60,7 @@ fn signature<E: std::fmt::Display + std::fmt::Debug>(stage: &str, e: E) -> Strin
     let words = detail
         .split(|c: char| c.is_whitespace() || c == ':' || c == ',')
         .filter(|w| w.len() >= 3 && w.chars().all(|c| c.is_ascii_lowercase()))
-        .take(3)
+        .take(2)
         .collect::<Vec<_>>()
         .join(" ");
     format!("{stage}:{variant}:{words}")
