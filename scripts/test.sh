@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test: formatting, clippy, the whole workspace's tests
-# in release (CPU references are ~100x slower in debug) on lavapipe, then the
-# browser tests (wasm build, npm package, headless Chromium on SwiftShader).
+# in release (CPU references are ~100x slower in debug) on lavapipe, a minute
+# of fuzzing, then the browser tests (wasm build, npm package, headless
+# Chromium on SwiftShader).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -11,4 +12,7 @@ scripts/setup.sh all
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo test --workspace --release
+# A minute of fuzzing (crates/fuzz): no panic or oversized allocation on
+# malformed model files, tokenizers or chat templates.
+scripts/fuzz.sh 60
 scripts/test-web.sh

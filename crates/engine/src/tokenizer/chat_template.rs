@@ -194,7 +194,16 @@ impl ChatTemplate {
             .env
             .template_from_str(&self.source)
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
-        tmpl.render(ctx).map_err(|e| match raised_message(&e) {
+        // minijinja 2.24 panics on some inputs (a reversed slice of an empty
+        // string, `''[::-1]`, indexes an empty buffer; found by fuzzing): a
+        // template from a model file must not take the caller down. Natively
+        // the panic becomes an error here; wasm32 builds abort on panic, so
+        // there only an upstream fix helps.
+        let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tmpl.render(ctx)))
+            .map_err(|_| {
+                ChatTemplateError::Render("the template engine panicked on this template".into())
+            })?;
+        rendered.map_err(|e| match raised_message(&e) {
             Some(msg) => ChatTemplateError::Raised(msg),
             None => ChatTemplateError::Render(describe(&e)),
         })

@@ -161,6 +161,24 @@ fn errors_are_typed() {
     ));
 }
 
+/// Found by fuzzing: minijinja panics reversing an empty string; natively
+/// the render fails with a typed error instead (see `render_values`).
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn a_panic_inside_the_template_engine_is_a_render_error() {
+    let msgs = [ChatMessage::new("user", "")];
+    assert!(matches!(
+        render("{{ messages[0].content[::-1] }}", &msgs),
+        Err(ChatTemplateError::Render(_))
+    ));
+    // Reversing a non-empty string still works.
+    let msgs = [ChatMessage::new("user", "abc")];
+    assert_eq!(
+        render("{{ messages[0].content[::-1] }}", &msgs).unwrap(),
+        "cba"
+    );
+}
+
 #[test]
 fn jinja2_behaviours() {
     let msgs = [

@@ -87,6 +87,7 @@ pub(crate) fn load(json: &[u8]) -> Result<(Vocab, tokenizers::Tokenizer), Tokeni
             .contains("\"prepend_scheme\":\"first\"");
     let byte_fallback = doc.pointer("/model/byte_fallback").and_then(Value::as_bool) == Some(true);
 
+    check_bpe_merges(&doc)?;
     let bytes = serde_json::to_vec(&doc).map_err(|e| json_err(e.to_string()))?;
     let hf = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| json_err(e.to_string()))?;
 
@@ -123,6 +124,14 @@ pub(crate) fn load(json: &[u8]) -> Result<(Vocab, tokenizers::Tokenizer), Tokeni
                 attr::USER_DEFINED
             },
         ));
+    }
+    // Added tokens extend the table by one entry each at most: an id past
+    // that would size the table from untrusted input (2^32 entries).
+    let limit = hf.get_vocab_size(false) + added.as_array().map_or(0, Vec::len);
+    if let Some(&(id, ref text, _)) = entries.iter().find(|e| e.0 as usize >= limit) {
+        return Err(json_err(format!(
+            "token {text:?} has id {id}, past the {limit} entries of the vocabulary and added tokens"
+        )));
     }
     let n = entries.iter().map(|e| e.0 as usize + 1).max().unwrap_or(0);
     if n == 0 {
@@ -204,4 +213,48 @@ fn single_has_sequence_before_last(post: &Value) -> bool {
             .and_then(Value::as_array)
             .is_some_and(|ps| ps.iter().any(|p| find(p) == Some(true)))
     })
+}
+
+/// Refuses a BPE merge whose join is not a token, or whose second part does
+/// not start with the `continuing_subword_prefix`. The tokenizers crate
+/// panics on both while building the model (it copies the join into a
+/// buffer sized by the longest token, and strips the prefix by subtraction)
+/// before it would report the join missing; found by fuzzing.
+fn check_bpe_merges(doc: &Value) -> Result<(), TokenizerError> {
+    let model = &doc["model"];
+    let (Some("BPE"), Some(vocab), Some(merges)) = (
+        model["type"].as_str(),
+        model["vocab"].as_object(),
+        model["merges"].as_array(),
+    ) else {
+        // Anything else malformed is the tokenizers crate's to report.
+        return Ok(());
+    };
+    let prefix = model["continuing_subword_prefix"].as_str().unwrap_or("");
+    for merge in merges {
+        let (a, b) = match merge {
+            Value::String(line) if line.starts_with("#version") => continue,
+            Value::String(line) => match line.split_once(' ') {
+                Some(parts) => parts,
+                None => continue,
+            },
+            Value::Array(pair) => match (pair.first().and_then(Value::as_str), pair.get(1)) {
+                (Some(a), Some(Value::String(b))) => (a, b.as_str()),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        let Some(rest) = b.strip_prefix(prefix) else {
+            return Err(json_err(format!(
+                "merge {a:?} {b:?}: the second part lacks the continuing_subword_prefix {prefix:?}"
+            )));
+        };
+        let join = format!("{a}{rest}");
+        if !vocab.contains_key(&join) {
+            return Err(json_err(format!(
+                "merge {a:?} {b:?} makes {join:?}, which is not in the vocabulary"
+            )));
+        }
+    }
+    Ok(())
 }

@@ -187,6 +187,50 @@ fn tokenizer_json_errors_are_typed() {
     ));
 }
 
+/// Found by fuzzing (crates/fuzz/regressions/tokenizer_json): an id of
+/// 2^32 - 1 sized the token table at 2^32 entries (128 GiB).
+#[test]
+fn tokenizer_json_ids_past_the_table_are_refused() {
+    let model_id = br#"{"model":{"type":"BPE","vocab":{"a":0,"b":4294967295},"merges":[]}}"#;
+    let added_id = br#"{"added_tokens":[{"id":4294967295,"content":"<x>","special":true}],
+        "model":{"type":"BPE","vocab":{"a":0},"merges":[]}}"#;
+    for json in [&model_id[..], &added_id[..]] {
+        match Tokenizer::from_tokenizer_json(json) {
+            Err(TokenizerError::Json(msg)) => assert!(msg.contains("4294967295"), "{msg}"),
+            other => panic!("expected a Json error, got {other:?}"),
+        }
+    }
+    // The largest id the table allows still loads: vocabulary + added tokens.
+    let last = br#"{"added_tokens":[{"id":2,"content":"<x>","special":true}],
+        "model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[]}}"#;
+    assert_eq!(
+        Tokenizer::from_tokenizer_json(last).unwrap().vocab_size(),
+        3
+    );
+}
+
+/// Found by fuzzing: the tokenizers crate panics building a BPE model with a
+/// merge whose join is longer than every token, or whose second part is
+/// shorter than the continuing-subword prefix; both are refused first.
+#[test]
+fn tokenizer_json_merges_the_tokenizers_crate_panics_on_are_refused() {
+    let join_missing = br#"{"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":["a b"]}}"#;
+    let no_prefix = br###"{"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},
+        "merges":[["a","b"]],"continuing_subword_prefix":"##"}}"###;
+    for (json, needle) in [
+        (&join_missing[..], "not in the vocabulary"),
+        (&no_prefix[..], "continuing_subword_prefix"),
+    ] {
+        match Tokenizer::from_tokenizer_json(json) {
+            Err(TokenizerError::Json(msg)) => assert!(msg.contains(needle), "{msg}"),
+            other => panic!("expected a Json error, got {other:?}"),
+        }
+    }
+    let prefixed = br###"{"model":{"type":"BPE","vocab":{"a":0,"##b":1,"ab":2},
+        "merges":["a ##b"],"continuing_subword_prefix":"##"}}"###;
+    assert!(Tokenizer::from_tokenizer_json(prefixed).is_ok());
+}
+
 #[test]
 fn streaming_drops_the_added_space_like_decode() {
     use super::StreamDecoder;

@@ -1,0 +1,37 @@
+//! A fuzzer for wick's CPU-side entry points that runs on the stable
+//! toolchain: seeded mutation of real model headers, tokenizer files and chat
+//! templates, each execution under `catch_unwind`, with a global allocator
+//! that refuses (and reports) any allocation over a bound. See
+//! `scripts/fuzz.sh` and `src/main.rs`.
+
+pub mod alloc;
+pub mod exec;
+pub mod gguf_fields;
+pub mod gguf_mutate;
+pub mod json_mutate;
+pub mod mutate;
+pub mod seeds;
+pub mod targets;
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// One mutation of `data` suited to `target`'s input language.
+pub fn mutate_for(target: &str, rng: &mut ChaCha8Rng, data: &mut Vec<u8>, other: &[u8]) {
+    match target {
+        "gguf_load" | "tokenizer_gguf" => gguf_mutate::mutate_gguf(rng, data, other),
+        "tokenizer_json" => {
+            let structured = rng.gen_range(0..10) < 6 && json_mutate::mutate_json(rng, data);
+            if !structured {
+                match rng.gen_range(0..3) {
+                    0 => mutate::insert_word(rng, data, &mutate::JSON_WORDS),
+                    _ => mutate::mutate_bytes(rng, data, other),
+                }
+            }
+        }
+        _ => match rng.gen_range(0..2) {
+            0 => mutate::insert_word(rng, data, &mutate::JINJA_WORDS),
+            _ => mutate::mutate_bytes(rng, data, other),
+        },
+    }
+}
