@@ -11,7 +11,7 @@ use wick::format::SafetensorsError;
 use wick::hf_folder::{HfConfigFiles, HfFiles, HfLoader};
 use wick::model::hf::HfOptions;
 use wick::model::ModelError;
-use wick::pipeline::PipelineOptions;
+use wick::pipeline::{KvDtype, PipelineOptions};
 use wick::tokenizer::chat_template::{ChatMessage, ChatTemplate};
 use wick::{Engine, WickError};
 use wick_tests::hf_checkpoint::{
@@ -23,9 +23,14 @@ use wick_tests::{gpu, logits_by_steps, max_abs_diff, model_path};
 /// Longer than Gemma's test window (4), so its local layers slide.
 const IDS: [u32; 9] = [3, 104, 259, 257, 30, 200, 271, 5, 258];
 
+/// An f32 KV cache: these tests compare weights and kernels, and an f16
+/// cache would round keys that differ in their last f32 bits (F32 weights
+/// against Q4_1 decoded in the kernel) to neighbouring halves, moving logits
+/// by 1e-3 where the kernels alone move them by 3e-5.
 fn opts() -> PipelineOptions {
     PipelineOptions {
         ctx_len: Some(32),
+        kv_dtype: KvDtype::F32,
         ..Default::default()
     }
 }
