@@ -255,10 +255,13 @@ fn without_generation_tags(source: &str) -> String {
     let mut out = String::with_capacity(source.len());
     let mut rest = source;
     while let Some(open) = rest.find("{%") {
-        let Some(len) = rest[open..].find("%}") else {
+        // The close is searched after the open's two bytes: in `{%}` the
+        // `%` must not serve both.
+        let Some(len) = rest[open + 2..].find("%}") else {
             break;
         };
-        let tag = &rest[open..open + len + 2];
+        let end = open + 2 + len + 2;
+        let tag = &rest[open..end];
         let inner = &tag[2..tag.len() - 2];
         let (left, right) = (inner.starts_with(['-', '+']), inner.ends_with(['-', '+']));
         let word = inner.trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
@@ -284,7 +287,7 @@ fn without_generation_tags(source: &str) -> String {
             }
             None => out.push_str(tag),
         }
-        rest = &rest[open + len + 2..];
+        rest = &rest[end..];
     }
     out.push_str(rest);
     out

@@ -326,3 +326,21 @@ fn printed_lists_and_dicts_are_python_reprs() {
          '\\xa0\\u200b🙂\\\\']|{'b': [1, 2.0]}|2.0"
     );
 }
+
+#[test]
+fn generation_tags_scan_never_reads_one_percent_as_open_and_close() {
+    // `{%}` once made the tag's inside a reversed slice (found by fuzzing).
+    for src in [
+        "{%}",
+        "{%}%}",
+        "a{%}b{% generation %}c{% endgeneration %}",
+        "{%%}",
+    ] {
+        let out = without_generation_tags(src);
+        assert!(
+            out.starts_with(&src[..src.find("{%").unwrap() + 2]),
+            "{src:?} -> {out:?}"
+        );
+    }
+    assert_eq!(without_generation_tags("{%}%}"), "{%}%}");
+}
