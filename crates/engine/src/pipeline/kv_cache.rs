@@ -21,6 +21,16 @@ impl KvCache {
         usize::try_from(ctx.max_binding_bytes() / per_pos.max(1)).unwrap_or(usize::MAX)
     }
 
+    fn layout(cfg: &ModelConfig, ctx_len: usize, dtype: KvDtype) -> KvLayout {
+        KvLayout {
+            layers: cfg.n_layers,
+            ctx_len,
+            kv_heads: cfg.n_kv_heads,
+            head_dim: cfg.head_dim,
+            dtype,
+        }
+    }
+
     /// Bytes of the K (or the V) cache for `ctx_len` positions: what `new`
     /// allocates twice and the memory preflight counts.
     pub fn buffer_bytes(
@@ -29,13 +39,7 @@ impl KvCache {
         ctx_len: usize,
         dtype: KvDtype,
     ) -> Result<u64, GpuError> {
-        let layout = KvLayout {
-            layers: cfg.n_layers,
-            ctx_len,
-            kv_heads: cfg.n_kv_heads,
-            head_dim: cfg.head_dim,
-            dtype,
-        };
+        let layout = Self::layout(cfg, ctx_len, dtype);
         // Checked: `ctx_len` is the caller's. An f16 cache takes half the
         // bytes of f32 (row_elems is even: head_dim is whole vec4s).
         let dims = [cfg.n_layers, ctx_len, layout.row_elems()];
@@ -48,13 +52,7 @@ impl KvCache {
         ctx_len: usize,
         dtype: KvDtype,
     ) -> Result<KvCache, GpuError> {
-        let layout = KvLayout {
-            layers: cfg.n_layers,
-            ctx_len,
-            kv_heads: cfg.n_kv_heads,
-            head_dim: cfg.head_dim,
-            dtype,
-        };
+        let layout = Self::layout(cfg, ctx_len, dtype);
         let bytes = Self::buffer_bytes(ctx, cfg, ctx_len, dtype)?;
         Ok(KvCache {
             layout,
