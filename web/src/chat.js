@@ -100,9 +100,10 @@ export function templateMessages(messages) {
 
 /**
  * Checks a request and maps it to generate options; refuses what it does not
- * honour. `contextLeft`: positions the prompt leaves, the default max tokens.
+ * honour. `maxTokens` is the one asked for, if any (`create` caps it to the
+ * context the prompt leaves, which is also its default).
  */
-export function chatOptions(params, contextLeft) {
+export function chatOptions(params) {
   for (const k of Object.keys(params)) {
     if (k === "signal") {
       throw new UnsupportedFieldError("signal", "pass it as create(body, { signal }), as the openai SDK does");
@@ -131,7 +132,7 @@ export function chatOptions(params, contextLeft) {
   const max = integer(params, "max_completion_tokens", 1) ?? integer(params, "max_tokens", 1);
   return {
     n,
-    maxTokens: Math.max(1, Math.min(max ?? contextLeft, contextLeft)),
+    maxTokens: max,
     // OpenAI's defaults: temperature 1 and top_p 1 (sampling, no cut).
     temperature: number(params, "temperature", 0, 2) ?? 1,
     topP: number(params, "top_p", 0, 1) ?? 1,
@@ -185,11 +186,12 @@ export function anySignal(a, b) {
 export function createChat(engine) {
   async function create(params = {}, requestOptions = {}) {
     const messages = templateMessages(params.messages);
-    // Validate before the template runs, so a bad field fails fast.
-    chatOptions(params, 1);
+    // Checked before the template runs, so a bad field fails fast.
+    const opts = chatOptions(params);
     const tools = params.tool_choice === "none" ? undefined : params.tools;
     const ids = await engine.promptIds(messages, tools);
-    const opts = chatOptions(params, engine.contextLength() - ids.length);
+    const left = engine.contextLength() - ids.length;
+    opts.maxTokens = Math.max(1, Math.min(opts.maxTokens ?? left, left));
     const signal = requestOptions?.signal;
     const id = completionId();
     const created = Math.floor(Date.now() / 1000);

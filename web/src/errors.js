@@ -88,18 +88,19 @@ export function typedError(e) {
   if (e?.code === "invalid_request") return new InvalidRequestError(e.field ?? "request", e.message);
   const Class = BY_CODE[e?.code];
   if (!Class) return e;
-  const details = { ...(e.details ?? {}) };
-  for (const k of ["promptTokens", "contextLength", "cachedTokens"]) {
-    if (e[k] !== undefined) details[k] = e[k];
-  }
-  return new Class(e.message, details);
+  return new Class(e.message, { ...(e.details ?? {}), ...detailsOf(e) });
 }
 
 /** What crosses from the worker: enough to rebuild the same class. */
 export function errorMessage(e) {
+  return { name: e?.name ?? "Error", message: e?.message ?? String(e), code: e?.code, field: e?.field, details: detailsOf(e) };
+}
+
+/** The numeric details a typed error carries (ContextWindowExceededError's). */
+function detailsOf(e) {
   const details = {};
   for (const k of ["promptTokens", "contextLength", "cachedTokens"]) {
     if (e?.[k] !== undefined) details[k] = e[k];
   }
-  return { name: e?.name ?? "Error", message: e?.message ?? String(e), code: e?.code, field: e?.field, details };
+  return details;
 }

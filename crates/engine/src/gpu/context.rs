@@ -193,16 +193,23 @@ impl GpuContext {
         })
     }
 
-    /// `DeviceLost` once the device is gone: every later submit and read
-    /// fails with it, so a caller learns why rather than seeing garbage.
+    /// `DeviceLost` once the device is known to be gone: every later submit
+    /// and read fails with it, so a caller learns why rather than seeing
+    /// garbage. Cheap (a flag): submits call it.
     pub fn check_alive(&self) -> Result<(), GpuError> {
-        // Natively wgpu calls the lost callback from a poll: give it one.
-        #[cfg(not(target_arch = "wasm32"))]
-        let _ = self.device.poll(wgpu::PollType::Poll);
         match self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             Some(reason) => Err(GpuError::DeviceLost { reason }),
             None => Ok(()),
         }
+    }
+
+    /// Why an operation failed when it may be the device: natively wgpu
+    /// calls the lost callback only from a poll, so give it one first. For
+    /// error paths only.
+    pub(crate) fn lost_cause(&self) -> Result<(), GpuError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        self.check_alive()
     }
 
     /// The largest buffer one kernel binding may see: the smaller of the

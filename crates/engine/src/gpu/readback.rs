@@ -94,7 +94,7 @@ impl Readback {
         });
         ctx.wait_for(after);
         // A mapping fails when the device is gone: report that cause.
-        let failed = |message: String| match ctx.check_alive() {
+        let failed = |message: String| match ctx.lost_cause() {
             Err(lost) => lost,
             Ok(()) => GpuError::Readback(message),
         };

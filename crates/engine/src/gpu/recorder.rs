@@ -312,7 +312,7 @@ impl<'c> Recorder<'c> {
         let driver_seconds = driver.elapsed().as_secs_f64();
         if let Some(e) = scope.pop().await {
             // A lost device fails validation too; say the cause.
-            ctx.check_alive()?;
+            ctx.lost_cause()?;
             return Err(GpuError::Validation {
                 what: "a step".into(),
                 message: e.to_string(),

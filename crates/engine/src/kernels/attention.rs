@@ -298,8 +298,8 @@ fn check_args(a: &AttentionArgs) -> Result<(), GpuError> {
 /// element offsets; the rows' own keys must already be in the cache
 /// (`kv::kv_write` earlier in the same step). `layer_offset` must be a
 /// multiple of 4, as every `KvLayout::layer_offset` is. `split_scratch`
-/// holds the split form's partials: decode steps (one row) take that form
-/// when it has `split_scratch_elems(1, ..)` elements.
+/// holds the split form's partials, which decode steps (one row) take: it
+/// must have `split_scratch_elems(1, ..)` elements (a shape error if not).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     rec: &mut Recorder,
@@ -319,11 +319,8 @@ pub fn attention(
         true => SPLIT_TARGET_SOFTWARE,
         false => SPLIT_TARGET_GPU,
     };
-    let split = AttentionForm::Split { target_workgroups };
-    let scratch_fits =
-        split_scratch.size() / 4 >= split_scratch_elems(1, args.q_heads, args.head_dim) as u64;
-    let form = if args.rows == 1 && scratch_fits && split_plan(args, target_workgroups).is_some() {
-        split
+    let form = if args.rows == 1 && split_plan(args, target_workgroups).is_some() {
+        AttentionForm::Split { target_workgroups }
     } else if software && args.rows > 1 && longest_row <= LANES_MAX_KEYS {
         AttentionForm::Lanes
     } else {
