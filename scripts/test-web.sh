@@ -3,7 +3,8 @@
 # (Debian's chromium, the wasm32 target, the wasm-bindgen CLI at the version
 # in Cargo.lock, the npm dev dependencies, the SmolLM2 and Gemma 3 models), builds the
 # native CLI (the tests compare with its output) and the npm package, then
-# runs the browser tests in headless Chromium on SwiftShader.
+# runs the browser tests in headless Chromium on SwiftShader, and the packed
+# package in a Vite 6 and a webpack 5 app (web/test/bundlers/).
 # Screenshots and metrics land in test-output/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,8 +33,13 @@ if [ "$have" != "$want" ]; then
 fi
 
 npm ci --no-audit --no-fund
+# The bundler tests' apps (Vite 6, webpack 5), each from its pinned lockfile.
+for app in web/test/bundlers/vite-app web/test/bundlers/webpack-app; do
+  (cd "$app" && npm ci --no-audit --no-fund)
+done
 scripts/setup.sh smollm2 gemma3
 . scripts/env.sh
 cargo build --release -q -p wick-cli
 npm run build
 npm test
+npm run test:bundlers

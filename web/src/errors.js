@@ -53,6 +53,18 @@ export class InvalidRequestError extends WickError {
   }
 }
 
+/**
+ * wick's WebAssembly could not be fetched or is not WebAssembly: `url` names
+ * where it was looked for. The usual cause is a bundler that did not emit the
+ * .wasm where the module looks for it, so the server answered with its HTML page.
+ */
+export class WasmLoadError extends WickError {
+  constructor(message, details) {
+    super(message, "wasm_load", details);
+    this.name = "WasmLoadError";
+  }
+}
+
 /** The GPU device was lost; this engine is unusable, `Engine.load` works again. */
 export class DeviceLostError extends WickError {
   constructor(message, details) {
@@ -74,6 +86,7 @@ const BY_CODE = {
   model_load: ModelLoadError,
   context_window_exceeded: ContextWindowExceededError,
   device_lost: DeviceLostError,
+  wasm_load: WasmLoadError,
 };
 
 /**
@@ -96,10 +109,10 @@ export function errorMessage(e) {
   return { name: e?.name ?? "Error", message: e?.message ?? String(e), code: e?.code, field: e?.field, details: detailsOf(e) };
 }
 
-/** The numeric details a typed error carries (ContextWindowExceededError's). */
+/** The details a typed error carries (ContextWindowExceededError's numbers, WasmLoadError's url). */
 function detailsOf(e) {
   const details = {};
-  for (const k of ["promptTokens", "contextLength", "cachedTokens"]) {
+  for (const k of ["promptTokens", "contextLength", "cachedTokens", "url"]) {
     if (e?.[k] !== undefined) details[k] = e[k];
   }
   return details;

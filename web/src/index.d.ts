@@ -272,6 +272,13 @@ export declare class InvalidRequestError extends WickError {
 }
 /** The GPU device was lost; load again. code "device_lost". */
 export declare class DeviceLostError extends WickError {}
+/**
+ * wick's .wasm could not be fetched, or the server answered with something
+ * else (an HTML page: a bundler did not emit it there). code "wasm_load".
+ */
+export declare class WasmLoadError extends WickError {
+  url: string;
+}
 /** An aborted request (name "AbortError"). code "aborted". */
 export declare class AbortError extends WickError {}
 

@@ -21,6 +21,7 @@ export {
   InvalidRequestError,
   ModelLoadError,
   UnsupportedFieldError,
+  WasmLoadError,
   WebGPUUnavailableError,
   WickError,
 } from "./errors.js";

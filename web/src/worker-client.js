@@ -59,12 +59,17 @@ export class WorkerEngine {
   #dead = null;
 
   constructor(workerUrl) {
-    const url = workerUrl ?? new URL("./worker.js", import.meta.url);
-    this.#worker = new Worker(url, { type: "module" });
+    // The default is written as one expression, `new Worker(new URL("<literal>",
+    // import.meta.url), ...)`: the only form Vite and webpack detect to bundle
+    // the worker and emit its file (a URL held in a variable is left as it is).
+    this.#worker = workerUrl
+      ? new Worker(workerUrl, { type: "module" })
+      : new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
     this.#worker.onmessage = (e) => this.#onMessage(e.data);
     this.#worker.onerror = (e) => {
       e.preventDefault?.();
-      this.#fail(new Error(`the wick worker failed: ${e.message ?? "could not start it"}`));
+      const why = e.message ?? "could not start it (its script failed to load; if a bundler serves the page, see wick's README on bundlers)";
+      this.#fail(new Error(`the wick worker failed: ${why}`));
     };
     this.#worker.onmessageerror = () => this.#fail(new Error("the wick worker sent an unreadable message"));
     this.chat = {
