@@ -103,9 +103,20 @@ fn nib_hi(v: u32) -> vec4<f32> {
     return bytes_u((v >> 4u) & 0x0f0f0f0fu);
 }
 
-// Bits 0..4 of `h`, each as 0 or 16 (the fifth bit of a Q5 value).
-fn bit5x4(h: u32) -> vec4<f32> {
-    return vec4<f32>(((vec4<u32>(h) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(4u));
+// Bits 0..3 of `h` moved to bit 4 of bytes 0..3: the fifth bits of four Q5
+// elements, to OR into their nibbles before one conversion. The multiply
+// adds copies of the 4 bits at shifts 0, 7, 14 and 21 (disjoint, so nothing
+// carries), which puts bit i of `h` at bit 8i.
+fn fifth_bits(h: u32) -> u32 {
+    return (((h & 0xfu) * 0x00204081u) & 0x01010101u) << 4u;
+}
+// Four Q5 values (0..31): the low or high nibbles of `v`'s bytes, with the
+// fifth bits from bits 0..3 of `h`.
+fn q5_lo(v: u32, h: u32) -> vec4<f32> {
+    return bytes_u((v & 0x0f0f0f0fu) | fifth_bits(h));
+}
+fn q5_hi(v: u32, h: u32) -> vec4<f32> {
+    return bytes_u(((v >> 4u) & 0x0f0f0f0fu) | fifth_bits(h));
 }
 
 // ---- F32 and F16: a "block" is one unit of 16 consecutive elements -----------
@@ -196,10 +207,10 @@ fn decode_q5_0(row: u32, U: u32) -> Unit {
     let hb = qh >> (16u + 8u * u);
     let z = vec4<f32>(16.0);
     return Unit(
-        d * (nib_lo(q.x) + bit5x4(ha) - z),
-        d * (nib_lo(q.y) + bit5x4(ha >> 4u) - z),
-        d * (nib_hi(q.x) + bit5x4(hb) - z),
-        d * (nib_hi(q.y) + bit5x4(hb >> 4u) - z),
+        d * (q5_lo(q.x, ha) - z),
+        d * (q5_lo(q.y, ha >> 4u) - z),
+        d * (q5_hi(q.x, hb) - z),
+        d * (q5_hi(q.y, hb >> 4u) - z),
     );
 }
 

@@ -27,7 +27,7 @@ fn dot_step_q8_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
 }
 
 // Sum over a block of 16 quant bytes: low nibbles are elements 0..16 (xs[0..4]),
-// high nibbles elements 16..32 (xs[4..8]), plus fifth bits from `qh` (Q5_0).
+// high nibbles elements 16..32 (xs[4..8]).
 fn dot_nibbles(q: vec4<u32>, xs: array<vec4<f32>, XV>) -> f32 {
     return dot(nib_lo(q.x), xs[0]) + dot(nib_lo(q.y), xs[1]) + dot(nib_lo(q.z), xs[2]) + dot(nib_lo(q.w), xs[3])
         + dot(nib_hi(q.x), xs[4]) + dot(nib_hi(q.y), xs[5]) + dot(nib_hi(q.z), xs[6]) + dot(nib_hi(q.w), xs[7]);
@@ -56,12 +56,12 @@ fn runs_vec_q5_0(s: u32) -> vec2<u32> {
 fn dot_step_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
     let blk = row * p.blocks + s;
     let q = w4[blk];
-    let qh = aux_word(blk, 0u);
     // Bit j of qh is the fifth bit of element j.
-    let fifth = dot(bit5x4(qh), xs[0]) + dot(bit5x4(qh >> 4u), xs[1]) + dot(bit5x4(qh >> 8u), xs[2])
-        + dot(bit5x4(qh >> 12u), xs[3]) + dot(bit5x4(qh >> 16u), xs[4]) + dot(bit5x4(qh >> 20u), xs[5])
-        + dot(bit5x4(qh >> 24u), xs[6]) + dot(bit5x4(qh >> 28u), xs[7]);
-    return d16(blk) * (dot_nibbles(q, xs) + fifth - 16.0 * xg[0]);
+    let qh = aux_word(blk, 0u);
+    let sum = dot(q5_lo(q.x, qh), xs[0]) + dot(q5_lo(q.y, qh >> 4u), xs[1]) + dot(q5_lo(q.z, qh >> 8u), xs[2])
+        + dot(q5_lo(q.w, qh >> 12u), xs[3]) + dot(q5_hi(q.x, qh >> 16u), xs[4]) + dot(q5_hi(q.y, qh >> 20u), xs[5])
+        + dot(q5_hi(q.z, qh >> 24u), xs[6]) + dot(q5_hi(q.w, qh >> 28u), xs[7]);
+    return d16(blk) * (sum - 16.0 * xg[0]);
 }
 
 // ---- Chunks (the tiled vec4 core): a block, weights as values -------------
@@ -111,12 +111,12 @@ fn chunk_x_q5_0(c: u32) -> u32 {
 }
 fn decode_chunk_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c;
+    let q = w4[blk];
     let d = d16(blk);
+    let o = vec4<f32>(-16.0 * d);
+    // Bit j of qh is the fifth bit of element j.
     let qh = aux_word(blk, 0u);
-    var v = nibbles8(w4[blk], d, -16.0 * d);
-    // Bit j of qh is the fifth bit (16) of element j.
-    for (var i = 0u; i < 8u; i++) {
-        v[i] += d * bit5x4(qh >> (4u * i));
-    }
-    return v;
+    return array<vec4<f32>, CV>(d * q5_lo(q.x, qh) + o, d * q5_lo(q.y, qh >> 4u) + o, d * q5_lo(q.z, qh >> 8u) + o,
+        d * q5_lo(q.w, qh >> 12u) + o, d * q5_hi(q.x, qh >> 16u) + o, d * q5_hi(q.y, qh >> 20u) + o,
+        d * q5_hi(q.z, qh >> 24u) + o, d * q5_hi(q.w, qh >> 28u) + o);
 }
