@@ -9,6 +9,7 @@ mod hf;
 mod info;
 mod load;
 mod logits;
+mod sampling;
 mod template;
 mod tokenize;
 
