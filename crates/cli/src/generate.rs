@@ -3,11 +3,10 @@
 use std::io::Write;
 
 use serde_json::json;
-use wick::pipeline::sampling::SamplingParams;
-use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::StopCriteria;
 
 use crate::load::ModelInput;
+use crate::sampling::SamplingArgs;
 use crate::CliResult;
 
 #[derive(clap::Args)]
@@ -16,19 +15,8 @@ pub struct GenerateArgs {
     pub input: ModelInput,
     #[arg(long, default_value_t = 64)]
     pub max_tokens: usize,
-    /// 0 samples greedily.
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f32,
-    /// 0 keeps every token.
-    #[arg(long, default_value_t = 0)]
-    pub top_k: usize,
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f32,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Stop where the text contains this string (not printed); up to 4.
-    #[arg(long = "stop", value_name = "S")]
-    pub stop: Vec<String>,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     /// With --json: the log-probability of each generated token and the K
     /// most likely tokens at its position (0..=20, as OpenAI's top_logprobs).
     #[arg(long, value_name = "K", requires = "json")]
@@ -44,26 +32,17 @@ pub struct GenerateArgs {
 const MAX_TOP_LOGPROBS: usize = 20;
 
 pub fn run(args: GenerateArgs) -> CliResult {
-    let sampling = SamplingParams {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        seed: args.seed,
-        ..Default::default()
-    };
-    sampling.validate()?;
+    let sampling = args.sampling.params()?;
     if args.max_tokens == 0 {
         return Err("--max-tokens must be at least 1".into());
     }
-    // Checked before the model loads (`complete` checks again).
-    StopStrings::new(&args.stop)?;
     if args.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
         return Err(format!("--logprobs must be 0..={MAX_TOP_LOGPROBS}").into());
     }
     if let Some(grammar) = args.constraint.grammar()? {
         // The constrained loop samples one token per submit on its own path:
         // it has neither stop strings nor logprobs yet.
-        if !args.stop.is_empty() || args.logprobs.is_some() {
+        if !args.sampling.stop.is_empty() || args.logprobs.is_some() {
             return Err(
                 "--stop and --logprobs do not combine with --json-schema, --regex or --grammar yet"
                     .into(),
@@ -86,8 +65,13 @@ pub fn run(args: GenerateArgs) -> CliResult {
         }
         true
     };
-    let out =
-        pollster::block_on(engine.complete(&prompt, &sampling, stop, &args.stop, &mut on_text))?;
+    let out = pollster::block_on(engine.complete(
+        &prompt,
+        &sampling,
+        stop,
+        &args.sampling.stop,
+        &mut on_text,
+    ))?;
     if !args.json {
         println!();
         return Ok(());

@@ -144,9 +144,9 @@ pub fn load_synthetic(
     })
 }
 
-/// What `generate` and `logits` read: a model and an input to run it on.
+/// The model to load and how: what every command that runs a model reads.
 #[derive(clap::Args)]
-pub struct ModelInput {
+pub struct ModelArgs {
     /// GGUF model file, or a Hugging Face checkpoint folder (config.json,
     /// model.safetensors or its shards, tokenizer.json).
     #[arg(long)]
@@ -155,12 +155,6 @@ pub struct ModelInput {
     /// quarter of an F32 checkpoint's GPU memory).
     #[arg(long, value_name = "TYPE", value_parser = ["q8_0"])]
     pub quantize: Option<String>,
-    /// Input text, tokenized with BOS where the model wants it.
-    #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
-    pub prompt: Option<String>,
-    /// Input token ids, used verbatim (no BOS added): 1,2,3.
-    #[arg(long, value_parser = parse_ids)]
-    pub ids: Option<IdList>,
     /// KV cache length (default: the model's, capped to what the GPU holds).
     #[arg(long)]
     pub ctx_len: Option<usize>,
@@ -176,15 +170,7 @@ pub struct ModelInput {
     pub memory_budget: Option<u64>,
 }
 
-/// A positive number of GiB as bytes.
-pub fn parse_gib(s: &str) -> Result<u64, String> {
-    match s.parse::<f64>() {
-        Ok(g) if g.is_finite() && g > 0.0 && g < 1e9 => Ok((g * (1u64 << 30) as f64) as u64),
-        _ => Err(format!("'{s}' is not a positive number of GiB")),
-    }
-}
-
-impl ModelInput {
+impl ModelArgs {
     pub fn load(&self, quiet: bool) -> Result<Loaded, Box<dyn std::error::Error>> {
         let opts = PipelineOptions {
             ctx_len: self.ctx_len,
@@ -197,6 +183,33 @@ impl ModelInput {
             quantize: self.quantize.as_ref().map(|_| GgmlType::Q8_0),
         };
         load(&self.model, &opts, &hf_opts, quiet)
+    }
+}
+
+/// What `generate` and `logits` read: a model and an input to run it on.
+#[derive(clap::Args)]
+pub struct ModelInput {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Input text, tokenized with BOS where the model wants it.
+    #[arg(long, conflicts_with = "ids", required_unless_present = "ids")]
+    pub prompt: Option<String>,
+    /// Input token ids, used verbatim (no BOS added): 1,2,3.
+    #[arg(long, value_parser = parse_ids)]
+    pub ids: Option<IdList>,
+}
+
+/// A positive number of GiB as bytes.
+pub fn parse_gib(s: &str) -> Result<u64, String> {
+    match s.parse::<f64>() {
+        Ok(g) if g.is_finite() && g > 0.0 && g < 1e9 => Ok((g * (1u64 << 30) as f64) as u64),
+        _ => Err(format!("'{s}' is not a positive number of GiB")),
+    }
+}
+
+impl ModelInput {
+    pub fn load(&self, quiet: bool) -> Result<Loaded, Box<dyn std::error::Error>> {
+        self.model.load(quiet)
     }
 
     /// The input as ids: `--ids` verbatim, or `--prompt` tokenized as

@@ -3,12 +3,14 @@
 
 mod bench;
 mod bench_kernels;
+mod chat;
 mod constrained;
 mod generate;
 mod hf;
 mod info;
 mod load;
 mod logits;
+mod sampling;
 mod template;
 mod tokenize;
 
@@ -35,6 +37,9 @@ enum Command {
     },
     /// Generate text from a prompt, streamed to stdout.
     Generate(generate::GenerateArgs),
+    /// Chat with a model through its chat template: interactive from stdin
+    /// (/reset, /stats, /exit), or one reply to --messages F.json.
+    Chat(chat::ChatArgs),
     /// Teacher-forced logits of the last positions of an input.
     Logits(logits::LogitsArgs),
     /// Tokenize text as generation would.
@@ -52,6 +57,7 @@ fn main() {
     let result = match cli.command {
         Command::Info { json } => info::run(json),
         Command::Generate(args) => generate::run(args),
+        Command::Chat(args) => chat::run(args),
         Command::Logits(args) => logits::run(args),
         Command::Tokenize(args) => tokenize::run(args),
         Command::Template(args) => template::run(args),
