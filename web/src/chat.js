@@ -257,8 +257,12 @@ export function createChat(engine) {
     const messages = templateMessages(params.messages);
     // Checked before the template runs, so a bad field fails fast.
     const opts = chatOptions(params);
-    const tools = params.tool_choice === "none" ? undefined : params.tools;
-    const ids = await engine.promptIds(messages, tools, templateKwargs(params.chat_template_kwargs));
+    // tool_choice "none" leaves tools out of the prompt, kwargs' own included.
+    const none = params.tool_choice === "none";
+    const tools = none ? undefined : params.tools;
+    let kwargs = templateKwargs(params.chat_template_kwargs);
+    if (none && kwargs && "tools" in kwargs) kwargs = { ...kwargs, tools: undefined };
+    const ids = await engine.promptIds(messages, tools, kwargs);
     const left = engine.contextLength() - ids.length;
     opts.maxTokens = Math.max(1, Math.min(opts.maxTokens ?? left, left));
     const signal = requestOptions?.signal;

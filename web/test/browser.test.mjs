@@ -777,3 +777,40 @@ describe("chat.completions: logprobs, template kwargs, reasoning", () => {
     }
   });
 });
+
+describe("chat.completions in a Web Worker: logprobs, kwargs, typed errors", () => {
+  test("logprobs cross postMessage; template kwargs and errors stay typed", { timeout: LOAD_MS + 200_000 }, async () => {
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(LOAD_MS + 180_000, page.evaluate(async ({ url, ctx, messages }) => {
+        const { WorkerEngine } = window.wick;
+        const engine = await WorkerEngine.load(url, { contextLength: ctx });
+        const body = { messages, max_tokens: 2, temperature: 0, logprobs: true, top_logprobs: 2 };
+        const whole = await engine.chat.completions.create(body);
+        const chunks = [];
+        for await (const c of await engine.chat.completions.create({ ...body, stream: true })) chunks.push(c);
+        const err = (p) => p.then(() => null, (e) => ({ name: e.name, field: e.field, typed: e instanceof window.wick.WickError }));
+        const refused = await err(engine.chat.completions.create({ messages, top_logprobs: 2 }));
+        const kwargsRefused = await err(engine.applyChatTemplate(messages, { kwargs: "x" }));
+        // SmolLM2's template reads no extra variable: kwargs leave its prompt as it was.
+        const same = (await engine.applyChatTemplate(messages, { kwargs: { enable_thinking: false } })) === (await engine.applyChatTemplate(messages));
+        await engine.dispose();
+        return { whole, chunks, refused, kwargsRefused, same };
+      }, { url: modelUrl(), ctx: CTX, messages: chatTemplateCases().cases[0].messages }), "worker chat");
+      const lp = r.whole.choices[0].logprobs.content;
+      assert.equal(lp.length, 2);
+      assert.equal(lp.map((e) => e.token).join(""), r.whole.choices[0].message.content);
+      assert.ok(lp.every((e) => e.top_logprobs.length === 2 && e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob));
+      const streamed = r.chunks.flatMap((c) => c.choices[0]?.logprobs?.content ?? []);
+      assert.deepEqual(streamed, lp, "streamed logprobs equal the whole reply's");
+      assert.equal(r.refused?.name, "InvalidRequestError");
+      assert.equal(r.refused.field, "top_logprobs");
+      assert.ok(r.refused.typed);
+      assert.equal(r.kwargsRefused?.name, "InvalidRequestError");
+      assert.equal(r.kwargsRefused.field, "chat_template_kwargs");
+      assert.ok(r.same);
+    } finally {
+      await page.close();
+    }
+  });
+});
