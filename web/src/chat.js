@@ -20,14 +20,17 @@ function completionId() {
 
 // The fields create() honours. `user` is accepted and has no effect: OpenAI
 // uses it for abuse monitoring, which a local engine has no use for.
-// Extensions beyond OpenAI's fields (as llama.cpp's server names them):
-// top_k, min_p, repetition_penalty.
+// Extensions beyond OpenAI's fields (as llama.cpp's and vLLM's servers name
+// them): top_k, min_p, repetition_penalty, chat_template_kwargs.
 const FIELDS = new Set([
   "messages", "model", "stream", "stream_options", "max_tokens", "max_completion_tokens",
   "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty",
   "presence_penalty", "logit_bias", "seed", "n", "response_format", "tools", "tool_choice", "user",
-  "stop",
+  "stop", "logprobs", "top_logprobs", "chat_template_kwargs",
 ]);
+
+/** OpenAI's limit on `top_logprobs`. */
+const MAX_TOP_LOGPROBS = 20;
 
 function number(params, field, lo, hi) {
   const v = params[field];
@@ -73,6 +76,52 @@ function stopStrings(stop) {
   if (list.length > 4) throw new InvalidRequestError("stop", `at most 4 strings, got ${list.length}`);
   if (list.some((s) => s.length === 0)) throw new InvalidRequestError("stop", "an empty string never ends anything");
   return list;
+}
+
+/**
+ * `logprobs` / `top_logprobs` as OpenAI checks them: the number of
+ * alternatives per token when log-probabilities are asked for, else undefined.
+ */
+function logprobsOption(params) {
+  const { logprobs, top_logprobs: top } = params;
+  if (logprobs !== undefined && logprobs !== null && typeof logprobs !== "boolean") {
+    throw new InvalidRequestError("logprobs", `must be a boolean, got ${JSON.stringify(logprobs)}`);
+  }
+  if (top === undefined || top === null) return logprobs ? 0 : undefined;
+  if (!Number.isInteger(top) || top < 0 || top > MAX_TOP_LOGPROBS) {
+    throw new InvalidRequestError("top_logprobs", `must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${JSON.stringify(top)}`);
+  }
+  if (!logprobs) throw new InvalidRequestError("top_logprobs", "requires logprobs: true");
+  return top;
+}
+
+/** `chat_template_kwargs`: an object of extra template variables, or undefined. */
+export function templateKwargs(kwargs) {
+  if (kwargs === undefined || kwargs === null) return undefined;
+  if (typeof kwargs !== "object" || Array.isArray(kwargs)) {
+    throw new InvalidRequestError("chat_template_kwargs", "must be an object of template variables");
+  }
+  return kwargs;
+}
+
+/**
+ * OpenAI's `tools`, handed to the template as they are: Hugging Face's
+ * templates take the same list of `{ type: "function", function: { name,
+ * description, parameters } }` (apply_chat_template writes Python functions
+ * into that shape), so only the shape is checked.
+ */
+function toolList(tools) {
+  if (tools === undefined || tools === null) return undefined;
+  if (!Array.isArray(tools)) throw new InvalidRequestError("tools", "must be an array");
+  tools.forEach((t, i) => {
+    if (t?.type !== "function") {
+      throw new UnsupportedFieldError(`tools[${i}].type`, `${JSON.stringify(t?.type)} tools are not supported ("function" only)`);
+    }
+    if (typeof t.function?.name !== "string") {
+      throw new InvalidRequestError(`tools[${i}].function.name`, "must be a string");
+    }
+  });
+  return tools;
 }
 
 /**
@@ -130,8 +179,14 @@ export function chatOptions(params) {
   const n = integer(params, "n", 1) ?? 1;
   if (n > 1 && params.stream) throw new UnsupportedFieldError("n", "n > 1 is supported without stream only");
   const max = integer(params, "max_completion_tokens", 1) ?? integer(params, "max_tokens", 1);
+  toolList(params.tools);
+  templateKwargs(params.chat_template_kwargs);
   return {
     n,
+    // The engine computes them once the generation ends (see logprobsOf).
+    logprobs: logprobsOption(params),
+    // A template with `<think>` blocks: their text goes to reasoning_content.
+    reasoning: true,
     maxTokens: max,
     // OpenAI's defaults: temperature 1 and top_p 1 (sampling, no cut).
     temperature: number(params, "temperature", 0, 2) ?? 1,
@@ -156,7 +211,7 @@ export class ChatCompletionStream {
   async *[Symbol.asyncIterator]() {
     yield* this._start(this.controller.signal);
   }
-  /** All chunks' content joined. */
+  /** All chunks' content joined (not the reasoning). */
   async text() {
     let s = "";
     for await (const c of this) s += c.choices[0]?.delta?.content ?? "";
@@ -177,10 +232,24 @@ export function anySignal(a, b) {
   return ac.signal;
 }
 
+/** OpenAI's `logprobs` of a choice or chunk from the engine's entries. */
+function logprobsOf(entries) {
+  return { content: entries, refusal: null };
+}
+
+/** A chunk's or a message's text fields; null when a step released no text. */
+function delta(t) {
+  const d = {};
+  if (t.reasoning) d.reasoning_content = t.reasoning;
+  if (t.text) d.content = t.text;
+  return d.reasoning_content || d.content ? d : null;
+}
+
 /**
- * `engine` provides: promptIds(messages, tools) -> ids, tokens(ids, opts) ->
- * async iterator of { text, tokenId } whose `.result` (after it ends) holds
- * { finishReason, stats, ids }, modelName() and contextLength().
+ * `engine` provides: promptIds(messages, tools, kwargs) -> ids, tokens(ids,
+ * opts) -> async iterator of { text, tokenId, reasoning? } whose `.result`
+ * (after it ends) holds { finishReason, stats, ids, logprobs? },
+ * modelName() and contextLength().
  * `create(body, { signal })` as the openai SDK calls it.
  */
 export function createChat(engine) {
@@ -188,8 +257,12 @@ export function createChat(engine) {
     const messages = templateMessages(params.messages);
     // Checked before the template runs, so a bad field fails fast.
     const opts = chatOptions(params);
-    const tools = params.tool_choice === "none" ? undefined : params.tools;
-    const ids = await engine.promptIds(messages, tools);
+    // tool_choice "none" leaves tools out of the prompt, kwargs' own included.
+    const none = params.tool_choice === "none";
+    const tools = none ? undefined : params.tools;
+    let kwargs = templateKwargs(params.chat_template_kwargs);
+    if (none && kwargs && "tools" in kwargs) kwargs = { ...kwargs, tools: undefined };
+    const ids = await engine.promptIds(messages, tools, kwargs);
     const left = engine.contextLength() - ids.length;
     opts.maxTokens = Math.max(1, Math.min(opts.maxTokens ?? left, left));
     const signal = requestOptions?.signal;
@@ -200,17 +273,34 @@ export function createChat(engine) {
     if (params.stream) {
       return new ChatCompletionStream(async function* (own) {
         const run = engine.tokens(ids, { ...opts, signal: anySignal(signal, own) });
-        const chunk = (delta, finish_reason = null) => ({
+        const chunk = (delta, finish_reason = null, logprobs = null) => ({
           ...base,
           object: "chat.completion.chunk",
-          choices: [{ index: 0, delta, logprobs: null, finish_reason }],
+          choices: [{ index: 0, delta, logprobs, finish_reason }],
         });
         yield chunk({ role: "assistant", content: "", refusal: null });
+        // With logprobs the chunks wait for the end of the generation (the
+        // engine computes them in one prefill then); each carries the
+        // tokens generated since the chunk before it.
+        const held = [];
+        let count = 0;
         for await (const t of run) {
-          if (t.text) yield chunk({ content: t.text });
+          if (t.tokenId !== null) count++;
+          const d = delta(t);
+          if (!d) continue;
+          if (opts.logprobs === undefined) yield chunk(d);
+          else held.push({ d, upto: count });
         }
         const r = run.result;
-        yield chunk({}, FINISH[r.finishReason] ?? r.finishReason);
+        let from = 0;
+        for (const { d, upto } of held) {
+          yield chunk(d, null, logprobsOf(r.logprobs.slice(from, upto)));
+          from = upto;
+        }
+        // Tokens that released no text (a held-back stop string, an end of
+        // turn) go with the finish chunk.
+        const rest = opts.logprobs !== undefined && from < r.logprobs.length ? logprobsOf(r.logprobs.slice(from)) : null;
+        yield chunk({}, FINISH[r.finishReason] ?? r.finishReason, rest);
         // As OpenAI sends it: usage in a last chunk with no choices.
         if (params.stream_options?.include_usage) {
           yield { ...base, object: "chat.completion.chunk", choices: [], usage: usage(ids, [r]) };
@@ -224,13 +314,19 @@ export function createChat(engine) {
       const seed = opts.seed === undefined ? undefined : opts.seed + index;
       const run = engine.tokens(ids, { ...opts, seed, signal });
       let content = "";
-      for await (const t of run) content += t.text;
+      let reasoning = "";
+      for await (const t of run) {
+        content += t.text;
+        reasoning += t.reasoning ?? "";
+      }
       const r = run.result;
       results.push(r);
+      const message = { role: "assistant", content, refusal: null };
+      if (reasoning) message.reasoning_content = reasoning;
       choices.push({
         index,
-        message: { role: "assistant", content, refusal: null },
-        logprobs: null,
+        message,
+        logprobs: opts.logprobs === undefined ? null : logprobsOf(r.logprobs),
         finish_reason: FINISH[r.finishReason] ?? r.finishReason,
       });
     }

@@ -80,6 +80,8 @@ export interface TokenChunk {
   text: string;
   /** null for a final piece of held-back text. */
   tokenId: number | null;
+  /** Chat only: text of the reply's `<think>` block (then not in `text`). */
+  reasoning?: string;
 }
 
 export interface GenerationStats {
@@ -100,6 +102,8 @@ export interface GenerationResult {
   finishReason: "stop" | "length" | "context_full" | "cancelled";
   stats: GenerationStats;
   ids: number[];
+  /** Chat with `logprobs: true` only: one entry per id. */
+  logprobs?: TokenLogprob[];
 }
 
 export interface TokenRun extends AsyncIterable<TokenChunk> {
@@ -174,8 +178,26 @@ export interface ChatCompletionParams {
   n?: number;
   /** The loaded model answers whatever this names; the response gives the loaded model's name. */
   model?: string;
-  /** Rendered into the prompt by the model's chat template. */
-  tools?: unknown[];
+  /**
+   * Rendered into the prompt by the model's chat template, as given (the
+   * shape Hugging Face's templates take): `{ type: "function", function: {
+   * name, description?, parameters? } }` each.
+   */
+  tools?: { type: "function"; function: { name: string; description?: string; parameters?: unknown; [key: string]: unknown } }[];
+  /**
+   * Each generated token's log-probability, in `choices[].logprobs.content`
+   * (and each chunk's, for its tokens; a stream's chunks then arrive when the
+   * generation ends, which computes them in one prefill).
+   */
+  logprobs?: boolean;
+  /** 0..20 most likely alternatives per token; needs `logprobs: true`. */
+  top_logprobs?: number;
+  /**
+   * Extension (as vLLM's): more variables for the chat template, e.g.
+   * `{ enable_thinking: false }` for Qwen3. `tools` in the request wins
+   * over a `tools` here.
+   */
+  chat_template_kwargs?: Record<string, unknown>;
   /** "auto" (the default) or "none" (tools left out of the prompt). */
   tool_choice?: "auto" | "none";
   response_format?: { type: "text" };
@@ -188,6 +210,24 @@ export interface ChatCompletionParams {
   min_p?: number;
   /** Extension: repetition penalty (1 = off). */
   repetition_penalty?: number;
+}
+
+/** One token in OpenAI's logprobs shape: its text, log-probability and bytes. */
+export interface TopLogprob {
+  token: string;
+  logprob: number;
+  /** The token's exact UTF-8 bytes (`token` is lossy where it holds part of a character). */
+  bytes: number[];
+}
+
+export interface TokenLogprob extends TopLogprob {
+  /** The `top_logprobs` most likely tokens at its position, most likely first. */
+  top_logprobs: TopLogprob[];
+}
+
+export interface ChoiceLogprobs {
+  content: TokenLogprob[];
+  refusal: null;
 }
 
 /** The second argument of create, as the openai SDK passes it. */
@@ -204,8 +244,16 @@ export interface ChatCompletionChunk {
   /** Empty in the usage chunk that stream_options.include_usage adds last. */
   choices: {
     index: number;
-    delta: { role?: "assistant"; content?: string; refusal?: null };
-    logprobs: null;
+    /**
+     * `reasoning_content`: text of the reply's `<think>` block, for templates
+     * that write one (Qwen3, DeepSeek-R1 distills); never in `content`.
+     */
+    delta: { role?: "assistant"; content?: string; reasoning_content?: string; refusal?: null };
+    /**
+     * With `logprobs: true`: the tokens of this delta (tokens that released no
+     * text, such as an end of turn, go with the finish chunk).
+     */
+    logprobs: ChoiceLogprobs | null;
     finish_reason: "stop" | "length" | null;
   }[];
   usage?: ChatCompletionUsage;
@@ -227,8 +275,10 @@ export interface ChatCompletion {
   system_fingerprint: string;
   choices: {
     index: number;
-    message: { role: "assistant"; content: string; refusal: null };
-    logprobs: null;
+    /** `reasoning_content`: the `<think>` block's text, where the reply had one. */
+    message: { role: "assistant"; content: string; reasoning_content?: string; refusal: null };
+    /** With `logprobs: true`, else null. */
+    logprobs: ChoiceLogprobs | null;
     finish_reason: "stop" | "length";
   }[];
   usage: ChatCompletionUsage;
@@ -299,7 +349,7 @@ export declare class Engine {
   info(): EngineInfo;
   tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): number[];
   decode(ids: ArrayLike<number>, options?: { skipSpecial?: boolean }): string;
-  applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[] }): string;
+  applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[]; kwargs?: Record<string, unknown> }): string;
   generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): TokenRun;
   dispose(): Promise<void>;
 }
@@ -314,7 +364,7 @@ export declare class WorkerEngine {
   info(): EngineInfo;
   tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;
   decode(ids: ArrayLike<number>, options?: { skipSpecial?: boolean }): Promise<string>;
-  applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[] }): Promise<string>;
+  applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[]; kwargs?: Record<string, unknown> }): Promise<string>;
   generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): TokenRun;
   dispose(): Promise<void>;
   terminate(): void;

@@ -8,7 +8,7 @@
 // See README.md ("In the browser") and index.d.ts for the whole API.
 
 import { liveGpuMemory as wasmLiveGpuMemory, WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
-import { ChatCompletionStream, createChat, setFingerprint } from "./chat.js";
+import { ChatCompletionStream, createChat, setFingerprint, templateKwargs } from "./chat.js";
 import { DeviceLostError } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
 import { clearCache, readSource } from "./source.js";
@@ -85,7 +85,7 @@ export class Engine {
     this.lastResult = null;
     /** OpenAI-shaped chat: `engine.chat.completions.create({ messages, stream })`. */
     this.chat = createChat({
-      promptIds: (messages, tools) => this.#promptIds(messages, tools),
+      promptIds: (messages, tools, kwargs) => this.#promptIds(messages, tools, kwargs),
       tokens: (ids, opts) => this.#tokens(ids, opts),
       modelName: () => this.#info.model.name ?? this.#info.model.architecture,
       contextLength: () => this.#info.model.contextLength,
@@ -151,11 +151,15 @@ export class Engine {
     return call(() => this.#w.decode(Uint32Array.from(ids), skipSpecial));
   }
 
-  /** The model's chat template applied to `messages` (as Hugging Face renders it). */
-  applyChatTemplate(messages, { addGenerationPrompt = true, tools } = {}) {
+  /**
+   * The model's chat template applied to `messages` (as Hugging Face renders
+   * it); `kwargs`: more template variables (`{ enable_thinking: false }`).
+   */
+  applyChatTemplate(messages, { addGenerationPrompt = true, tools, kwargs } = {}) {
     this.#live();
     const t = tools ? JSON.stringify(tools) : undefined;
-    return call(() => this.#w.applyChatTemplate(JSON.stringify(messages), addGenerationPrompt, t));
+    const k = kwargs ? JSON.stringify(templateKwargs(kwargs)) : undefined;
+    return call(() => this.#w.applyChatTemplate(JSON.stringify(messages), addGenerationPrompt, t, k));
   }
 
   /**
@@ -200,10 +204,11 @@ export class Engine {
     call(() => this.#w.__testLoseDevice());
   }
 
-  async #promptIds(messages, tools) {
+  async #promptIds(messages, tools, kwargs) {
     this.#live();
     const t = tools ? JSON.stringify(tools) : undefined;
-    return Array.from(call(() => this.#w.encodeChat(JSON.stringify(messages), t)));
+    const k = kwargs ? JSON.stringify(kwargs) : undefined;
+    return Array.from(call(() => this.#w.encodeChat(JSON.stringify(messages), t, k)));
   }
 
   #tokens(ids, options) {
@@ -232,12 +237,14 @@ export class Engine {
         const step = await guard(gen.next());
         if (signal?.aborted) throw abortError(signal);
         if (step.done) {
-          if (step.text) yield { text: step.text, tokenId: null };
-          onResult({ finishReason: step.finishReason, stats: step.stats, ids: ids_ });
+          if (step.text || step.reasoning) yield chunkOf(step, null);
+          const result = { finishReason: step.finishReason, stats: step.stats, ids: ids_ };
+          if (step.logprobs) result.logprobs = step.logprobs;
+          onResult(result);
           return;
         }
         ids_.push(step.tokenId);
-        yield { text: step.text, tokenId: step.tokenId };
+        yield chunkOf(step, step.tokenId);
       }
     } catch (e) {
       if (e instanceof DeviceLostError) this.#lost = e;
@@ -250,6 +257,11 @@ export class Engine {
       release();
     }
   }
+}
+
+/** A step as the iteration yields it: `reasoning` only where the chat split it off. */
+function chunkOf(step, tokenId) {
+  return step.reasoning ? { text: step.text, tokenId, reasoning: step.reasoning } : { text: step.text, tokenId };
 }
 
 function startOptions(o) {
@@ -269,5 +281,8 @@ function startOptions(o) {
     presencePenalty: pick(o.presencePenalty, 0),
     logitBias: o.logitBias ? Array.from(o.logitBias, ([id, b]) => [id, b]) : [],
     stop: o.stop === undefined || o.stop === null ? [] : [o.stop].flat(),
+    // Chat only (chat.js sets them): top_logprobs, and the `<think>` split.
+    logprobs: o.logprobs ?? undefined,
+    reasoning: Boolean(o.reasoning),
   };
 }

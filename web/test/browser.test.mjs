@@ -6,13 +6,14 @@
 // run: npm test   (after npm run build; scripts/test-web.sh does both)
 
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
   chatTemplateCases, checkBuilt, launch, llamaCppCase, MODEL, nativeGenerate,
-  openTestPage, outDir, startServer, within,
+  openTestPage, outDir, repoRoot, startServer, within,
 } from "./harness.mjs";
+import { assertLogprobs, nativeLogprobs, withChatTemplate } from "./chat-helpers.mjs";
 
 const PROMPT = "The capital of France is";
 const N = 4; // generated tokens compared with the native engine
@@ -161,7 +162,6 @@ describe("Engine on the page", () => {
       const messages = [{ role: "user", content: "Say hi." }];
       const base = { messages, max_tokens: 2, temperature: 0 };
       const refused = {
-        logprobs: await err(create({ ...base, logprobs: true })),
         fiveStops: await err(create({ ...base, stop: ["a", "b", "c", "d", "e"] })),
         unknown: await err(create({ ...base, frobnicate: 1 })),
         format: await err(create({ ...base, response_format: { type: "json_object" } })),
@@ -199,7 +199,7 @@ describe("Engine on the page", () => {
       return { refused, plain, plainIds, parts, bannedIds, two, twoAgain, extras, aborted, overflow, sixText, stop, stopped, name: engine.info().model.name };
     }, { ctx: CTX }), "fields");
     log(`refusals: ${JSON.stringify(r.refused)}`);
-    for (const [field, e] of [["logprobs", r.refused.logprobs], ["frobnicate", r.refused.unknown],
+    for (const [field, e] of [["frobnicate", r.refused.unknown],
       ["response_format.type", r.refused.format], ["tool_choice", r.refused.toolChoice], ["signal", r.refused.bodySignal],
       ["n", r.refused.nStream], ["messages[0].content[0].type", r.refused.image]]) {
       assert.equal(e?.name, "UnsupportedFieldError", `${field}: ${JSON.stringify(e)}`);
@@ -616,6 +616,199 @@ describe("demo page", () => {
       assert.ok(reply.replace(/\(.*\)$/, "").trim().length > 0, "a reply was streamed");
       assert.match(tps, /tokens\/s · prefill/, "final tokens/s from the generation stats");
       await page.screenshot({ path: path.join(outDir, "demo.png"), fullPage: true });
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+// ---- chat.completions: logprobs, chat_template_kwargs, reasoning_content ----
+
+describe("chat.completions: logprobs, template kwargs, reasoning", () => {
+  let page;
+  before(async () => {
+    page = await openTestPage(browser, base, log);
+    await within(LOAD_MS, page.evaluate(async ({ url, ctx }) => {
+      window.chatEngine = await window.wick.Engine.load(url, { contextLength: ctx, kvCache: "f32" });
+    }, { url: modelUrl(), ctx: CTX }), "load");
+  });
+  after(async () => {
+    await page?.evaluate(() => window.chatEngine?.dispose()).catch(() => {});
+    await page?.close();
+  });
+
+  test("logprobs equal the native engine's, streaming and not; bad values are refused", { timeout: 300_000 }, async () => {
+    const c = chatTemplateCases().cases[0];
+    const n = 3;
+    const k = 3;
+    const want = nativeLogprobs(c.ids, n, k, CTX);
+    const r = await within(280_000, page.evaluate(async ({ messages, n, k }) => {
+      const engine = window.chatEngine;
+      const create = (body) => engine.chat.completions.create(body);
+      const err = (p) => p.then(() => null, (e) => ({ name: e.name, field: e.field, message: e.message }));
+      const body = { messages, max_tokens: n, temperature: 0, logprobs: true, top_logprobs: k };
+      const whole = await create(body);
+      const ids = engine.lastResult.ids;
+      const chunks = [];
+      for await (const ch of await create({ ...body, stream: true })) chunks.push(ch);
+      const plain = await create({ messages, max_tokens: 1, temperature: 0, logprobs: true });
+      const refused = {
+        topWithout: await err(create({ messages, max_tokens: 1, top_logprobs: 2 })),
+        topFalse: await err(create({ messages, max_tokens: 1, logprobs: false, top_logprobs: 2 })),
+        top21: await err(create({ messages, max_tokens: 1, logprobs: true, top_logprobs: 21 })),
+        notBool: await err(create({ messages, max_tokens: 1, logprobs: 1 })),
+      };
+      return { whole, ids, chunks, plain, refused };
+    }, { messages: c.messages, n, k }), "logprobs");
+    assert.deepEqual(r.ids, want.ids, "greedy ids equal the native engine's");
+    const lp = r.whole.choices[0].logprobs;
+    assert.equal(lp.refusal, null);
+    // The same tokens and alternatives as the native engine. The values agree
+    // to ~3e-3, not 1e-4: SwiftShader (here) and lavapipe (native) are two
+    // f32 implementations whose rounding differs (exp, fused multiply-adds),
+    // and 30 layers carry it to the logits (both on an f32 KV cache; the f16
+    // default adds its own rounding, ~1e-3 between the two natively).
+    const worst = assertLogprobs(lp.content, want.logprobs, "not streamed vs native", 5e-3);
+    log(`logprobs: browser vs native (lavapipe) differ by at most ${worst}`);
+    // On one device they agree to 1e-4: the first token's, from a prefill of
+    // one row (a 1-token reply) and of three (this one).
+    const first = r.plain.choices[0].logprobs.content[0];
+    assert.equal(first.token, lp.content[0].token);
+    assert.ok(Math.abs(first.logprob - lp.content[0].logprob) <= 1e-4, `${first.logprob} vs ${lp.content[0].logprob}`);
+    assert.equal(lp.content.map((e) => e.token).join(""), r.whole.choices[0].message.content);
+
+    const streamed = r.chunks.flatMap((ch) => ch.choices[0]?.logprobs?.content ?? []);
+    assertLogprobs(streamed, lp.content, "streamed vs not", 1e-6);
+    for (const ch of r.chunks) {
+      const d = ch.choices[0].delta;
+      // Each content chunk carries its own tokens (SmolLM2's are whole characters here).
+      if (d.content) assert.equal(ch.choices[0].logprobs.content.map((e) => e.token).join(""), d.content);
+    }
+    assert.equal(r.chunks.map((ch) => ch.choices[0].delta.content ?? "").join(""), r.whole.choices[0].message.content);
+    // logprobs without top_logprobs: no alternatives.
+    assert.deepEqual(r.plain.choices[0].logprobs.content[0].top_logprobs, []);
+    assert.equal(r.plain.choices[0].logprobs.content[0].token, want.logprobs[0].token);
+    for (const [name, e] of Object.entries(r.refused)) {
+      assert.equal(e?.name, "InvalidRequestError", `${name}: ${JSON.stringify(e)}`);
+    }
+    assert.equal(r.refused.topWithout.field, "top_logprobs");
+    assert.equal(r.refused.top21.field, "top_logprobs");
+    assert.equal(r.refused.notBool.field, "logprobs");
+  });
+
+  test("chat_template_kwargs must be an object; tools must be function tools", async () => {
+    const r = await page.evaluate(async () => {
+      const engine = window.chatEngine;
+      const messages = [{ role: "user", content: "Hi" }];
+      const err = (p) => p.then(() => null, (e) => ({ name: e.name, field: e.field }));
+      const create = (extra) => err(engine.chat.completions.create({ messages, max_tokens: 1, ...extra }));
+      return {
+        array: await create({ chat_template_kwargs: [1] }),
+        string: await create({ chat_template_kwargs: "enable_thinking" }),
+        toolType: await create({ tools: [{ type: "code_interpreter" }] }),
+        toolName: await create({ tools: [{ type: "function", function: {} }] }),
+        applyArray: await err(Promise.resolve().then(() => engine.applyChatTemplate(messages, { kwargs: [1] }))),
+      };
+    });
+    for (const k of ["array", "string", "applyArray"]) {
+      assert.equal(r[k]?.name, "InvalidRequestError", `${k}: ${JSON.stringify(r[k])}`);
+      assert.equal(r[k].field, "chat_template_kwargs");
+    }
+    assert.equal(r.toolType?.name, "UnsupportedFieldError");
+    assert.equal(r.toolType.field, "tools[0].type");
+    assert.equal(r.toolName?.name, "InvalidRequestError");
+    assert.equal(r.toolName.field, "tools[0].function.name");
+  });
+
+  // The tiny qwen3moe with a template that opens a think block in its
+  // generation prompt (as the DeepSeek-R1 distills do) unless the kwarg
+  // `enable_thinking: false` closes it (as Qwen3's does): the kwarg changes
+  // the prompt, and the reply goes to reasoning_content or to content.
+  test("a think template: enable_thinking through chat_template_kwargs, reasoning_content split", { timeout: LOAD_MS + 240_000 }, async () => {
+    const template = [
+      "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}",
+      "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}",
+      "{%- if enable_thinking is defined and enable_thinking is false %}{{- '\\n</think>\\n\\n' }}{%- endif %}{%- endif %}",
+    ].join("");
+    const fixture = path.join(repoRoot, "tests/fixtures/models/tiny-qwen3moe.q8_0.gguf");
+    mkdirSync(outDir, { recursive: true });
+    writeFileSync(path.join(outDir, "tiny-qwen3moe-think.gguf"), withChatTemplate(fixture, template));
+    const p = await openTestPage(browser, base, log);
+    try {
+      const r = await within(LOAD_MS + 200_000, p.evaluate(async () => {
+        const engine = await window.wick.Engine.load("/test-output/tiny-qwen3moe-think.gguf", { contextLength: 64 });
+        const messages = [{ role: "user", content: "What is 2+2?" }];
+        const body = { messages, max_tokens: 4, temperature: 0 };
+        const create = (extra) => engine.chat.completions.create({ ...body, ...extra });
+        const raw = () => engine.decode(engine.lastResult.ids);
+        const thinking = await create({});
+        const thinkingRaw = raw();
+        const chunks = [];
+        for await (const c of await create({ stream: true })) chunks.push(c.choices[0]?.delta ?? {});
+        const off = await create({ chat_template_kwargs: { enable_thinking: false } });
+        const offRaw = raw();
+        const prompts = {
+          on: engine.applyChatTemplate(messages),
+          off: engine.applyChatTemplate(messages, { kwargs: { enable_thinking: false } }),
+        };
+        await engine.dispose();
+        return { thinking, thinkingRaw, chunks, off, offRaw, prompts };
+      }), "think template");
+      log(`think template: raw ${JSON.stringify(r.thinkingRaw)}; thinking ${JSON.stringify(r.thinking.choices[0].message)}; ` +
+        `off ${JSON.stringify(r.off.choices[0].message)}`);
+      assert.ok(r.prompts.on.endsWith("<|im_start|>assistant\n<think>\n"), JSON.stringify(r.prompts.on));
+      assert.ok(r.prompts.off.endsWith("<think>\n\n</think>\n\n"), JSON.stringify(r.prompts.off));
+      assert.ok(r.off.usage.prompt_tokens > r.thinking.usage.prompt_tokens, "the kwarg lengthened the prompt");
+      // Thinking: the prompt leaves the reply inside the block, and the
+      // random model never closes it: all of it is reasoning.
+      assert.ok(!r.thinkingRaw.includes("</think>"));
+      const m = r.thinking.choices[0].message;
+      assert.equal(m.content, "");
+      assert.ok(r.thinkingRaw.trim().length > 0, "the reply has text");
+      assert.equal(m.reasoning_content, r.thinkingRaw.trim());
+      assert.equal(r.chunks.map((d) => d.reasoning_content ?? "").join(""), m.reasoning_content, "streamed reasoning");
+      assert.equal(r.chunks.map((d) => d.content ?? "").join(""), "", "nothing streamed as content");
+      // Not thinking: the block is closed in the prompt, the reply is content.
+      const off = r.off.choices[0].message;
+      assert.equal(off.content, r.offRaw);
+      assert.equal(off.reasoning_content, undefined);
+    } finally {
+      await p.close();
+    }
+  });
+});
+
+describe("chat.completions in a Web Worker: logprobs, kwargs, typed errors", () => {
+  test("logprobs cross postMessage; template kwargs and errors stay typed", { timeout: LOAD_MS + 200_000 }, async () => {
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(LOAD_MS + 180_000, page.evaluate(async ({ url, ctx, messages }) => {
+        const { WorkerEngine } = window.wick;
+        const engine = await WorkerEngine.load(url, { contextLength: ctx });
+        const body = { messages, max_tokens: 2, temperature: 0, logprobs: true, top_logprobs: 2 };
+        const whole = await engine.chat.completions.create(body);
+        const chunks = [];
+        for await (const c of await engine.chat.completions.create({ ...body, stream: true })) chunks.push(c);
+        const err = (p) => p.then(() => null, (e) => ({ name: e.name, field: e.field, typed: e instanceof window.wick.WickError }));
+        const refused = await err(engine.chat.completions.create({ messages, top_logprobs: 2 }));
+        const kwargsRefused = await err(engine.applyChatTemplate(messages, { kwargs: "x" }));
+        // SmolLM2's template reads no extra variable: kwargs leave its prompt as it was.
+        const same = (await engine.applyChatTemplate(messages, { kwargs: { enable_thinking: false } })) === (await engine.applyChatTemplate(messages));
+        await engine.dispose();
+        return { whole, chunks, refused, kwargsRefused, same };
+      }, { url: modelUrl(), ctx: CTX, messages: chatTemplateCases().cases[0].messages }), "worker chat");
+      const lp = r.whole.choices[0].logprobs.content;
+      assert.equal(lp.length, 2);
+      assert.equal(lp.map((e) => e.token).join(""), r.whole.choices[0].message.content);
+      assert.ok(lp.every((e) => e.top_logprobs.length === 2 && e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob));
+      const streamed = r.chunks.flatMap((c) => c.choices[0]?.logprobs?.content ?? []);
+      assert.deepEqual(streamed, lp, "streamed logprobs equal the whole reply's");
+      assert.equal(r.refused?.name, "InvalidRequestError");
+      assert.equal(r.refused.field, "top_logprobs");
+      assert.ok(r.refused.typed);
+      assert.equal(r.kwargsRefused?.name, "InvalidRequestError");
+      assert.equal(r.kwargsRefused.field, "chat_template_kwargs");
+      assert.ok(r.same);
     } finally {
       await page.close();
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wick::gpu::GpuContext;
+use wick::pipeline::reasoning::ReasoningSplit;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::StopCriteria;
@@ -15,9 +16,10 @@ use wick::tokenizer::chat_template::{ChatTemplate, ChatTemplateError};
 use wick::tokenizer::Tokenizer;
 use wick::Engine;
 
-use crate::generation::WasmGeneration;
+use crate::generation::{Output, WasmGeneration};
 use crate::info::{self, Info};
-use crate::{from_js, js_err, js_wick_err, to_js};
+use crate::logprobs::MAX_TOP_LOGPROBS;
+use crate::{from_js, js_coded, js_err, js_wick_err, to_js};
 
 /// What the engine and its generations share. The pipeline is borrowed for
 /// the length of one GPU step; a second step while one runs is refused with
@@ -51,6 +53,12 @@ struct GenerateOptions {
     stop_ids: Vec<u32>,
     /// Up to 4 strings that end the text (never emitted, even in part).
     stop: Vec<String>,
+    /// Each generated token's log-probability and this many alternatives
+    /// (0..=20), computed when the generation ends.
+    logprobs: Option<usize>,
+    /// A chat reply: split the template's `<think>` block into `reasoning`
+    /// (see `wick::pipeline::reasoning` for when it applies).
+    reasoning: bool,
 }
 
 impl Default for GenerateOptions {
@@ -69,6 +77,8 @@ impl Default for GenerateOptions {
             seed: 0,
             stop_ids: Vec::new(),
             stop: Vec::new(),
+            logprobs: None,
+            reasoning: false,
         }
     }
 }
@@ -102,6 +112,40 @@ impl WasmEngine {
 
     fn template(&self) -> Result<&ChatTemplate, JsValue> {
         self.shared.template.as_ref().map_err(js_err)
+    }
+
+    /// The template over messages, tools and extra variables. The kwargs go
+    /// through the engine's `render_json_with_kwargs` (transformers'
+    /// `chat_template_kwargs`), with `tools` added to them: the request's
+    /// `tools` field wins over a `tools` inside the kwargs.
+    fn render(
+        &self,
+        messages_json: &str,
+        add_generation_prompt: bool,
+        tools_json: Option<String>,
+        kwargs_json: Option<String>,
+    ) -> Result<String, JsValue> {
+        let t = self.template()?;
+        let Some(kwargs_json) = kwargs_json else {
+            return t
+                .render_json(messages_json, tools_json.as_deref(), add_generation_prompt)
+                .map_err(js_err);
+        };
+        let mut kwargs: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&kwargs_json).map_err(|e| {
+                field_err(
+                    "chat_template_kwargs",
+                    &format!("must be a JSON object ({e})"),
+                )
+            })?;
+        if let Some(tools) = tools_json {
+            let tools = serde_json::from_str(&tools)
+                .map_err(|e| field_err("tools", &format!("is not valid JSON ({e})")))?;
+            kwargs.insert("tools".into(), tools);
+        }
+        let kwargs = serde_json::Value::Object(kwargs).to_string();
+        t.render_json_with_kwargs(messages_json, add_generation_prompt, &kwargs)
+            .map_err(js_err)
     }
 }
 
@@ -166,17 +210,23 @@ impl WasmEngine {
     }
 
     /// Renders the model's chat template. `messages_json`: a JSON array of
-    /// `{ role, content, ... }`; `tools_json`: an optional JSON array.
+    /// `{ role, content, ... }`; `tools_json`: an optional JSON array;
+    /// `kwargs_json`: an optional JSON object of more template variables
+    /// (`chat_template_kwargs`: `enable_thinking` ...).
     #[wasm_bindgen(js_name = applyChatTemplate)]
     pub fn apply_chat_template(
         &self,
         messages_json: &str,
         add_generation_prompt: bool,
         tools_json: Option<String>,
+        kwargs_json: Option<String>,
     ) -> Result<String, JsValue> {
-        self.template()?
-            .render_json(messages_json, tools_json.as_deref(), add_generation_prompt)
-            .map_err(js_err)
+        self.render(
+            messages_json,
+            add_generation_prompt,
+            tools_json,
+            kwargs_json,
+        )
     }
 
     /// The prompt ids of a conversation: the rendered template (with the
@@ -186,11 +236,10 @@ impl WasmEngine {
         &self,
         messages_json: &str,
         tools_json: Option<String>,
+        kwargs_json: Option<String>,
     ) -> Result<Vec<u32>, JsValue> {
+        let text = self.render(messages_json, true, tools_json, kwargs_json)?;
         let t = self.template()?;
-        let text = t
-            .render_json(messages_json, tools_json.as_deref(), true)
-            .map_err(js_err)?;
         t.encode(&self.shared.tokenizer, &text).map_err(js_err)
     }
 
@@ -207,6 +256,22 @@ impl WasmEngine {
             let o = o?;
             check_prompt(&shared, &prompt_ids)?;
             let stops = StopStrings::new(&o.stop).map_err(js_wick_err)?;
+            if o.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
+                return Err(field_err(
+                    "top_logprobs",
+                    &format!("must be 0..={MAX_TOP_LOGPROBS}"),
+                ));
+            }
+            let split = match (&shared.template, o.reasoning) {
+                (Ok(t), true) => {
+                    let prompt = shared
+                        .tokenizer
+                        .decode(&prompt_ids, false)
+                        .map_err(js_err)?;
+                    ReasoningSplit::for_chat(t.source(), &prompt)
+                }
+                _ => None,
+            };
             let vocab = shared.info.model.vocab_size;
             if let Some(&(bad, _)) = o.logit_bias.iter().find(|(id, _)| *id as usize >= vocab) {
                 return Err(js_err(format!(
@@ -242,7 +307,13 @@ impl WasmEngine {
                 .await
                 .map_err(js_wick_err)?;
             drop(pipeline);
-            Ok(WasmGeneration::new(shared.clone(), gen, stops, epoch).into())
+            let out = Output {
+                stops,
+                split,
+                prompt: prompt_ids,
+                logprobs: o.logprobs,
+            };
+            Ok(WasmGeneration::new(shared.clone(), gen, out, epoch).into())
         })
     }
 
@@ -274,4 +345,13 @@ fn check_prompt(shared: &Shared, ids: &[u32]) -> Result<(), JsValue> {
         )));
     }
     Ok(())
+}
+
+/// An `InvalidRequestError` naming the request field (errors.js writes the
+/// message as `field: why`).
+fn field_err(field: &str, why: &str) -> JsValue {
+    let e = js_coded(why, "invalid_request", &[]);
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = js_sys::Reflect::set(&e, &JsValue::from_str("field"), &JsValue::from_str(field));
+    e
 }

@@ -7,12 +7,14 @@ use std::rc::Rc;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wick::pipeline::generate::Generation;
+use wick::pipeline::reasoning::{ReasoningSplit, Split};
 use wick::pipeline::stats::GenerationStats;
 use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::FinishReason;
 use wick::tokenizer::StreamState;
 
 use crate::engine::Shared;
+use crate::logprobs::{self, Entry};
 use crate::{js_err, js_wick_err, to_js};
 
 #[wasm_bindgen]
@@ -28,6 +30,13 @@ struct State {
     /// the start of a stop string.
     text: RefCell<StreamState>,
     stops: RefCell<StopStrings>,
+    /// Then the reasoning split (chat replies whose template thinks): text
+    /// inside `<think>` goes to `reasoning`, not `text`.
+    split: RefCell<Option<ReasoningSplit>>,
+    /// The prompt, for the log-probabilities computed once it ends.
+    prompt: Vec<u32>,
+    /// `top_logprobs` where log-probabilities were asked for.
+    logprobs: Option<usize>,
     epoch: u64,
     cancelled: Cell<bool>,
 }
@@ -38,8 +47,14 @@ struct Step {
     done: bool,
     token_id: Option<u32>,
     /// The text this token completes (may be empty: part of a character, or
-    /// a control token); when done, whatever was held back.
+    /// a control token); when done, whatever was held back. Without the
+    /// reasoning, which goes to `reasoning` (empty unless the split is on).
     text: String,
+    reasoning: String,
+    /// When done, if asked for: each generated token's log-probability and
+    /// its `top_logprobs` alternatives, in OpenAI's shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logprobs: Option<Vec<Entry>>,
     finish_reason: Option<&'static str>,
     stats: Stats,
 }
@@ -89,11 +104,19 @@ impl From<&GenerationStats> for Stats {
     }
 }
 
+/// How a generation's text is filtered, and what it reports at the end.
+pub(crate) struct Output {
+    pub stops: StopStrings,
+    pub split: Option<ReasoningSplit>,
+    pub prompt: Vec<u32>,
+    pub logprobs: Option<usize>,
+}
+
 impl WasmGeneration {
     pub(crate) fn new(
         shared: Rc<Shared>,
         gen: Generation,
-        stops: StopStrings,
+        out: Output,
         epoch: u64,
     ) -> WasmGeneration {
         let text = StreamState::new(&shared.tokenizer, true);
@@ -102,7 +125,10 @@ impl WasmGeneration {
                 shared,
                 gen: RefCell::new(gen),
                 text: RefCell::new(text),
-                stops: RefCell::new(stops),
+                stops: RefCell::new(out.stops),
+                split: RefCell::new(out.split),
+                prompt: out.prompt,
+                logprobs: out.logprobs,
                 epoch,
                 cancelled: Cell::new(false),
             }),
@@ -137,26 +163,43 @@ impl WasmGeneration {
             if st.cancelled.get() {
                 gen.cancel();
             }
-            let token = {
+            let tok = &shared.tokenizer;
+            let (token, logprobs) = {
                 let mut pipeline = shared
                     .pipeline
                     .try_borrow_mut()
                     .map_err(|_| js_err("the engine is busy with another generation step"))?;
-                pipeline.next_token(&mut gen).await.map_err(js_wick_err)?
+                let token = pipeline.next_token(&mut gen).await.map_err(js_wick_err)?;
+                // Right after the last token, while the cache holds the
+                // generation's K/V: one prefill of the positions that sampled.
+                let logprobs = match (token, st.logprobs) {
+                    (None, Some(k)) => {
+                        let lps = pipeline
+                            .logprobs_of(&st.prompt, gen.ids(), k)
+                            .await
+                            .map_err(js_wick_err)?;
+                        Some(logprobs::entries(tok, &lps).map_err(js_wick_err)?)
+                    }
+                    _ => None,
+                };
+                (token, logprobs)
             };
             let mut text = st.text.borrow_mut();
             let mut stops = st.stops.borrow_mut();
-            let tok = &shared.tokenizer;
+            let mut split = st.split.borrow_mut();
             let step = match token {
                 Some(id) => {
                     let piece = stops.push(&text.push(tok, id).map_err(js_err)?);
                     if stops.matched().is_some() {
                         gen.stop_at_string();
                     }
+                    let piece = split_text(&mut split, &piece, false);
                     Step {
                         done: false,
                         token_id: Some(id),
-                        text: piece,
+                        text: piece.content,
+                        reasoning: piece.reasoning,
+                        logprobs: None,
                         finish_reason: None,
                         stats: gen.stats().into(),
                     }
@@ -173,10 +216,13 @@ impl WasmGeneration {
                         }
                         tail.push_str(&stops.finish());
                     }
+                    let tail = split_text(&mut split, &tail, true);
                     Step {
                         done: true,
                         token_id: None,
-                        text: tail,
+                        text: tail.content,
+                        reasoning: tail.reasoning,
+                        logprobs,
                         finish_reason: finish.map(|r| r.as_str()),
                         stats: gen.stats().into(),
                     }
@@ -201,4 +247,22 @@ impl WasmGeneration {
             .map_err(|_| js_err("a step is running"))?;
         Ok(gen.ids().to_vec())
     }
+}
+
+/// `text` through the reasoning split if it is on (all content if not);
+/// `last` releases what the split held back.
+fn split_text(split: &mut Option<ReasoningSplit>, text: &str, last: bool) -> Split {
+    let Some(split) = split else {
+        return Split {
+            reasoning: String::new(),
+            content: text.to_string(),
+        };
+    };
+    let mut out = split.push(text);
+    if last {
+        let rest = split.finish();
+        out.reasoning.push_str(&rest.reasoning);
+        out.content.push_str(&rest.content);
+    }
+    out
 }

@@ -24,6 +24,7 @@ mod engine;
 mod generation;
 mod info;
 mod loader;
+mod logprobs;
 
 pub use engine::WasmEngine;
 pub use generation::WasmGeneration;

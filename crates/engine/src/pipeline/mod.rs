@@ -11,6 +11,7 @@ pub mod logits;
 pub mod logprobs;
 pub mod prefill;
 pub mod prefix;
+pub mod reasoning;
 pub mod sampling;
 pub mod stats;
 pub mod step;
