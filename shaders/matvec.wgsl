@@ -33,6 +33,14 @@ const X_LANES: u32 = LANES;
 // Lane j's sum of workgroup row i at partial[i * LANES + j].
 var<workgroup> partial: array<f32, ROWS * LANES>;
 
+// How a row's LANES partial sums become one (kernels::matmul_variants::
+// Reduce): 0 the storing lane adds them (row_sum), 1 a tree in workgroup
+// memory, 2 subgroups; 1 and 2 leave row i's sum in partial[i * LANES].
+const REDUCE: u32 = {{REDUCE}}u;
+// The entry point's subgroup builtins when REDUCE is 2: (invocation id in
+// the subgroup, subgroup size, subgroup id, subgroups in the workgroup).
+var<private> sg: vec4<u32>;
+
 // A step's xg holds the sums of each 32 of its x values (xg[g] = xs[8g ..
 // 8g + 8]): the formats with an offset (Q4_0's -8, Q4_1's m, K-quant mins)
 // subtract offset * sum once instead of once per weight.
@@ -74,8 +82,46 @@ fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     workgroupBarrier();
 }
 
+// After gemv_partials: with REDUCE 1 or 2, every row's sum into its first
+// slot, then a barrier. Workgroup-uniform control flow: call it from all lanes.
+fn reduce_rows(lid: u32) {
+    if (REDUCE == 1u) {
+        for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+            for (var i = lid; i < ROWS * s; i += WG) {
+                let at = (i / s) * LANES + i % s;
+                partial[at] += partial[at + s];
+            }
+            workgroupBarrier();
+        }
+    }
+    if (REDUCE == 2u) {
+        reduce_rows_subgroups();
+        workgroupBarrier();
+    }
+}
+
+// Subgroup g sums rows g, g + subgroups, ...: its invocations each add a
+// stride of the row's partials, then subgroupAdd joins them. The loop's
+// bounds are the same across a subgroup, so every invocation of it reaches
+// each subgroupAdd.
+fn reduce_rows_subgroups() {
+{{SG}}    for (var i = sg.z; i < ROWS; i += sg.w) {
+{{SG}}        var v = 0.0;
+{{SG}}        for (var j = sg.x; j < LANES; j += sg.y) {
+{{SG}}            v += partial[i * LANES + j];
+{{SG}}        }
+{{SG}}        let total = subgroupAdd(v);
+{{SG}}        if (sg.x == 0u) {
+{{SG}}            partial[i * LANES] = total;
+{{SG}}        }
+{{SG}}    }
+}
+
 // The whole dot product of workgroup row i (one token row).
 fn row_sum(i: u32) -> f32 {
+    if (REDUCE != 0u) {
+        return partial[i * LANES];
+    }
     var sum = 0.0;
     for (var j = 0u; j < LANES; j++) {
         sum += partial[i * LANES + j];
@@ -86,6 +132,7 @@ fn row_sum(i: u32) -> f32 {
 // gemv_partials, then each sum stored to out[out_base + row].
 fn gemv(lid: u32, row0: u32, w_row0: u32, x_base: u32, out_base: u32) {
     gemv_partials(lid, row0, w_row0, x_base);
+    reduce_rows(lid);
     for (var i = lid; i < ROWS; i += WG) {
         if (row0 + i < p.rows) {
             out[out_base + row0 + i] = row_sum(i);

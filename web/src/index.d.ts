@@ -122,6 +122,9 @@ export interface EngineInfo {
   computePathNote: string;
   /** How the KV cache stores K and V (the `kvCache` load option). */
   kvCache: "f16" | "f32";
+  /** How a decode matrix-vector workgroup sums each row's lanes: "serial"
+   * on CPU adapters, "subgroup" where the device has subgroups, else "tree". */
+  decodeGemvReduce: "serial" | "tree" | "subgroup";
   /** `deviceMemory` is null where the adapter reports none (always in the browser): the memory preflight then checks the buffer limits only. */
   limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number; deviceMemory: number | null };
   /** The engine's own count of what it holds on the GPU now (buffers of every kind, their bytes, cached bind groups). */

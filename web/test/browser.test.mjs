@@ -99,6 +99,9 @@ describe("Engine on the page", () => {
     assert.ok(info.adapter.name.length > 0, "adapter named");
     assert.equal(typeof info.features.shaderF16, "boolean");
     assert.match(info.computePathNote, info.features.shaderF16 ? /available/ : /not available/);
+    // SwiftShader is a CPU adapter: lanes summed serially (no subgroups in the browser either).
+    assert.equal(info.adapter.isSoftware, true);
+    assert.equal(info.decodeGemvReduce, "serial");
     assert.equal(info.model.architecture, "llama");
     assert.equal(info.model.contextLength, CTX);
     assert.equal(info.model.hasChatTemplate, true);

@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use wick::gpu::GpuContext;
 use wick::kernels::bench::{copy_bandwidth, gemv_bandwidth, gemv_bandwidth_vec, GemvBench};
-use wick::kernels::matmul::{vec_core_step, VecShape};
+use wick::kernels::matmul::{vec_core_step, Reduce, VecShape};
 use wick::kernels::weights::GPU_DTYPES;
 
 use crate::CliResult;
@@ -151,9 +151,14 @@ fn print_row(r: &Value) {
     let dtype = r["dtype"].as_str().unwrap_or("");
     let label = match r.get("lanes") {
         Some(l) => format!(
-            "{dtype} l{l}r{}{}",
+            "{dtype} l{l}r{}{}{}",
             r["group_rows"],
-            if r["chunked"] == true { "c" } else { "i" }
+            if r["chunked"] == true { "c" } else { "i" },
+            match r["reduce"].as_str() {
+                Some("tree") => "t",
+                Some("subgroup") => "s",
+                _ => "",
+            }
         ),
         None => dtype.to_string(),
     };
@@ -170,7 +175,7 @@ fn print_row(r: &Value) {
 
 /// The vec4 core in lane groups of one SIMD batch (8) or the whole
 /// workgroup (64), 4 to 16 rows a group, lanes over contiguous runs of steps
-/// or interleaved, for every format that fits `shape`.
+/// or interleaved, each reduction, for every format that fits `shape`.
 fn sweep_vec_core(
     ctx: &GpuContext,
     (rows, cols): (usize, usize),
@@ -178,6 +183,11 @@ fn sweep_vec_core(
     copy_gbps: f64,
 ) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
+    // Each lane order with each way of summing a row's lanes the adapter has.
+    let mut reductions = vec![Reduce::Serial, Reduce::Tree];
+    if ctx.features.subgroups {
+        reductions.push(Reduce::Subgroup);
+    }
     for dtype in GPU_DTYPES {
         match vec_core_step(dtype) {
             Some(step) if cols % step == 0 => {}
@@ -188,19 +198,23 @@ fn sweep_vec_core(
         for chunked in [true, false] {
             for lanes in [8, 64] {
                 for group_rows in [4, 8, 16] {
-                    let shape = VecShape {
-                        lanes,
-                        group_rows,
-                        chunked,
-                    };
-                    let b = pollster::block_on(gemv_bandwidth_vec(
-                        ctx, dtype, rows, cols, iters, shape,
-                    ))?;
-                    let mut r = row_json(&b, copy_gbps);
-                    r["lanes"] = json!(lanes);
-                    r["group_rows"] = json!(group_rows);
-                    r["chunked"] = json!(chunked);
-                    out.push(r);
+                    for &reduce in &reductions {
+                        let shape = VecShape {
+                            lanes,
+                            group_rows,
+                            chunked,
+                            reduce,
+                        };
+                        let b = pollster::block_on(gemv_bandwidth_vec(
+                            ctx, dtype, rows, cols, iters, shape,
+                        ))?;
+                        let mut r = row_json(&b, copy_gbps);
+                        r["lanes"] = json!(lanes);
+                        r["group_rows"] = json!(group_rows);
+                        r["chunked"] = json!(chunked);
+                        r["reduce"] = json!(reduce.name());
+                        out.push(r);
+                    }
                 }
             }
         }

@@ -2,6 +2,7 @@
 
 use serde_json::json;
 use wick::gpu::GpuContext;
+use wick::kernels::matmul::Reduce;
 use wick::pipeline::KvDtype;
 
 use crate::CliResult;
@@ -51,6 +52,7 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "kv_cache_default": KvDtype::default().name(),
             "kv_cache_needs_shader_f16": false,
             "decode_attention": "split",
+            "decode_gemv_reduce": Reduce::choose(a.is_software, f.subgroups).name(),
             "prefill_attention": if a.is_software { "lanes" } else { "workgroups" },
         },
         "limits": {

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use wick::gpu::GpuContext;
+use wick::kernels::matmul::Reduce;
 use wick::Engine;
 
 #[derive(Serialize)]
@@ -18,6 +19,9 @@ pub struct Info {
     /// How the KV cache stores K and V: "f16" (two to a 32-bit word, read
     /// with `unpack2x16float`, so no shader-f16 needed) or "f32".
     pub kv_cache: &'static str,
+    /// How a decode matrix-vector workgroup sums a row's lanes: "serial"
+    /// (CPU adapters), "tree" (workgroup memory) or "subgroup".
+    pub decode_gemv_reduce: &'static str,
     pub limits: Limits,
     /// What the engine holds on the GPU now, by its own count.
     pub gpu_memory: GpuMemory,
@@ -137,6 +141,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             }
         ),
         kv_cache: engine.pipeline.kv_dtype().name(),
+        decode_gemv_reduce: Reduce::choose(a.is_software, f.subgroups).name(),
         limits: Limits {
             max_buffer_size: ctx.limits.max_buffer_size,
             max_storage_buffer_binding_size: ctx.limits.max_storage_buffer_binding_size,

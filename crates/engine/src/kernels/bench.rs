@@ -180,6 +180,7 @@ pub async fn copy_bandwidth(ctx: &GpuContext, bytes: u64, iters: usize) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::matmul::Reduce;
     use crate::testutil::ctx;
 
     #[test]
@@ -197,6 +198,7 @@ mod tests {
             lanes: 8,
             group_rows: 4,
             chunked: true,
+            reduce: Reduce::Serial,
         };
         let v =
             pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::Q4_K, 8, 512, 2, shape)).unwrap();

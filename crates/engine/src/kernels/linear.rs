@@ -24,8 +24,8 @@ use std::borrow::Cow;
 use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
-    check_groups, gemv_rows, quant_vec_wgsl, vec_core_defines, vec_core_fits, Params, TileShape,
-    VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILE_M,
+    check_groups, gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits,
+    Params, TileShape, VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILE_M,
 };
 use super::rmsnorm::rms_norm;
 use super::weights::{QuantMatrix, QUANT_WGSL};
@@ -171,16 +171,31 @@ impl Linear<'_> {
 /// Records `op`: one dispatch per matrix part when decoding (m = 1), and in
 /// the prefill form also a norm and, for gating, an activation dispatch.
 pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Result<(), GpuError> {
+    linear_as(rec, op, scratch, None)
+}
+
+/// `linear`, with the vec4 core's shape given instead of the adapter's
+/// (tests run every shape on any adapter) where that core takes `op`.
+pub(crate) fn linear_as(
+    rec: &mut Recorder,
+    op: &Linear,
+    scratch: &LinearScratch,
+    vec_shape: Option<VecShape>,
+) -> Result<(), GpuError> {
     op.check()?;
     if op.m == 1 {
         let software = rec.ctx().adapter.is_software;
-        let core = if vec_core_fits(op.w, op.x_offset) {
-            GemvCore::Vec(VecShape::choose(software, op.w.format(), op.w.cols))
-        } else {
-            GemvCore::Unit {
-                rows: gemv_rows(software, 1),
-            }
-        };
+        let subgroups = rec.ctx().features.subgroups;
+        let core =
+            if vec_core_fits(op.w, op.x_offset) {
+                GemvCore::Vec(vec_shape.unwrap_or_else(|| {
+                    VecShape::choose(software, subgroups, op.w.format(), op.w.cols)
+                }))
+            } else {
+                GemvCore::Unit {
+                    rows: gemv_rows(software, 1),
+                }
+            };
         record_gemv(rec, op, core);
         return Ok(());
     }
@@ -291,7 +306,8 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
     };
     let first_extra = 4 + vec_shape.is_some() as usize;
     // Lanes 0 is the unit core; rows, lanes and the lane order fix the rest.
-    let (lanes, chunked) = vec_shape.map_or((0, 0), |v| (v.lanes, v.chunked as u32));
+    let (lanes, chunked, reduce) =
+        vec_shape.map_or((0, 0, 0), |v| (v.lanes, v.chunked as u32, v.reduce as u32));
     let key = VariantKey {
         family: "linear_gemv",
         fmt: fmt.fmt,
@@ -301,14 +317,18 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
             code,
             act as u32,
             lanes,
-            0,
+            reduce,
         ],
     };
     let make = || {
         let (mut defines, sources) = match core {
             GemvCore::Unit { rows } => {
                 let mut d = fmt.defines();
-                d.extend([("ROWS", rows.to_string().into()), ("TOKENS", "1".into())]);
+                d.extend([
+                    ("ROWS", rows.to_string().into()),
+                    ("TOKENS", "1".into()),
+                    ("SG", subgroup_lines(false)),
+                ]);
                 (
                     d,
                     vec![

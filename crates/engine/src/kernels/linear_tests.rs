@@ -5,7 +5,7 @@
 use super::*;
 use crate::format::quant::{dequantize, quantize, GgmlType};
 use crate::kernels::weights::{test_weights, GPU_DTYPES};
-use crate::testutil::{assert_shape_err, ctx, random_vec};
+use crate::testutil::{assert_shape_err, ctx, random_vec, vec_reductions};
 
 const SENTINEL: f32 = 7777.0;
 
@@ -93,7 +93,7 @@ fn reference(
 /// sentinels) and x rows from element 3 (the unit matrix-vector core) or 4
 /// (a vec4: the vec4 core where the row length allows).
 fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, seed: u64) {
-    run_at(c, dtype, part_rows, stride_pad, seed, 3)
+    run_at(c, dtype, part_rows, stride_pad, seed, 3, None)
 }
 
 fn run_at(
@@ -103,6 +103,7 @@ fn run_at(
     stride_pad: usize,
     seed: u64,
     x_offset: usize,
+    vec_shape: Option<VecShape>,
 ) {
     let ctx = ctx();
     let (k, n, m) = (c.k, c.n, c.m);
@@ -161,20 +162,16 @@ fn run_at(
         m,
     };
     let mut rec = Recorder::new(ctx);
-    linear(
-        &mut rec,
-        &op,
-        &LinearScratch {
-            normed: &normed,
-            wide: &wide,
-        },
-    )
-    .unwrap();
+    let scratch = LinearScratch {
+        normed: &normed,
+        wide: &wide,
+    };
+    linear_as(&mut rec, &op, &scratch, vec_shape).unwrap();
     pollster::block_on(rec.submit()).unwrap();
     let got = pollster::block_on(ctx.read_f32(&gout, 0, out_init.len())).unwrap();
     let (want, scale) = reference(c, &x, &norm_w, &wv, &bias[2..], &prev);
     let what = format!(
-        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride} x at {x_offset}",
+        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride} x at {x_offset} {vec_shape:?}",
         c.norm, c.bias, c.epilogue
     );
     // As assert_dot_close (testutil): f32 sums of k products, plus the norm's
@@ -262,7 +259,9 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
                     bias: !glu && (d + e) % 2 == 1,
                     epilogue,
                 };
-                run_at(&case, dtype, None, 0, (d * 10 + e) as u64, 4);
+                for shape in vec_shapes(dtype, k) {
+                    run_at(&case, dtype, None, 0, (d * 10 + e) as u64, 4, shape);
+                }
             }
         }
     }
@@ -275,7 +274,24 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
         bias: true,
         epilogue: Epilogue::Add,
     };
-    run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4);
+    for shape in vec_shapes(GgmlType::Q8_0, case.k) {
+        run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4, shape);
+    }
+}
+
+/// The adapter's vec4 core shape (`None`), then the CPU adapters' and the
+/// GPUs' shapes with each reduction this adapter runs: the norm, bias and
+/// epilogues read the reduced sums, so each reduction meets each of them.
+fn vec_shapes(dtype: GgmlType, k: usize) -> Vec<Option<VecShape>> {
+    let fmt = crate::kernels::weights::GpuFormat::of(dtype).unwrap();
+    let mut shapes = vec![None];
+    for software in [true, false] {
+        for reduce in vec_reductions() {
+            let shape = VecShape::choose(software, false, fmt, k);
+            shapes.push(Some(VecShape { reduce, ..shape }));
+        }
+    }
+    shapes
 }
 
 #[test]

@@ -14,10 +14,11 @@ use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
 pub(crate) use super::matmul_variants::{
-    gemv_rows, quant_vec_wgsl, tiled_rows, tiled_token_tiles, tiled_tokens, vec_core_defines,
-    vec_core_fits, Operand, Variant, COMMON_WGSL, EXPERT_TILE, GEMV_WGSL, MATVEC_WGSL, TILE_M,
+    gemv_rows, quant_vec_wgsl, subgroup_lines, tiled_rows, tiled_token_tiles, tiled_tokens,
+    vec_core_defines, vec_core_fits, Operand, Variant, COMMON_WGSL, EXPERT_TILE, GEMV_WGSL,
+    MATVEC_WGSL, TILE_M,
 };
-pub use super::matmul_variants::{vec_core_step, TileShape, VecShape};
+pub use super::matmul_variants::{vec_core_step, Reduce, TileShape, VecShape};
 use super::weights::{MatrixPart, QuantMatrix, UNIT};
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
 
@@ -125,8 +126,9 @@ pub fn matmul(
     m: usize,
 ) -> Result<(), GpuError> {
     let software = rec.ctx().adapter.is_software;
+    let subgroups = rec.ctx().features.subgroups;
     let form = if m == 1 && vec_core_fits(w, x_offset) {
-        Form::Vec(VecShape::choose(software, w.format(), w.cols))
+        Form::Vec(VecShape::choose(software, subgroups, w.format(), w.cols))
     } else if m <= GEMV_MAX_TOKENS {
         Form::Gemv(gemv_rows(software, m))
     } else {

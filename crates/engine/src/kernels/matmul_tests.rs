@@ -3,8 +3,8 @@
 use super::*;
 use crate::format::quant::{dequantize, quantize, GgmlType};
 use crate::kernels::weights::{test_weights, GPU_DTYPES};
-use crate::testutil::assert_shape_err;
 use crate::testutil::{assert_dot_close as check, ctx, random_vec, reference_matmul as reference};
+use crate::testutil::{assert_shape_err, vec_reductions};
 
 /// Guard value around the output: a kernel writing outside its range shows.
 const SENTINEL: f32 = 7777.0;
@@ -69,7 +69,7 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                 if m == 1 && vec_core_fits(&w, 4) {
                     // The vec4 core: lane groups from one SIMD batch to the
                     // whole workgroup, both lane orders, up to 128 rows a
-                    // workgroup (more rows than lanes).
+                    // workgroup (more rows than lanes), every reduction.
                     for (lanes, group_rows, chunked) in [
                         (64, 4, false),
                         (16, 1, false),
@@ -77,13 +77,16 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                         (8, 16, true),
                         (32, 3, true),
                     ] {
-                        let shape = VecShape {
-                            lanes,
-                            group_rows,
-                            chunked,
-                        };
-                        let vec = run(&w, &x, m, Form::Vec(shape), 4, 5);
-                        check(&vec, &want, &scale, k, &format!("{what} {shape:?}"));
+                        for reduce in vec_reductions() {
+                            let shape = VecShape {
+                                lanes,
+                                group_rows,
+                                chunked,
+                                reduce,
+                            };
+                            let vec = run(&w, &x, m, Form::Vec(shape), 4, 5);
+                            check(&vec, &want, &scale, k, &format!("{what} {shape:?}"));
+                        }
                     }
                 }
                 let tiled = run(&w, &x, m, Form::Tiled, 0, 1);
@@ -148,6 +151,7 @@ fn matmul_over_split_parts_matches_unsplit() {
                     lanes: 8,
                     group_rows: 8,
                     chunked: true,
+                    reduce: Reduce::Serial,
                 }),
             ),
             (3, Form::Gemv(16)),
@@ -211,11 +215,14 @@ fn long_rows_stay_within_the_loop_budget() {
             }
             if m == 1 {
                 for (lanes, group_rows, chunked) in [(8, 16, true), (64, 4, false)] {
-                    forms.push(Form::Vec(VecShape {
-                        lanes,
-                        group_rows,
-                        chunked,
-                    }));
+                    for reduce in vec_reductions() {
+                        forms.push(Form::Vec(VecShape {
+                            lanes,
+                            group_rows,
+                            chunked,
+                            reduce,
+                        }));
+                    }
                 }
             }
             for form in forms {

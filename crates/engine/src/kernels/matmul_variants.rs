@@ -103,6 +103,48 @@ pub struct VecShape {
     pub lanes: u32,
     pub group_rows: u32,
     pub chunked: bool,
+    pub reduce: Reduce,
+}
+
+/// How the vec4 core turns a row's `lanes` partial sums into one, after
+/// they meet in workgroup memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    /// The lane that stores the row adds them one by one: CPU adapters,
+    /// whose groups are 8 lanes and whose barriers cost more than the adds.
+    Serial = 0,
+    /// A tree in workgroup memory, log2(lanes) barriers: GPUs without
+    /// subgroups (the browser, while WebGPU does not expose them there).
+    Tree = 1,
+    /// Each subgroup sums whole rows with `subgroupAdd`, one barrier: GPUs
+    /// with subgroups. Which rows a subgroup takes comes from its own ids,
+    /// so nothing assumes how invocations map to subgroups.
+    Subgroup = 2,
+}
+
+impl Reduce {
+    /// The adapter's reduction: see the variants.
+    pub fn choose(software: bool, subgroups: bool) -> Reduce {
+        match (software, subgroups) {
+            (true, _) => Reduce::Serial,
+            (false, true) => Reduce::Subgroup,
+            (false, false) => Reduce::Tree,
+        }
+    }
+
+    /// As `wick info` and the JS `info()` name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduce::Serial => "serial",
+            Reduce::Tree => "tree",
+            Reduce::Subgroup => "subgroup",
+        }
+    }
+
+    /// The REDUCE define of matvec.wgsl.
+    fn code(self) -> u32 {
+        self as u32
+    }
 }
 
 impl VecShape {
@@ -112,14 +154,17 @@ impl VecShape {
     /// since x is re-read per group through slow per-lane loads; contiguous
     /// steps per lane. GPUs: as many lanes as the row has steps (8 to 64),
     /// about 4 rows a workgroup, interleaved steps. `bench-kernels --sweep`
-    /// times the alternatives.
-    pub(crate) fn choose(software: bool, fmt: GpuFormat, k: usize) -> VecShape {
+    /// times the alternatives. `subgroups`: whether the device has them
+    /// (`Reduce::choose`).
+    pub(crate) fn choose(software: bool, subgroups: bool, fmt: GpuFormat, k: usize) -> VecShape {
+        let reduce = Reduce::choose(software, subgroups);
         if software {
             let group_rows = if fmt.vec_step() == 64 { 16 } else { 8 };
             return VecShape {
                 lanes: 8,
                 group_rows,
                 chunked: true,
+                reduce,
             };
         }
         let steps = (k / fmt.vec_step() as usize).max(1) as u32;
@@ -128,6 +173,7 @@ impl VecShape {
             lanes,
             group_rows: (4 * lanes / 64).max(1),
             chunked: false,
+            reduce,
         }
     }
 
@@ -190,8 +236,16 @@ pub(crate) fn vec_core_defines(
             "CHUNKED",
             if shape.chunked { "true" } else { "false" }.into(),
         ),
+        ("REDUCE", shape.reduce.code().to_string().into()),
+        ("SG", subgroup_lines(shape.reduce == Reduce::Subgroup)),
     ]);
     defines
+}
+
+/// The SG define: keeps (`""`) or comments out (`"//"`) the lines that use
+/// subgroups, which a device without them must not see.
+pub(crate) fn subgroup_lines(on: bool) -> std::borrow::Cow<'static, str> {
+    std::borrow::Cow::Borrowed(if on { "" } else { "//" })
 }
 pub(crate) const GEMV_WGSL: &str = include_str!("../../../../shaders/matmul_gemv.wgsl");
 pub(crate) const TILED_WGSL: &str = concat!(
@@ -282,7 +336,14 @@ impl Variant {
         let args = match self.shape {
             Shape::Gemv { rows, tokens } => [0, rows, tokens as u32, 0, 0, 0],
             Shape::Tiled { tt, tile } => [1, tt, tile.tn, tile.x4 as u32, tile.vec as u32, 0],
-            Shape::Vec(v) => [2, v.lanes, v.group_rows, v.chunked as u32, 0, 0],
+            Shape::Vec(v) => [
+                2,
+                v.lanes,
+                v.group_rows,
+                v.chunked as u32,
+                v.reduce.code(),
+                0,
+            ],
         };
         VariantKey {
             family: self.operand.prefix(),
@@ -298,12 +359,13 @@ impl Variant {
             Shape::Vec(v) => {
                 defines = vec_core_defines(fmt, v);
                 let name = format!(
-                    "{}_vec_{}_l{}_r{}_c{}",
+                    "{}_vec_{}_l{}_r{}_c{}_s{}",
                     op.prefix(),
                     fmt.fmt,
                     v.lanes,
                     v.group_rows,
-                    v.chunked as u8
+                    v.chunked as u8,
+                    v.reduce.code()
                 );
                 (
                     name,
