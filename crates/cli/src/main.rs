@@ -5,6 +5,7 @@ mod bench;
 mod bench_kernels;
 mod chat;
 mod constrained;
+mod embed;
 mod generate;
 mod hf;
 mod info;
@@ -42,6 +43,8 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Teacher-forced logits of the last positions of an input.
     Logits(logits::LogitsArgs),
+    /// Text embeddings from a sentence-transformers (BERT) folder.
+    Embed(embed::EmbedArgs),
     /// Tokenize text as generation would.
     Tokenize(tokenize::TokenizeArgs),
     /// Render a chat template over a conversation, as transformers does.
@@ -59,6 +62,7 @@ fn main() {
         Command::Generate(args) => generate::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Logits(args) => logits::run(args),
+        Command::Embed(args) => embed::run(args),
         Command::Tokenize(args) => tokenize::run(args),
         Command::Template(args) => template::run(args),
         Command::Bench(args) => bench::run(args),

@@ -24,6 +24,8 @@ pub enum WickError {
     Sampling(#[from] SamplingError),
     #[error(transparent)]
     Constrain(#[from] ConstrainError),
+    #[error(transparent)]
+    Embed(#[from] crate::embedding::EmbedError),
     #[error(
         "{tokens} tokens do not fit the context of {ctx_len} (positions already used: {used})"
     )]

@@ -3,6 +3,7 @@
 
 pub mod completion;
 pub mod constrain;
+pub mod embedding;
 pub mod engine;
 pub mod error;
 pub mod format;

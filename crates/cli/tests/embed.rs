@@ -1,0 +1,140 @@
+//! `wick embed` as a user runs it: OpenAI's embeddings response with
+//! `--json`, one vector a line without, and inputs it cannot take refused
+//! with one error line naming them.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn minilm() -> String {
+    let dir = std::env::var_os("WICK_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
+    let path = dir.join("all-MiniLM-L6-v2");
+    assert!(
+        path.join("model.safetensors").exists(),
+        "{} not found: run scripts/fetch-models.sh minilm",
+        path.display()
+    );
+    path.to_str().unwrap().to_string()
+}
+
+fn wick(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(args)
+        .output()
+        .expect("run wick")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn embed_json_is_openais_embeddings_response() {
+    let m = minilm();
+    let file = std::env::temp_dir().join(format!("wick-embed-{}.txt", std::process::id()));
+    std::fs::write(&file, "from a file\nsecond line\n").unwrap();
+    let out = wick(&[
+        "embed",
+        "--model",
+        &m,
+        "--text",
+        "Hi",
+        "--text",
+        "I love my dog",
+        "--file",
+        file.to_str().unwrap(),
+        "--json",
+    ]);
+    std::fs::remove_file(&file).ok();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["object"], "list");
+    assert_eq!(v["model"], "all-MiniLM-L6-v2");
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(data.len(), 4);
+    for (i, d) in data.iter().enumerate() {
+        assert_eq!(d["object"], "embedding");
+        assert_eq!(d["index"], i);
+        let e: Vec<f64> = d["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(e.len(), 384);
+        let norm = e.iter().map(|x| x * x).sum::<f64>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5, "input {i}: norm {norm}");
+    }
+    // [CLS] hi [SEP] (3), [CLS] i love my dog [SEP] (6), [CLS] from a file [SEP] (5), [CLS] second line [SEP] (4).
+    assert_eq!(
+        v["usage"],
+        serde_json::json!({ "prompt_tokens": 18, "total_tokens": 18 })
+    );
+}
+
+#[test]
+fn embed_text_prints_one_vector_a_line() {
+    let out = wick(&[
+        "embed",
+        "--model",
+        &minilm(),
+        "--text",
+        "a",
+        "--text",
+        "b c",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    for line in lines {
+        let values: Vec<f32> = line.split(' ').map(|v| v.parse().unwrap()).collect();
+        assert_eq!(values.len(), 384);
+    }
+}
+
+#[test]
+fn embed_refuses_too_long_inputs_naming_them_unless_asked_to_truncate() {
+    let m = minilm();
+    let long = "word ".repeat(300);
+    let out = wick(&["embed", "--model", &m, "--text", "fine", "--text", &long]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("input 1 is 302 tokens") && err.contains("at most 256"),
+        "{err}"
+    );
+    let out = wick(&[
+        "embed",
+        "--model",
+        &m,
+        "--text",
+        &long,
+        "--truncate",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"], 256);
+}
+
+#[test]
+fn embed_bad_invocations_are_one_error_line() {
+    for (args, needle) in [
+        (
+            vec!["embed", "--model", "no/such/folder", "--text", "x"],
+            "is not a folder",
+        ),
+        (vec!["embed", "--model", "."], "nothing to embed"),
+    ] {
+        let out = wick(&args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            !err.contains("panicked") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+}

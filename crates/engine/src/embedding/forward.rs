@@ -1,0 +1,202 @@
+//! The BERT encoder's forward pass over a padded batch, recorded as one
+//! step: embed (word + position + token type, LayerNorm), then per block
+//! the post-norm residual recipe
+//!
+//!   h = LN(h + W_o attn(W_qkv h + b_qkv) + b_o)
+//!   h = LN(h + W_down gelu(W_up h + b_up) + b_down)
+//!
+//! then pooling into one row a sequence. A single input is a batch of one;
+//! many inputs of mixed lengths are padded to the longest, and attention
+//! masks the padded keys, so every input's rows are what they would be alone.
+
+use crate::gpu::{BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
+use crate::kernels::attention_bidir::{attention_bidir, BidirArgs};
+use crate::kernels::encoder_embed::{encoder_embed, EmbedTables};
+use crate::kernels::gelu::gelu_erf;
+use crate::kernels::layer_norm::layer_norm;
+use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::pool::{pool, PoolMode};
+
+use super::bert_config::BertConfig;
+use super::bert_weights::{BertWeights, Dense};
+
+/// One batch's buffers: written, run, read back, then dropped.
+pub struct Batch {
+    pub seqs: usize,
+    pub seq_len: usize,
+    /// `[seqs * seq_len]` token ids, padding included.
+    ids: BufferRef,
+    /// `[seqs]` unpadded lengths.
+    lens: BufferRef,
+    /// The hidden rows, `[tokens][dim]`.
+    hidden: BufferRef,
+    /// q, k and v, `[tokens][3 * dim]`.
+    qkv: BufferRef,
+    /// Attention's output, `[tokens][dim]`.
+    attn: BufferRef,
+    /// The MLP's inner rows, `[tokens][ffn]`.
+    inner: BufferRef,
+    /// The pooled rows, `[seqs][dim]`.
+    pub pooled: BufferRef,
+}
+
+impl Batch {
+    /// Buffers for `inputs` (token ids, each non-empty), padded with id 0.
+    pub fn new(ctx: &GpuContext, cfg: &BertConfig, inputs: &[Vec<u32>]) -> Result<Batch, GpuError> {
+        let seqs = inputs.len();
+        let seq_len = inputs.iter().map(Vec::len).max().unwrap_or(1);
+        let tokens = seqs * seq_len;
+        let mut ids = vec![0u32; tokens];
+        for (s, input) in inputs.iter().enumerate() {
+            ids[s * seq_len..][..input.len()].copy_from_slice(input);
+        }
+        let lens: Vec<u32> = inputs.iter().map(|i| i.len() as u32).collect();
+        let f32s = |label: &str, n: usize| ctx.create_storage(label, (n * 4) as u64);
+        Ok(Batch {
+            seqs,
+            seq_len,
+            ids: ctx.upload_u32("embed ids", &ids)?,
+            lens: ctx.upload_u32("embed lens", &lens)?,
+            hidden: f32s("embed hidden", tokens * cfg.dim)?,
+            qkv: f32s("embed qkv", tokens * 3 * cfg.dim)?,
+            attn: f32s("embed attn", tokens * cfg.dim)?,
+            inner: f32s("embed inner", tokens * cfg.ffn)?,
+            pooled: f32s("embed pooled", seqs * cfg.dim)?,
+        })
+    }
+
+    fn tokens(&self) -> usize {
+        self.seqs * self.seq_len
+    }
+}
+
+/// Records the whole forward pass of `batch` into `rec`, ending with the
+/// pooled rows in `batch.pooled`.
+pub fn record_forward(
+    rec: &mut Recorder,
+    cfg: &BertConfig,
+    w: &BertWeights,
+    batch: &Batch,
+    pooling: PoolMode,
+) -> Result<(), GpuError> {
+    let (d, m) = (cfg.dim, batch.tokens());
+    let tables = EmbedTables {
+        word: &w.word,
+        vocab: cfg.vocab,
+        position: &w.position,
+        positions: cfg.max_positions,
+        token_type: &w.token_type,
+        types: cfg.token_types,
+        dim: d,
+    };
+    encoder_embed(rec, &tables, &batch.ids, m, batch.seq_len, 0, &batch.hidden)?;
+    let ln = |rec: &mut Recorder, norm: &super::bert_weights::Norm| {
+        layer_norm(
+            rec,
+            &batch.hidden,
+            0,
+            &norm.weight,
+            &norm.bias,
+            m,
+            d,
+            cfg.norm_eps,
+        )
+    };
+    ln(rec, &w.embed_norm)?;
+    let args = BidirArgs {
+        seqs: batch.seqs,
+        seq_len: batch.seq_len,
+        heads: cfg.heads,
+        head_dim: cfg.head_dim,
+        row_stride: 3 * d,
+        q_col: 0,
+        k_col: d,
+        v_col: 2 * d,
+        scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+    };
+    for layer in &w.layers {
+        project(
+            rec,
+            &layer.qkv,
+            &batch.hidden,
+            &batch.qkv,
+            Epilogue::Store,
+            m,
+            &batch.inner,
+        )?;
+        attention_bidir(rec, &args, &batch.qkv, &batch.lens, &batch.attn, 0)?;
+        project(
+            rec,
+            &layer.attn_out,
+            &batch.attn,
+            &batch.hidden,
+            Epilogue::Add,
+            m,
+            &batch.inner,
+        )?;
+        ln(rec, &layer.attn_norm)?;
+        project(
+            rec,
+            &layer.up,
+            &batch.hidden,
+            &batch.inner,
+            Epilogue::Store,
+            m,
+            &batch.qkv,
+        )?;
+        gelu_erf(rec, &batch.inner, 0, m * cfg.ffn)?;
+        project(
+            rec,
+            &layer.down,
+            &batch.inner,
+            &batch.hidden,
+            Epilogue::Add,
+            m,
+            &batch.qkv,
+        )?;
+        ln(rec, &layer.ffn_norm)?;
+    }
+    pool(
+        rec,
+        &batch.hidden,
+        &batch.lens,
+        &batch.pooled,
+        batch.seqs,
+        batch.seq_len,
+        d,
+        pooling,
+    )
+}
+
+/// `out (=|+=) W x + b` over `m` rows. `unused` stands in for the scratch
+/// the linear kernel reads only when it normalises or gates, which these
+/// projections never do.
+fn project(
+    rec: &mut Recorder,
+    dense: &Dense,
+    x: &GpuBuffer,
+    out: &GpuBuffer,
+    epilogue: Epilogue,
+    m: usize,
+    unused: &GpuBuffer,
+) -> Result<(), GpuError> {
+    linear(
+        rec,
+        &Linear {
+            x,
+            x_offset: 0,
+            norm: None,
+            w: &dense.w,
+            bias: Some((&dense.bias, 0)),
+            out,
+            out_offset: 0,
+            out_stride: dense.w.rows,
+            epilogue,
+            m,
+        },
+        &LinearScratch {
+            normed: unused,
+            wide: unused,
+        },
+    )
+}

@@ -1,0 +1,197 @@
+//! Bidirectional attention for encoders (BERT-style embedding models): each
+//! query row sees every unpadded key of its own sequence, before and after
+//! it, in a batch of sequences padded to one length. q, k and v are column
+//! ranges of one projection's rows (no KV cache: an encoder reads its whole
+//! input in one step). See shaders/attention_bidir.wgsl.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::check_elems;
+use crate::gpu::{
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
+};
+
+/// The shape of one call. Columns and strides in f32 elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BidirArgs {
+    pub seqs: usize,
+    /// Padded length of every sequence; `lens` holds each one's real length.
+    pub seq_len: usize,
+    pub heads: usize,
+    /// A multiple of 4, at most `MAX_HEAD_DIM`.
+    pub head_dim: usize,
+    /// Elements between consecutive tokens' rows of `qkv` (a multiple of 4).
+    pub row_stride: usize,
+    /// First column of q, k and v in a row (multiples of 4), each
+    /// `heads * head_dim` wide.
+    pub q_col: usize,
+    pub k_col: usize,
+    pub v_col: usize,
+    pub scale: f32,
+}
+
+/// Largest head the kernel keeps in registers (EmbeddingGemma's 256).
+pub const MAX_HEAD_DIM: usize = 256;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    seqs: u32,
+    seq_len: u32,
+    heads: u32,
+    head_dim: u32,
+    row_stride: u32,
+    q_col: u32,
+    k_col: u32,
+    v_col: u32,
+    out_offset: u32,
+    scale: f32,
+    _pad: [u32; 2],
+}
+
+const K: &str = "attention_bidir";
+const WGSL: &str = include_str!("../../../../shaders/attention_bidir.wgsl");
+
+impl BidirArgs {
+    fn check(
+        &self,
+        qkv: &GpuBuffer,
+        lens: &GpuBuffer,
+        out: &GpuBuffer,
+        out_offset: usize,
+    ) -> Result<(), GpuError> {
+        let a = self;
+        if a.seqs == 0 || a.seq_len == 0 || a.heads == 0 {
+            return Err(shape_err(
+                K,
+                format!(
+                    "empty batch ({} x {} tokens, {} heads)",
+                    a.seqs, a.seq_len, a.heads
+                ),
+            ));
+        }
+        if a.head_dim == 0 || a.head_dim % 4 != 0 || a.head_dim > MAX_HEAD_DIM {
+            return Err(shape_err(
+                K,
+                format!(
+                    "head_dim {} is not a multiple of 4 in 4..={MAX_HEAD_DIM}",
+                    a.head_dim
+                ),
+            ));
+        }
+        let width = a.heads * a.head_dim;
+        if a.row_stride % 4 != 0 {
+            return Err(shape_err(
+                K,
+                format!("row stride {} is not a multiple of 4", a.row_stride),
+            ));
+        }
+        for (what, col) in [("q", a.q_col), ("k", a.k_col), ("v", a.v_col)] {
+            if col % 4 != 0 || col + width > a.row_stride {
+                return Err(shape_err(
+                    K,
+                    format!("{what} columns {col}..{} do not fit a row of {} (or start off a multiple of 4)", col + width, a.row_stride),
+                ));
+            }
+        }
+        if !a.scale.is_finite() {
+            return Err(shape_err(K, format!("scale {} is not finite", a.scale)));
+        }
+        if out.id() == qkv.id() || out.id() == lens.id() {
+            return Err(shape_err(K, "out may not live in qkv's or lens' buffer"));
+        }
+        let tokens = a.seqs * a.seq_len;
+        check_elems(K, "qkv", qkv, tokens * a.row_stride)?;
+        check_elems(K, "lens", lens, a.seqs)?;
+        check_elems(K, "out", out, out_offset + tokens * width)
+    }
+}
+
+/// Attention of `args` into `out` from `out_offset`: rows `[seqs * seq_len]
+/// [heads][head_dim]`, padded rows zero. `lens` holds each sequence's
+/// length as u32, each in `1..=seq_len` (the caller writes it; the shader
+/// clamps to `seq_len` so that a bad length cannot read past the batch).
+pub fn attention_bidir(
+    rec: &mut Recorder,
+    args: &BidirArgs,
+    qkv: &GpuBuffer,
+    lens: &GpuBuffer,
+    out: &GpuBuffer,
+    out_offset: usize,
+) -> Result<(), GpuError> {
+    args.check(qkv, lens, out, out_offset)?;
+    let hd4 = (args.head_dim / 4) as u32;
+    let key = VariantKey {
+        family: K,
+        fmt: "f32",
+        args: [hd4, 0, 0, 0, 0, 0],
+    };
+    let make = || OwnedSpec {
+        name: format!("{K}_hd{}", hd4 * 4),
+        sources: vec![WGSL],
+        defines: vec![("HD4", hd4.to_string().into())],
+        entry: "main",
+        storage: &[Access::Read, Access::Read, Access::ReadWrite],
+    };
+    let params = Params {
+        seqs: args.seqs as u32,
+        seq_len: args.seq_len as u32,
+        heads: args.heads as u32,
+        head_dim: args.head_dim as u32,
+        row_stride: args.row_stride as u32,
+        q_col: args.q_col as u32,
+        k_col: args.k_col as u32,
+        v_col: args.v_col as u32,
+        out_offset: out_offset as u32,
+        scale: args.scale,
+        _pad: [0; 2],
+    };
+    let invocations = (args.seqs * args.seq_len * args.heads) as u32;
+    rec.dispatch_variant(
+        &key,
+        make,
+        &params,
+        &[qkv, lens, out],
+        workgroups_for(invocations, 64),
+    );
+    Ok(())
+}
+
+/// The f64 reference: `out[t][h][d]` for every token, padded rows zero.
+pub fn attention_bidir_reference(a: &BidirArgs, qkv: &[f32], lens: &[u32]) -> Vec<f64> {
+    let (hd, width) = (a.head_dim, a.heads * a.head_dim);
+    let mut out = vec![0.0f64; a.seqs * a.seq_len * width];
+    for s in 0..a.seqs {
+        let len = lens[s] as usize;
+        for i in 0..len {
+            let t = s * a.seq_len + i;
+            for h in 0..a.heads {
+                let q = &qkv[t * a.row_stride + a.q_col + h * hd..][..hd];
+                let scores: Vec<f64> = (0..len)
+                    .map(|j| {
+                        let k = &qkv[(s * a.seq_len + j) * a.row_stride + a.k_col + h * hd..][..hd];
+                        a.scale as f64
+                            * q.iter()
+                                .zip(k)
+                                .map(|(&x, &y)| x as f64 * y as f64)
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                let total: f64 = weights.iter().sum();
+                for (j, w) in weights.iter().enumerate() {
+                    let v = &qkv[(s * a.seq_len + j) * a.row_stride + a.v_col + h * hd..][..hd];
+                    for d in 0..hd {
+                        out[(t * a.heads + h) * hd + d] += w / total * v[d] as f64;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "attention_bidir_tests.rs"]
+mod tests;

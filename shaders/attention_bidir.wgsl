@@ -1,0 +1,95 @@
+// Bidirectional (encoder) attention over a batch of padded sequences: every
+// query row of sequence s sees every key of s that is not padding, before and
+// after it (no causal mask), and nothing of other sequences. BERT-style
+// embedding models read a whole input at once, so there is no KV cache: q, k
+// and v are columns of one projection's output rows.
+//
+// Layout: token t = s * seq_len + i (i < seq_len; rows i >= lens[s] are
+// padding). Row t of qkv holds q, k and v at columns q_col, k_col, v_col,
+// each [heads][head_dim]. One invocation per (token, head), keys in turn
+// with an online softmax (running max, rescaled sum and accumulator) in
+// registers: no workgroup memory and no barriers, which suits short inputs
+// (an embedding input is at most a few hundred tokens) and CPU adapters.
+// Padded query rows are written as zeros so that nothing downstream reads
+// uninitialised values.
+
+struct Params {
+    seqs: u32,       // sequences in the batch
+    seq_len: u32,    // padded length of each
+    heads: u32,
+    head_dim: u32,   // HD4 * 4
+    row_stride: u32, // elements between consecutive tokens' rows of qkv
+    q_col: u32,      // first column of q in a row (multiple of 4)
+    k_col: u32,      // of k (multiple of 4)
+    v_col: u32,      // of v (multiple of 4)
+    out_offset: u32, // first element of out
+    scale: f32,      // multiplies q.k, usually 1 / sqrt(head_dim)
+    _pad0: u32,
+    _pad1: u32,
+}
+
+const WG: u32 = 64u;
+const NEG_BIG: f32 = -3.0e38; // finite stand-in for -infinity
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;     // [seqs * seq_len * row_stride / 4]
+@group(0) @binding(2) var<storage, read> lens: array<u32>;          // [seqs]: unpadded lengths, each in 1 ..= seq_len
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;     // [out_offset + seqs * seq_len * heads * head_dim]
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let idx = gid.x + gid.y * groups.x * WG;
+    let tokens = p.seqs * p.seq_len;
+    if (idx >= tokens * p.heads) {
+        return;
+    }
+    let t = idx / p.heads;
+    let h = idx % p.heads;
+    let s = t / p.seq_len;
+    let len = min(lens[s], p.seq_len);
+    let ob = p.out_offset + (t * p.heads + h) * p.head_dim;
+    if (t - s * p.seq_len >= len) {
+        for (var d = 0u; d < p.head_dim; d++) {
+            out[ob + d] = 0.0;
+        }
+        return;
+    }
+    let stride4 = p.row_stride / 4u;
+    let head4 = h * {{HD4}}u;
+    var q: array<vec4<f32>, {{HD4}}>;
+    let qb = t * stride4 + p.q_col / 4u + head4;
+    for (var d = 0u; d < {{HD4}}u; d++) {
+        q[d] = qkv[qb + d] * p.scale;
+    }
+    var acc: array<vec4<f32>, {{HD4}}>;
+    var m = NEG_BIG;
+    var l = 0.0;
+    let first = s * p.seq_len;
+    for (var j = 0u; j < len; j++) {
+        let kb = (first + j) * stride4 + p.k_col / 4u + head4;
+        var dot4 = vec4(0.0);
+        for (var d = 0u; d < {{HD4}}u; d++) {
+            dot4 += q[d] * qkv[kb + d];
+        }
+        let score = dot4.x + dot4.y + dot4.z + dot4.w;
+        let m_new = max(m, score);
+        // On the first key m is NEG_BIG and l, acc are 0: the clamp keeps
+        // exp's argument in range.
+        let alpha = exp(max(m - m_new, -80.0));
+        let wgt = exp(score - m_new);
+        m = m_new;
+        l = l * alpha + wgt;
+        let vb = (first + j) * stride4 + p.v_col / 4u + head4;
+        for (var d = 0u; d < {{HD4}}u; d++) {
+            acc[d] = acc[d] * alpha + wgt * qkv[vb + d];
+        }
+    }
+    // l >= 1: the key holding the max contributes exp(0).
+    for (var d = 0u; d < {{HD4}}u; d++) {
+        let o = acc[d] / l;
+        out[ob + 4u * d] = o.x;
+        out[ob + 4u * d + 1u] = o.y;
+        out[ob + 4u * d + 2u] = o.z;
+        out[ob + 4u * d + 3u] = o.w;
+    }
+}

@@ -1,0 +1,135 @@
+//! all-MiniLM-L6-v2 (BERT, sentence-transformers) against sentence-transformers'
+//! own embeddings (tests/fixtures/embed/minilm_reference.json, made by the
+//! script beside it): the tokenizer's ids exactly, and each embedding to a
+//! cosine similarity of at least 0.999, one input at a time and all 16 in one
+//! padded batch; the batch also equals the single inputs.
+
+use serde::Deserialize;
+use wick::embedding::{pooling_path, EmbedFiles, EmbedOptions, Embedder, SentenceFiles};
+use wick_tests::{gpu, model_path, workspace_root};
+
+#[derive(Deserialize)]
+struct Reference {
+    inputs: Vec<RefInput>,
+}
+
+#[derive(Deserialize)]
+struct RefInput {
+    text: String,
+    ids: Vec<u32>,
+    embedding: Vec<f32>,
+}
+
+fn reference() -> Reference {
+    let path = workspace_root().join("tests/fixtures/embed/minilm_reference.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+pub fn load_minilm() -> Embedder {
+    let dir = model_path("all-MiniLM-L6-v2");
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let modules = read("modules.json");
+    let pooling_dir = pooling_path(&modules).unwrap().unwrap();
+    let pooling = read(&format!("{pooling_dir}/config.json"));
+    let files = (
+        read("config.json"),
+        read("tokenizer.json"),
+        read("model.safetensors"),
+        read("sentence_bert_config.json"),
+    );
+    Embedder::load_hf(
+        gpu(),
+        &EmbedFiles {
+            config: &files.0,
+            tokenizer: &files.1,
+            safetensors: &files.2,
+            sentence: SentenceFiles {
+                modules: Some(&modules),
+                pooling: Some(&pooling),
+                sentence_bert: Some(&files.3),
+            },
+        },
+    )
+    .unwrap()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+    let na: f64 = a.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
+
+/// The smallest cosine over the inputs, failing below 0.999.
+fn check(got: &[wick::embedding::Embedding], want: &[RefInput], what: &str) -> f64 {
+    assert_eq!(got.len(), want.len(), "{what}: count");
+    let mut min = 1.0f64;
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.vector.len(), 384, "{what}: dim");
+        assert_eq!(g.tokens, w.ids.len(), "{what}: input {i} tokens");
+        let norm: f64 = g
+            .vector
+            .iter()
+            .map(|&x| x as f64 * x as f64)
+            .sum::<f64>()
+            .sqrt();
+        assert!(
+            (norm - 1.0).abs() < 1e-5,
+            "{what}: input {i} is not unit length ({norm})"
+        );
+        let c = cosine(&g.vector, &w.embedding);
+        assert!(c >= 0.999, "{what}: input {i} ({:?}): cosine {c}", w.text);
+        min = min.min(c);
+    }
+    eprintln!("{what}: min cosine {min:.9} (1 - min = {:.2e})", 1.0 - min);
+    min
+}
+
+#[test]
+fn minilm_matches_sentence_transformers_one_at_a_time_and_batched() {
+    let embedder = load_minilm();
+    let reference = reference();
+    let texts: Vec<&str> = reference.inputs.iter().map(|r| r.text.as_str()).collect();
+    assert_eq!(texts.len(), 16);
+    let ids = embedder.tokenize(&texts, EmbedOptions::default()).unwrap();
+    for (i, (got, r)) in ids.iter().zip(&reference.inputs).enumerate() {
+        assert_eq!(got, &r.ids, "input {i} ({:?}): token ids", r.text);
+    }
+    let mut single = Vec::new();
+    for t in &texts {
+        single.extend(pollster::block_on(embedder.embed(&[t], EmbedOptions::default())).unwrap());
+    }
+    check(&single, &reference.inputs, "batch of 1");
+    let batch = pollster::block_on(embedder.embed(&texts, EmbedOptions::default())).unwrap();
+    check(&batch, &reference.inputs, "batch of 16");
+    // Padding must not leak into a sequence's rows: the same math per input
+    // (the projections' tiling may differ with the row count, so allow f32
+    // rounding, far below what a masked key or row would change).
+    for (i, (a, b)) in single.iter().zip(&batch).enumerate() {
+        let c = cosine(&a.vector, &b.vector);
+        assert!(c > 0.999_999, "input {i}: batch vs alone cosine {c}");
+    }
+}
+
+#[test]
+fn inputs_past_the_limit_are_refused_naming_them_or_truncated_on_request() {
+    let embedder = load_minilm();
+    assert_eq!(
+        embedder.max_tokens(),
+        256,
+        "sentence_bert_config.json's max_seq_length"
+    );
+    let long = "word ".repeat(300);
+    let err =
+        pollster::block_on(embedder.embed(&["short", &long], EmbedOptions::default())).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("input 1 is 302 tokens") && msg.contains("at most 256"),
+        "{msg}"
+    );
+    let cut =
+        pollster::block_on(embedder.embed(&[&long], EmbedOptions { truncate: true })).unwrap();
+    assert_eq!(cut[0].tokens, 256);
+    let empty: [&str; 0] = [];
+    assert!(pollster::block_on(embedder.embed(&empty, EmbedOptions::default())).is_err());
+}
