@@ -196,7 +196,7 @@ fn generate(
     prompt: &[u32],
     sampling: &SamplingParams,
 ) -> (String, ConstrainedOutput) {
-    let mut constraint = compiler.compile(grammar).unwrap();
+    let constraint = compiler.compile(grammar).unwrap();
     let stop = StopCriteria {
         stop_ids: engine.tokenizer.stop_ids(),
         max_tokens: MAX_TOKENS,
@@ -205,7 +205,7 @@ fn generate(
         prompt,
         sampling,
         &stop,
-        &mut constraint,
+        constraint,
         &mut |_| true,
     ))
     .unwrap();
@@ -300,7 +300,7 @@ fn regex_and_lark_grammars_match() {
             .into(),
     );
     // Cut short by max_tokens: finish reason Length, exactly that many tokens.
-    let mut constraint = compiler.compile(&rx).unwrap();
+    let constraint = compiler.compile(&rx).unwrap();
     let stop = StopCriteria {
         stop_ids: engine.tokenizer.stop_ids(),
         max_tokens: 3,
@@ -309,7 +309,7 @@ fn regex_and_lark_grammars_match() {
         &ids,
         &seeded(3),
         &stop,
-        &mut constraint,
+        constraint,
         &mut |_| true,
     ))
     .unwrap();

@@ -59,7 +59,7 @@ pub fn run(args: &GenerateArgs, sampling: &SamplingParams, grammar: Grammar) -> 
     let vocab = engine.pipeline.model().config.vocab_size;
     let compile_start = std::time::Instant::now();
     let compiler = GrammarCompiler::new(&engine.tokenizer, vocab)?;
-    let mut constraint = compiler.compile(&grammar)?;
+    let constraint = compiler.compile(&grammar)?;
     let compile_seconds = compile_start.elapsed().as_secs_f64();
     let tokenizer = &engine.tokenizer;
     let mut stream = StreamDecoder::new(tokenizer, true);
@@ -85,7 +85,7 @@ pub fn run(args: &GenerateArgs, sampling: &SamplingParams, grammar: Grammar) -> 
         &prompt,
         sampling,
         &stop,
-        &mut constraint,
+        constraint,
         &mut on_token,
     ))?;
     if let Some(e) = stream_error {

@@ -10,6 +10,12 @@
 //! token. It ends when the grammar is finished (an end token sampled where
 //! the grammar accepts, or nothing more can follow), or at `max_tokens` or a
 //! full context, where the output is cut short of a match.
+//!
+//! `start_constrained` / `next_constrained_token` step it one token at a
+//! time (the JS bindings stream that way, as `Generation` does for free
+//! text); `generate_constrained` runs it to the end.
+
+use std::collections::VecDeque;
 
 use web_time::Instant;
 
@@ -19,6 +25,7 @@ use super::stopping::{FinishReason, StopCriteria};
 use super::Pipeline;
 use crate::constrain::Constraint;
 use crate::error::WickError;
+use crate::gpu::CounterSnapshot;
 
 pub struct ConstrainedOutput {
     /// Generated ids, sampled and forced, an end token included.
@@ -44,12 +51,217 @@ impl ConstrainedOutput {
     }
 }
 
+/// A constrained generation in progress (`Pipeline::start_constrained`).
+pub struct ConstrainedGeneration {
+    constraint: Constraint,
+    sampler: Sampler,
+    sampling: SamplingParams,
+    stop: StopCriteria,
+    prompt: Vec<u32>,
+    /// Host tokens to run before the next sample: the prompt, then the last
+    /// sampled token and the tokens forced after it.
+    host: Vec<u32>,
+    mask: Vec<u32>,
+    /// Handed out by a step but not yet returned by `next_constrained_token`.
+    queue: VecDeque<u32>,
+    out: ConstrainedOutput,
+    reason: Option<FinishReason>,
+    /// `finish_constrained` ran: the stats are final.
+    finished: bool,
+    start: Instant,
+    decode_start: Instant,
+    counters_before: CounterSnapshot,
+}
+
+impl ConstrainedGeneration {
+    /// Tokens generated so far (sampled and forced; some may still wait in
+    /// the queue of `next_constrained_token`).
+    pub fn ids(&self) -> &[u32] {
+        &self.out.ids
+    }
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.reason
+    }
+    pub fn stats(&self) -> &GenerationStats {
+        &self.out.stats
+    }
+    /// Ends after the tokens already returned (the text reached a stop
+    /// string): finishes as `Stop`.
+    pub fn stop_at_string(&mut self) {
+        self.end_early(FinishReason::Stop);
+    }
+    /// Stops after the tokens already returned (an abort).
+    pub fn cancel(&mut self) {
+        self.end_early(FinishReason::Cancelled);
+    }
+    fn end_early(&mut self, reason: FinishReason) {
+        if !self.finished && (self.reason.is_none() || !self.queue.is_empty()) {
+            // Tokens queued but never returned are not part of the output.
+            let kept = self.out.ids.len() - self.queue.len();
+            self.out.ids.truncate(kept);
+            self.queue.clear();
+            self.reason = Some(reason);
+        }
+    }
+
+    /// Appends `ids` to the output as far as `max_tokens` allows; says why
+    /// to stop, if it is time.
+    fn hand_out(&mut self, ids: &[u32], forced: bool) -> Option<FinishReason> {
+        for &id in ids {
+            if self.out.ids.len() >= self.stop.max_tokens {
+                return Some(FinishReason::Length);
+            }
+            self.out.ids.push(id);
+            self.queue.push_back(id);
+            self.out.forced_tokens += forced as usize;
+        }
+        (self.out.ids.len() >= self.stop.max_tokens).then_some(FinishReason::Length)
+    }
+}
+
 impl Pipeline {
     /// Restricts the GPU sampler to the tokens `words` allows (see
     /// `kernels::sample::SamplerState::set_mask`) until `configure_sampler`.
     pub fn set_token_mask(&mut self, words: &[u32]) -> Result<(), WickError> {
         let ctx = self.ctx.clone();
         Ok(self.sampler.set_mask(&ctx, words)?)
+    }
+
+    /// Starts generating from `prompt` (a fresh sequence) under
+    /// `constraint`; nothing runs on the GPU until the first
+    /// `next_constrained_token`.
+    pub fn start_constrained(
+        &mut self,
+        prompt: &[u32],
+        sampling: &SamplingParams,
+        stop: StopCriteria,
+        mut constraint: Constraint,
+    ) -> Result<ConstrainedGeneration, WickError> {
+        let sampler = Sampler::new(sampling.clone())?;
+        if stop.max_tokens == 0 {
+            return Err(WickError::InvalidOption("max tokens must be > 0".into()));
+        }
+        self.reset();
+        self.configure_sampler(sampling, prompt)?;
+        let start = Instant::now();
+        let forced = constraint.take_forced()?;
+        let mut g = ConstrainedGeneration {
+            constraint,
+            sampler,
+            sampling: sampling.clone(),
+            stop,
+            prompt: prompt.to_vec(),
+            host: prompt.to_vec(),
+            mask: Vec::new(),
+            queue: VecDeque::new(),
+            out: ConstrainedOutput {
+                ids: Vec::new(),
+                finish_reason: FinishReason::Cancelled,
+                stats: GenerationStats {
+                    prompt_tokens: prompt.len(),
+                    tokens_per_submit: 1,
+                    weight_bytes_per_token: self.model().weight_bytes_per_token(),
+                    ..Default::default()
+                },
+                mask_seconds: start.elapsed().as_secs_f64(),
+                masks: 0,
+                forced_tokens: 0,
+            },
+            reason: None,
+            finished: false,
+            start,
+            decode_start: start,
+            counters_before: self.ctx.counters.snapshot(),
+        };
+        g.reason = g.hand_out(&forced, true);
+        g.host.extend(&forced);
+        if g.reason.is_none() && g.constraint.is_finished() {
+            g.reason = Some(FinishReason::Stop);
+        }
+        Ok(g)
+    }
+
+    /// The next token of `g`, or `None` once it has finished: a step runs
+    /// (mask, sample, the grammar's forced tokens after it) only when the
+    /// tokens of the last one are all returned.
+    pub async fn next_constrained_token(
+        &mut self,
+        g: &mut ConstrainedGeneration,
+    ) -> Result<Option<u32>, WickError> {
+        if g.queue.is_empty() && g.reason.is_none() {
+            self.constrained_step(g).await?;
+        }
+        // A step hands out a token or ends the generation, so an empty queue
+        // here means the end.
+        let next = g.queue.pop_front();
+        if next.is_none() && !g.finished {
+            self.finish_constrained(g);
+        }
+        Ok(next)
+    }
+
+    /// One sampled token under the mask, and the tokens forced after it.
+    async fn constrained_step(&mut self, g: &mut ConstrainedGeneration) -> Result<(), WickError> {
+        if self.pos + g.host.len().max(1) > self.ctx_len() {
+            g.reason = Some(FinishReason::ContextFull);
+            return Ok(());
+        }
+        let t = Instant::now();
+        g.constraint.next_mask(&mut g.mask)?;
+        g.out.mask_seconds += t.elapsed().as_secs_f64();
+        g.out.masks += 1;
+        self.set_token_mask(&g.mask)?;
+        if !g.host.is_empty() && g.sampling.penalties_on() {
+            // Forced tokens were never sampled, so the GPU's penalty window
+            // lacks them: refill it with the whole sequence.
+            let seq: Vec<u32> = g.prompt.iter().chain(&g.out.ids).copied().collect();
+            self.sampler.write_history(&self.ctx, &seq);
+        }
+        let u = g.sampler.next_uniform();
+        let id = if g.host.is_empty() {
+            // The last sampled token is still in the token ring.
+            self.decode_sampled(&[u]).await?.0[0]
+        } else {
+            self.prefill_sampled(&g.host, u).await?
+        };
+        if g.out.masks == 1 {
+            // The prompt's step: prefill and the first token.
+            g.out.stats.prefill_seconds = g.start.elapsed().as_secs_f64();
+            g.out.stats.time_to_first_token = g.out.stats.prefill_seconds;
+            g.decode_start = Instant::now();
+        } else {
+            // Positions this step ran: the ring's token, or the host chunk.
+            g.out.stats.decode_steps += g.host.len().max(1);
+        }
+        g.host.clear();
+        let t = Instant::now();
+        g.constraint.consume(id)?;
+        let forced = if g.constraint.is_finished() {
+            Vec::new()
+        } else {
+            g.constraint.take_forced()?
+        };
+        g.out.mask_seconds += t.elapsed().as_secs_f64();
+        g.reason = g.hand_out(&[id], false);
+        if g.reason.is_none() && !forced.is_empty() {
+            g.reason = g.hand_out(&forced, true);
+            g.host.push(id);
+            g.host.extend(&forced);
+        }
+        if g.constraint.is_finished() || g.stop.stop_ids.contains(&id) {
+            g.reason = Some(FinishReason::Stop);
+        }
+        Ok(())
+    }
+
+    /// The mask off, the stats final.
+    fn finish_constrained(&mut self, g: &mut ConstrainedGeneration) {
+        g.finished = true;
+        self.sampler.clear_mask();
+        g.out.finish_reason = g.reason.unwrap_or(FinishReason::Cancelled);
+        g.out.stats.generated_tokens = g.out.ids.len();
+        g.out.stats.decode_seconds = g.decode_start.elapsed().as_secs_f64();
+        g.out.stats.decode_counters = self.ctx.counters.snapshot().since(g.counters_before);
     }
 
     /// Generates from `prompt` (a fresh sequence) under `constraint`.
@@ -59,122 +271,15 @@ impl Pipeline {
         prompt: &[u32],
         sampling: &SamplingParams,
         stop: &StopCriteria,
-        constraint: &mut Constraint,
+        constraint: Constraint,
         on_token: &mut dyn FnMut(u32) -> bool,
     ) -> Result<ConstrainedOutput, WickError> {
-        let mut sampler = Sampler::new(sampling.clone())?;
-        if stop.max_tokens == 0 {
-            return Err(WickError::InvalidOption("max tokens must be > 0".into()));
-        }
-        self.reset();
-        self.configure_sampler(sampling, prompt)?;
-        let mut out = ConstrainedOutput {
-            ids: Vec::new(),
-            finish_reason: FinishReason::Cancelled,
-            stats: GenerationStats {
-                prompt_tokens: prompt.len(),
-                tokens_per_submit: 1,
-                weight_bytes_per_token: self.model().weight_bytes_per_token(),
-                ..Default::default()
-            },
-            mask_seconds: 0.0,
-            masks: 0,
-            forced_tokens: 0,
-        };
-        let counters_before = self.ctx.counters.snapshot();
-        let start = Instant::now();
-        let mut decode_start = start;
-        // Host tokens to run before the next sample: the prompt, then the
-        // last sampled token and the tokens forced after it.
-        let mut host: Vec<u32> = prompt.to_vec();
-        let mut mask = Vec::new();
-        let t = Instant::now();
-        let forced = constraint.take_forced()?;
-        out.mask_seconds += t.elapsed().as_secs_f64();
-        let mut reason = self.hand_out(&mut out, &forced, true, stop, on_token);
-        host.extend(&forced);
-        if reason.is_none() && constraint.is_finished() {
-            reason = Some(FinishReason::Stop);
-        }
-        while reason.is_none() {
-            if self.pos + host.len().max(1) > self.ctx_len() {
-                reason = Some(FinishReason::ContextFull);
-                break;
-            }
-            let t = Instant::now();
-            constraint.next_mask(&mut mask)?;
-            out.mask_seconds += t.elapsed().as_secs_f64();
-            out.masks += 1;
-            self.set_token_mask(&mask)?;
-            if !host.is_empty() && sampling.penalties_on() {
-                // Forced tokens were never sampled, so the GPU's penalty
-                // window lacks them: refill it with the whole sequence.
-                let seq: Vec<u32> = prompt.iter().chain(&out.ids).copied().collect();
-                self.sampler.write_history(&self.ctx, &seq);
-            }
-            let u = sampler.next_uniform();
-            let id = if host.is_empty() {
-                // The last sampled token is still in the token ring.
-                self.decode_sampled(&[u]).await?.0[0]
-            } else {
-                self.prefill_sampled(&host, u).await?
-            };
-            if out.masks == 1 {
-                // The prompt's step: prefill and the first token.
-                out.stats.prefill_seconds = start.elapsed().as_secs_f64();
-                out.stats.time_to_first_token = out.stats.prefill_seconds;
-                decode_start = Instant::now();
-            } else {
-                // Positions this step ran: the ring's token, or the host chunk.
-                out.stats.decode_steps += host.len().max(1);
-            }
-            host.clear();
-            let t = Instant::now();
-            constraint.consume(id)?;
-            let forced = if constraint.is_finished() {
-                Vec::new()
-            } else {
-                constraint.take_forced()?
-            };
-            out.mask_seconds += t.elapsed().as_secs_f64();
-            reason = self.hand_out(&mut out, &[id], false, stop, on_token);
-            if reason.is_none() && !forced.is_empty() {
-                reason = self.hand_out(&mut out, &forced, true, stop, on_token);
-                host.push(id);
-                host.extend(&forced);
-            }
-            if constraint.is_finished() || stop.stop_ids.contains(&id) {
-                reason = Some(FinishReason::Stop);
-            }
-        }
-        self.sampler.clear_mask();
-        out.finish_reason = reason.unwrap_or(FinishReason::Cancelled);
-        out.stats.generated_tokens = out.ids.len();
-        out.stats.decode_seconds = decode_start.elapsed().as_secs_f64();
-        out.stats.decode_counters = self.ctx.counters.snapshot().since(counters_before);
-        Ok(out)
-    }
-
-    /// Appends `ids` to the output as far as `max_tokens` allows, showing
-    /// each to `on_token`; says why to stop, if it is time.
-    fn hand_out(
-        &self,
-        out: &mut ConstrainedOutput,
-        ids: &[u32],
-        forced: bool,
-        stop: &StopCriteria,
-        on_token: &mut dyn FnMut(u32) -> bool,
-    ) -> Option<FinishReason> {
-        for &id in ids {
-            if out.ids.len() >= stop.max_tokens {
-                return Some(FinishReason::Length);
-            }
-            out.ids.push(id);
-            out.forced_tokens += forced as usize;
+        let mut g = self.start_constrained(prompt, sampling, stop.clone(), constraint)?;
+        while let Some(id) = self.next_constrained_token(&mut g).await? {
             if !on_token(id) {
-                return Some(FinishReason::Cancelled);
+                g.cancel();
             }
         }
-        (out.ids.len() >= stop.max_tokens).then_some(FinishReason::Length)
+        Ok(g.out)
     }
 }
