@@ -7,6 +7,7 @@ use crate::model::ModelError;
 use crate::pipeline::sampling::SamplingError;
 use crate::tokenizer::chat_template::ChatTemplateError;
 use crate::tokenizer::TokenizerError;
+use crate::tools::ToolError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WickError {
@@ -24,6 +25,8 @@ pub enum WickError {
     Sampling(#[from] SamplingError),
     #[error(transparent)]
     Constrain(#[from] ConstrainError),
+    #[error(transparent)]
+    Tools(#[from] ToolError),
     #[error(
         "{tokens} tokens do not fit the context of {ctx_len} (positions already used: {used})"
     )]
