@@ -7,6 +7,7 @@ use crate::model::ModelError;
 use crate::pipeline::sampling::SamplingError;
 use crate::tokenizer::chat_template::ChatTemplateError;
 use crate::tokenizer::TokenizerError;
+use crate::tools::ToolError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WickError {
@@ -26,6 +27,8 @@ pub enum WickError {
     Constrain(#[from] ConstrainError),
     #[error(transparent)]
     Embed(#[from] crate::embedding::EmbedError),
+    #[error(transparent)]
+    Tools(#[from] ToolError),
     #[error(
         "{tokens} tokens do not fit the context of {ctx_len} (positions already used: {used})"
     )]

@@ -14,6 +14,7 @@ pub mod model;
 pub mod pipeline;
 pub mod preflight;
 pub mod tokenizer;
+pub mod tools;
 
 pub use engine::Engine;
 pub use error::WickError;

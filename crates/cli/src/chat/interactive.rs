@@ -6,16 +6,19 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use wick::pipeline::stopping::FinishReason;
+use wick::tools::{ToolCall, ToolCompletion};
 
 use super::session::{ChatError, ChatSession};
 use crate::CliResult;
 
-const HELP: &str = "commands: /reset (start over), /stats (the last turn's numbers), /exit";
+const HELP: &str = "commands: /tool RESULT (a tool's result for the oldest unanswered call), \
+                    /reset (start over), /stats (the last turn's numbers), /exit";
 
 /// What a line of input asks for.
 #[derive(Debug, PartialEq)]
 enum Input<'a> {
     Message(&'a str),
+    ToolResult(&'a str),
     Reset,
     Stats,
     Exit,
@@ -32,6 +35,7 @@ fn parse(line: &str) -> Input<'_> {
         "/stats" => Input::Stats,
         "/exit" | "/quit" => Input::Exit,
         "/help" => Input::Help,
+        cmd if cmd.starts_with("/tool ") => Input::ToolResult(cmd["/tool ".len()..].trim()),
         cmd if cmd.starts_with('/') => Input::Unknown(cmd),
         _ => Input::Message(line),
     }
@@ -63,14 +67,21 @@ pub fn run(mut session: ChatSession, model_name: &str) -> CliResult {
                 eprintln!("(the conversation and the cache are cleared)");
             }
             Input::Stats => writeln!(std::io::stdout(), "{}", stats_line(&session))?,
-            Input::Message(text) => turn(&mut session, text)?,
+            Input::Message(text) => turn(&mut session, |s, out| s.turn(text, out).map(Some))?,
+            Input::ToolResult(text) => turn(&mut session, |s, out| s.tool_result(text, out))?,
         }
     }
 }
 
-/// Streams one reply; a failed turn is reported and the chat goes on,
-/// unless the GPU failed.
-fn turn(session: &mut ChatSession, text: &str) -> CliResult {
+/// Streams one reply (`None`: calls still wait for results); a failed turn
+/// is reported and the chat goes on, unless the GPU failed.
+fn turn(
+    session: &mut ChatSession,
+    step: impl FnOnce(
+        &mut ChatSession,
+        &mut dyn FnMut(&str) -> bool,
+    ) -> Result<Option<ToolCompletion>, ChatError>,
+) -> CliResult {
     let mut stdout = std::io::stdout();
     let mut on_text = |piece: &str| {
         // A closed stdout ends the reply; the loop then ends at EOF.
@@ -78,10 +89,23 @@ fn turn(session: &mut ChatSession, text: &str) -> CliResult {
             .and_then(|_| stdout.flush())
             .is_ok()
     };
-    match session.turn(text, &mut on_text) {
-        Ok(reply) => {
-            writeln!(std::io::stdout())?;
-            if reply.finish_reason == FinishReason::ContextFull {
+    match step(session, &mut on_text) {
+        Ok(None) => {
+            eprintln!("(more calls wait for results: /tool RESULT)");
+            Ok(())
+        }
+        Ok(Some(reply)) => {
+            let mut stdout = std::io::stdout();
+            if reply.reply.content.is_some() {
+                writeln!(stdout)?;
+            }
+            for call in &reply.reply.tool_calls {
+                writeln!(stdout, "{}", call_line(call))?;
+            }
+            if !reply.reply.tool_calls.is_empty() {
+                eprintln!("(answer each call with /tool RESULT)");
+            }
+            if reply.completion.finish_reason == FinishReason::ContextFull {
                 let (used, ctx_len) = session.context_used();
                 eprintln!(
                     "the context is full ({used}/{ctx_len} positions): /reset starts a new conversation"
@@ -99,6 +123,11 @@ fn turn(session: &mut ChatSession, text: &str) -> CliResult {
             Ok(())
         }
     }
+}
+
+/// A call as one readable line: `-> name({"a": 1})  [call_...]`.
+pub fn call_line(call: &ToolCall) -> String {
+    format!("-> {}({})  [{}]", call.name, call.arguments, call.id)
 }
 
 /// One line: the last turn's prompt (and how much of it the cache held),
@@ -132,6 +161,10 @@ mod tests {
         assert_eq!(parse("/exit"), Input::Exit);
         assert_eq!(parse("/quit\n"), Input::Exit);
         assert_eq!(parse("/frobnicate\n"), Input::Unknown("/frobnicate"));
+        assert_eq!(
+            parse("/tool {\"t\": 18}\n"),
+            Input::ToolResult("{\"t\": 18}")
+        );
         assert_eq!(parse(" \n"), Input::Blank);
     }
 }

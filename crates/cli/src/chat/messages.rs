@@ -2,7 +2,10 @@
 //! loads: an array of `{role, content}` objects whose content is a string or
 //! an array of `{"type": "text", "text": ...}` parts. Parts are joined into
 //! one string, as the browser's `chat.completions.create` joins them, since
-//! chat templates read `content` as text.
+//! chat templates read `content` as text. An assistant message with
+//! `tool_calls` may have a null content; a `tool` message carries its
+//! `tool_call_id` through (`wick::tools::messages_for_template` readies
+//! both for the template).
 
 use serde_json::{Map, Value};
 
@@ -75,7 +78,13 @@ fn checked(index: usize, m: Value) -> Result<Value, MessagesError> {
     if !ROLES.contains(&role.as_str()) {
         return Err(MessagesError::UnknownRole { index, role });
     }
+    // OpenAI's assistant message that only calls tools has a null content.
+    let calls = role == "assistant" && fields.get("tool_calls").is_some_and(Value::is_array);
     let content = match fields.remove("content") {
+        None | Some(Value::Null) if calls => {
+            fields.insert("content".into(), Value::Null);
+            return Ok(Value::Object(fields));
+        }
         None | Some(Value::Null) => return Err(MessagesError::MissingContent { index }),
         Some(Value::String(s)) => s,
         Some(Value::Array(parts)) => joined_text(index, &parts)?,
@@ -131,6 +140,24 @@ mod tests {
         .unwrap();
         assert_eq!(m[0]["content"], "Hi, there");
         assert_eq!(m[0]["name"], "ann");
+    }
+
+    #[test]
+    fn tool_calls_may_come_without_content() {
+        let m = parse(
+            r#"[{"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+                 "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "42"}]"#,
+        )
+        .unwrap();
+        assert_eq!(m[0]["content"], Value::Null);
+        assert_eq!(m[0]["tool_calls"][0]["id"], "call_1");
+        assert_eq!(m[1]["tool_call_id"], "call_1");
+        // Without tool_calls, an assistant's content is still required.
+        assert_eq!(
+            parse(r#"[{"role": "assistant", "content": null}]"#).unwrap_err(),
+            MessagesError::MissingContent { index: 0 }
+        );
     }
 
     #[test]

@@ -10,6 +10,9 @@ mod session;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+use wick::tools::{ToolChoice, ToolSet};
+
 use crate::load::ModelArgs;
 use crate::sampling::SamplingArgs;
 use crate::CliResult;
@@ -40,6 +43,21 @@ pub struct ChatArgs {
     /// streaming the reply.
     #[arg(long, requires = "messages")]
     pub json: bool,
+    /// A JSON file holding OpenAI's `tools` array ([{"type": "function",
+    /// "function": {name, description, parameters}}]): described to the
+    /// model by its chat template, its calls parsed from the reply.
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+    /// auto (the model decides), none (tools not shown), required (at least
+    /// one call, decoding constrained to well-formed calls) or a tool's name
+    /// (that tool is called).
+    #[arg(
+        long,
+        value_name = "CHOICE",
+        requires = "tools",
+        default_value = "auto"
+    )]
+    pub tool_choice: String,
 }
 
 pub fn run(args: ChatArgs) -> CliResult {
@@ -49,12 +67,15 @@ pub fn run(args: ChatArgs) -> CliResult {
         return Err("--max-tokens must be at least 1".into());
     }
     check_kwargs(&args.kwargs)?;
+    let (tools, tool_choice) = read_tools(args.tools.as_deref(), &args.tool_choice)?;
     let conversation = args.messages.as_deref().map(read_messages).transpose()?;
     let settings = ReplySettings {
         sampling,
         stop_strings: args.sampling.stop.clone(),
         max_tokens: args.max_tokens,
         kwargs: args.kwargs.clone(),
+        tools,
+        tool_choice,
     };
     let preamble: Vec<_> = args
         .system
@@ -86,9 +107,37 @@ pub fn run(args: ChatArgs) -> CliResult {
         let object = response::chat_completion(&reply, &model_name);
         writeln!(stdout, "{}", serde_json::to_string_pretty(&object)?)?;
     } else {
-        writeln!(stdout)?;
+        if reply.reply.content.is_some() {
+            writeln!(stdout)?;
+        }
+        for call in &reply.reply.tool_calls {
+            writeln!(stdout, "{}", interactive::call_line(call))?;
+        }
     }
     Ok(())
+}
+
+/// The tools file and the choice, checked before any model loads.
+fn read_tools(path: Option<&Path>, choice: &str) -> Result<(Value, ToolChoice), String> {
+    let Some(path) = path else {
+        return Ok((Value::Null, ToolChoice::Auto));
+    };
+    let json = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the tools file '{}': {e}", path.display()))?;
+    let tools: Value = serde_json::from_str(&json)
+        .map_err(|e| format!("the tools file '{}' is not JSON: {e}", path.display()))?;
+    let choice = match choice {
+        "auto" => ToolChoice::Auto,
+        "none" => ToolChoice::None,
+        "required" => ToolChoice::Required,
+        name => ToolChoice::Function(name.to_string()),
+    };
+    // The tools and the choice checked against each other now; the format
+    // (the model's template) only once it is loaded. Any Hermes-style
+    // source stands in for it here.
+    ToolSet::new(&tools, choice.clone(), "<tool_call>")
+        .map_err(|e| format!("the tools file '{}': {e}", path.display()))?;
+    Ok((tools, choice))
 }
 
 fn read_messages(path: &Path) -> Result<Vec<serde_json::Value>, String> {

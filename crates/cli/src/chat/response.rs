@@ -4,10 +4,13 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use wick::completion::Completion;
+use wick::tools::ToolCompletion;
 
 /// `model` names the loaded model as the user gave it (its file name).
-pub fn chat_completion(c: &Completion, model: &str) -> Value {
+/// The message carries `tool_calls` (and a null `content` when the reply is
+/// only calls) and `finish_reason` is `"tool_calls"` when the model called.
+pub fn chat_completion(reply: &ToolCompletion, model: &str) -> Value {
+    let c = &reply.completion;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -22,9 +25,9 @@ pub fn chat_completion(c: &Completion, model: &str) -> Value {
         "system_fingerprint": format!("wick-{}", env!("CARGO_PKG_VERSION")),
         "choices": [{
             "index": 0,
-            "message": { "role": "assistant", "content": c.text, "refusal": null },
+            "message": reply.message(),
             "logprobs": null,
-            "finish_reason": c.finish_reason.openai(),
+            "finish_reason": reply.finish_reason(),
         }],
         "usage": {
             "prompt_tokens": prompt_tokens,

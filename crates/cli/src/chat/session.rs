@@ -5,11 +5,12 @@
 //! framing around it).
 
 use serde_json::Value;
-use wick::completion::Completion;
+use wick::constrain::GrammarCompiler;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stats::GenerationStats;
 use wick::pipeline::stopping::StopCriteria;
 use wick::tokenizer::chat_template::ChatTemplate;
+use wick::tools::{messages_for_template, ToolChoice, ToolCompletion, ToolEvent, ToolSet};
 use wick::{Engine, WickError};
 
 use super::messages::message;
@@ -24,6 +25,8 @@ pub enum ChatError {
         prompt_tokens: usize,
         ctx_len: usize,
     },
+    #[error("no tool call is waiting for a result")]
+    NoPendingCall,
     #[error(transparent)]
     Engine(#[from] WickError),
 }
@@ -45,6 +48,9 @@ pub struct ReplySettings {
     pub max_tokens: Option<usize>,
     /// More template variables: a JSON object (`{"enable_thinking": false}`).
     pub kwargs: String,
+    /// OpenAI's `tools` array (`Value::Null`: none) and `tool_choice`.
+    pub tools: Value,
+    pub tool_choice: ToolChoice,
 }
 
 pub struct ChatSession {
@@ -55,16 +61,27 @@ pub struct ChatSession {
     preamble: Vec<Value>,
     history: Vec<Value>,
     last_stats: Option<GenerationStats>,
+    tools: Option<ToolSet>,
+    /// Built at the first reply that forces calls, then kept.
+    compiler: Option<GrammarCompiler>,
+    /// Ids of the last reply's calls not yet answered by `tool_result`.
+    pending_calls: Vec<String>,
 }
 
 impl ChatSession {
-    /// A session over the model's own chat template.
+    /// A session over the model's own chat template, whose tool-call
+    /// format the tools' calls follow.
     pub fn new(
         engine: Engine,
         settings: ReplySettings,
         preamble: Vec<Value>,
     ) -> Result<ChatSession, WickError> {
         let template = ChatTemplate::from_gguf(&engine.gguf, &engine.tokenizer)?;
+        let tools = ToolSet::new(
+            &settings.tools,
+            settings.tool_choice.clone(),
+            template.source(),
+        )?;
         Ok(ChatSession {
             engine,
             template,
@@ -72,6 +89,9 @@ impl ChatSession {
             history: preamble.clone(),
             preamble,
             last_stats: None,
+            tools,
+            compiler: None,
+            pending_calls: Vec::new(),
         })
     }
 
@@ -86,7 +106,7 @@ impl ChatSession {
         &mut self,
         text: &str,
         on_text: &mut dyn FnMut(&str) -> bool,
-    ) -> Result<Completion, ChatError> {
+    ) -> Result<ToolCompletion, ChatError> {
         self.history.push(message("user", text));
         let reply = self.reply(on_text);
         if reply.is_err() {
@@ -95,11 +115,39 @@ impl ChatSession {
         reply
     }
 
-    /// The assistant's reply to the history, appended to it.
+    /// A tool's result for the oldest call of the last reply not yet
+    /// answered; once every call has its result, the reply to them.
+    /// `None` (no reply yet) while calls are still unanswered.
+    pub fn tool_result(
+        &mut self,
+        content: &str,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<Option<ToolCompletion>, ChatError> {
+        if self.pending_calls.is_empty() {
+            return Err(ChatError::NoPendingCall);
+        }
+        let id = self.pending_calls.remove(0);
+        self.history.push(serde_json::json!({
+            "role": "tool", "tool_call_id": id, "content": content,
+        }));
+        if !self.pending_calls.is_empty() {
+            return Ok(None);
+        }
+        let reply = self.reply(on_text);
+        if reply.is_err() {
+            // As a failed turn: the result can be given again.
+            self.history.pop();
+            self.pending_calls.insert(0, id);
+        }
+        reply.map(Some)
+    }
+
+    /// The assistant's reply to the history, appended to it. Content
+    /// streams to `on_text`; calls come whole in the result.
     pub fn reply(
         &mut self,
         on_text: &mut dyn FnMut(&str) -> bool,
-    ) -> Result<Completion, ChatError> {
+    ) -> Result<ToolCompletion, ChatError> {
         let prompt_ids = self.prompt_ids()?;
         let ctx_len = self.engine.pipeline.ctx_len();
         if prompt_ids.len() >= ctx_len {
@@ -113,24 +161,58 @@ impl ChatSession {
             // Unbounded, the reply ends at the end of the context.
             max_tokens: self.settings.max_tokens.unwrap_or(ctx_len),
         };
-        let completion = pollster::block_on(self.engine.complete(
-            &prompt_ids,
-            &self.settings.sampling,
-            stop,
-            &self.settings.stop_strings,
-            on_text,
-        ))?;
-        self.history.push(message("assistant", &completion.text));
-        self.last_stats = Some(completion.stats.clone());
-        Ok(completion)
+        let s = &self.settings;
+        let out = match &self.tools {
+            Some(tools) => {
+                if tools.constrained() && self.compiler.is_none() {
+                    let vocab = self.engine.pipeline.model().config.vocab_size;
+                    let compiler = GrammarCompiler::new(&self.engine.tokenizer, vocab)
+                        .map_err(WickError::from)?;
+                    self.compiler = Some(compiler);
+                }
+                let mut on_event = |e: &ToolEvent| match e {
+                    ToolEvent::Content(text) => on_text(text),
+                    ToolEvent::Call(_) => true,
+                };
+                pollster::block_on(self.engine.complete_with_tools(
+                    &prompt_ids,
+                    &s.sampling,
+                    stop,
+                    &s.stop_strings,
+                    tools,
+                    self.compiler.as_ref(),
+                    &mut on_event,
+                ))?
+            }
+            None => pollster::block_on(self.engine.complete(
+                &prompt_ids,
+                &s.sampling,
+                stop,
+                &s.stop_strings,
+                on_text,
+            ))?
+            .into(),
+        };
+        self.history.push(out.message());
+        self.pending_calls = out.reply.tool_calls.iter().map(|c| c.id.clone()).collect();
+        self.last_stats = Some(out.completion.stats.clone());
+        Ok(out)
     }
 
-    /// The history rendered with the assistant's turn opened, as ids.
+    /// The history rendered with the assistant's turn opened, as ids; the
+    /// tools (if any) as the template's `tools`.
     fn prompt_ids(&self) -> Result<Vec<u32>, WickError> {
-        let messages = Value::from(self.history.clone()).to_string();
+        let messages = Value::from(messages_for_template(&self.history)).to_string();
+        let mut kwargs: serde_json::Map<String, Value> =
+            serde_json::from_str(&self.settings.kwargs)
+                .map_err(|e| WickError::InvalidOption(format!("--kwargs: {e}")))?;
+        if let Some(tools) = &self.tools {
+            kwargs.insert("tools".into(), tools.template_tools().clone());
+        }
+        let kwargs = Value::Object(kwargs).to_string();
         let text = self
             .template
-            .render_json_with_kwargs(&messages, true, &self.settings.kwargs)?;
+            .render_json_with_kwargs(&messages, true, &kwargs)?;
         Ok(self.template.encode(&self.engine.tokenizer, &text)?)
     }
 
@@ -138,6 +220,7 @@ impl ChatSession {
     /// contents, so the next turn starts from nothing.
     pub fn reset(&mut self) {
         self.history = self.preamble.clone();
+        self.pending_calls.clear();
         self.engine.pipeline.reset();
         self.last_stats = None;
     }

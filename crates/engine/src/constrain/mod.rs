@@ -63,7 +63,7 @@ impl Grammar {
 /// chooses one. Free whitespace lets a small model emit spaces and newlines
 /// until `max_tokens` cuts the JSON short; a fixed layout also lets the
 /// separators be forced rather than sampled.
-fn compact(schema: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn compact(schema: &serde_json::Value) -> serde_json::Value {
     let mut schema = schema.clone();
     if let Some(obj) = schema.as_object_mut() {
         obj.entry("x-guidance").or_insert_with(|| {

@@ -1,0 +1,152 @@
+//! A chat reply with tools: free decoding parsed as it streams (`"auto"`),
+//! or decoding under the tools' grammar (`"required"`, a named function).
+
+use serde_json::{json, Value};
+
+use super::{ToolEvent, ToolReply, ToolSet};
+use crate::completion::Completion;
+use crate::constrain::GrammarCompiler;
+use crate::engine::Engine;
+use crate::error::WickError;
+use crate::pipeline::sampling::SamplingParams;
+use crate::pipeline::stopping::{FinishReason, StopCriteria};
+use crate::tokenizer::StreamDecoder;
+
+pub struct ToolCompletion {
+    /// The generation: ids, the raw text (calls in the model's syntax),
+    /// finish reason and stats.
+    pub completion: Completion,
+    /// The text as content and calls.
+    pub reply: ToolReply,
+}
+
+impl From<Completion> for ToolCompletion {
+    /// A reply without tools: all of its text is content.
+    fn from(completion: Completion) -> ToolCompletion {
+        let reply = ToolReply {
+            content: Some(completion.text.clone()),
+            tool_calls: Vec::new(),
+        };
+        ToolCompletion { completion, reply }
+    }
+}
+
+impl ToolCompletion {
+    /// OpenAI's `finish_reason`: `"tool_calls"` where the reply made calls
+    /// and ended on its own; otherwise as `FinishReason::openai`.
+    pub fn finish_reason(&self) -> Option<&'static str> {
+        match self.completion.finish_reason {
+            FinishReason::Stop if !self.reply.tool_calls.is_empty() => Some("tool_calls"),
+            r => r.openai(),
+        }
+    }
+
+    /// OpenAI's `message`: `content` (null when the reply is only calls),
+    /// and `tool_calls` when there are any.
+    pub fn message(&self) -> Value {
+        let mut m = json!({
+            "role": "assistant",
+            "content": self.reply.content,
+            "refusal": null,
+        });
+        if !self.reply.tool_calls.is_empty() {
+            let calls: Vec<Value> = self
+                .reply
+                .tool_calls
+                .iter()
+                .map(|c| c.to_openai())
+                .collect();
+            m["tool_calls"] = Value::from(calls);
+        }
+        m
+    }
+}
+
+impl Engine {
+    /// Generates a reply to `prompt` (a conversation rendered with
+    /// `tools.template_tools()`), handing `on_event` its content and call
+    /// deltas as they settle; false from it stops. Free decoding runs as
+    /// `Engine::complete` (prefix reuse, stop strings). Forced calls run
+    /// under the tools' grammar as `Pipeline::generate_constrained` (a fresh
+    /// sequence; stop strings do not apply, the grammar ends it). `compiler`:
+    /// the model's grammar compiler, if the caller keeps one; else one is
+    /// built for this call when a grammar is needed.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn complete_with_tools(
+        &mut self,
+        prompt: &[u32],
+        sampling: &SamplingParams,
+        stop: StopCriteria,
+        stop_strings: &[String],
+        tools: &ToolSet,
+        compiler: Option<&GrammarCompiler>,
+        on_event: &mut dyn FnMut(&ToolEvent) -> bool,
+    ) -> Result<ToolCompletion, WickError> {
+        let mut stream = tools.stream();
+        let mut reply = ToolReply::default();
+        let mut listening = true;
+        let mut hand_on = |events: Vec<ToolEvent>, reply: &mut ToolReply| {
+            for e in &events {
+                reply.apply(e);
+                if listening {
+                    listening = on_event(e);
+                }
+            }
+            listening
+        };
+        let completion = if tools.constrained() {
+            let built;
+            let compiler = match compiler {
+                Some(c) => c,
+                None => {
+                    let vocab = self.pipeline.model().config.vocab_size;
+                    built = GrammarCompiler::new(&self.tokenizer, vocab)?;
+                    &built
+                }
+            };
+            let Some(grammar) = tools.grammar(compiler, &self.tokenizer)? else {
+                return Err(WickError::InvalidOption(
+                    "this tool_choice does not force calls".into(),
+                ));
+            };
+            let constraint = compiler.compile(&grammar)?;
+            let mut decoder = StreamDecoder::new(&self.tokenizer, true);
+            let mut text = String::new();
+            let mut failed = None;
+            let mut on_token = |id: u32| match decoder.push(id) {
+                Ok(piece) => {
+                    text.push_str(&piece);
+                    hand_on(stream.push(&piece), &mut reply)
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            };
+            let out = self
+                .pipeline
+                .generate_constrained(prompt, sampling, &stop, constraint, &mut on_token)
+                .await?;
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
+            let tail = decoder.finish()?;
+            text.push_str(&tail);
+            hand_on(stream.push(&tail), &mut reply);
+            Completion {
+                ids: out.ids,
+                text,
+                finish_reason: out.finish_reason,
+                stop_string: None,
+                stats: out.stats,
+            }
+        } else {
+            let mut on_text = |piece: &str| hand_on(stream.push(piece), &mut reply);
+            self.complete(prompt, sampling, stop, stop_strings, &mut on_text)
+                .await?
+        };
+        hand_on(stream.finish(), &mut reply);
+        reply.finish();
+        Ok(ToolCompletion { completion, reply })
+    }
+}
