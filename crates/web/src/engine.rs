@@ -1,11 +1,12 @@
 //! A loaded model, as the JavaScript wrapper sees it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
+use wick::constrain::{Constraint, Grammar, GrammarCompiler};
 use wick::gpu::GpuContext;
 use wick::pipeline::reasoning::ReasoningSplit;
 use wick::pipeline::sampling::SamplingParams;
@@ -19,6 +20,7 @@ use wick::Engine;
 use crate::generation::{Output, WasmGeneration};
 use crate::info::{self, Info};
 use crate::logprobs::MAX_TOP_LOGPROBS;
+use crate::run::Run;
 use crate::{from_js, js_coded, js_err, js_wick_err, to_js};
 
 /// What the engine and its generations share. The pipeline is borrowed for
@@ -32,7 +34,32 @@ pub(crate) struct Shared {
     /// Bumped by every `start`: an older generation's state is gone.
     pub epoch: Cell<u64>,
     pub disposed: Cell<bool>,
+    /// The vocabulary as llguidance sees it, built at the first constrained
+    /// generation (a fraction of a second to a second) and kept.
+    grammars: OnceCell<GrammarCompiler>,
     ctx: Arc<GpuContext>,
+}
+
+impl Shared {
+    /// `grammar` compiled against this model's vocabulary; a grammar that
+    /// does not compile is an `InvalidRequestError` on `grammar`.
+    fn constraint(&self, grammar: &Grammar) -> Result<Constraint, JsValue> {
+        let compiler = match self.grammars.get() {
+            Some(c) => c,
+            None => {
+                let vocab = self.info.model.vocab_size;
+                let c = GrammarCompiler::new(&self.tokenizer, vocab)
+                    .map_err(|e| js_err(format!("building the grammar vocabulary: {e}")))?;
+                self.grammars.get_or_init(|| c)
+            }
+        };
+        compiler.compile(grammar).map_err(|e| {
+            field_err(
+                "grammar",
+                &format!("the {} does not compile: {e}", grammar.kind()),
+            )
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -59,6 +86,31 @@ struct GenerateOptions {
     /// A chat reply: split the template's `<think>` block into `reasoning`
     /// (see `wick::pipeline::reasoning` for when it applies).
     reasoning: bool,
+    /// At most one grammar the output must match (constrained decoding):
+    /// a JSON schema, a regular expression, or a Lark grammar.
+    json_schema: Option<serde_json::Value>,
+    regex: Option<String>,
+    lark: Option<String>,
+}
+
+impl GenerateOptions {
+    /// The grammar asked for, if any; more than one is an error.
+    fn grammar(&mut self) -> Result<Option<Grammar>, JsValue> {
+        let asked = [
+            self.json_schema.take().map(Grammar::JsonSchema),
+            self.regex.take().map(Grammar::Regex),
+            self.lark.take().map(Grammar::Lark),
+        ];
+        let mut asked = asked.into_iter().flatten();
+        let first = asked.next();
+        if asked.next().is_some() {
+            return Err(field_err(
+                "grammar",
+                "give at most one of jsonSchema, regex and grammar",
+            ));
+        }
+        Ok(first)
+    }
 }
 
 impl Default for GenerateOptions {
@@ -79,6 +131,9 @@ impl Default for GenerateOptions {
             stop: Vec::new(),
             logprobs: None,
             reasoning: false,
+            json_schema: None,
+            regex: None,
+            lark: None,
         }
     }
 }
@@ -105,6 +160,7 @@ impl WasmEngine {
                 info,
                 epoch: Cell::new(0),
                 disposed: Cell::new(false),
+                grammars: OnceCell::new(),
                 ctx,
             }),
         })
@@ -253,8 +309,16 @@ impl WasmEngine {
         let shared = self.shared.clone();
         let o: Result<GenerateOptions, JsValue> = from_js("generate options", options);
         wasm_bindgen_futures::future_to_promise(async move {
-            let o = o?;
+            let mut o = o?;
             check_prompt(&shared, &prompt_ids)?;
+            let grammar = o.grammar()?;
+            if grammar.is_some() && o.logprobs.is_some() {
+                return Err(coded_field_err(
+                    "logprobs",
+                    "not supported with a grammar (response_format) yet",
+                    "unsupported_field",
+                ));
+            }
             let stops = StopStrings::new(&o.stop).map_err(js_wick_err)?;
             if o.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
                 return Err(field_err(
@@ -302,10 +366,22 @@ impl WasmEngine {
                 .map_err(|_| js_err("the engine is busy with another generation step"))?;
             let epoch = shared.epoch.get() + 1;
             shared.epoch.set(epoch);
-            let gen = pipeline
-                .start_generation(&prompt_ids, &sampling, stop)
-                .await
-                .map_err(js_wick_err)?;
+            let gen = match &grammar {
+                None => Run::Free(
+                    pipeline
+                        .start_generation(&prompt_ids, &sampling, stop)
+                        .await
+                        .map_err(js_wick_err)?,
+                ),
+                Some(g) => {
+                    let constraint = shared.constraint(g)?;
+                    Run::Constrained(
+                        pipeline
+                            .start_constrained(&prompt_ids, &sampling, stop, constraint)
+                            .map_err(js_wick_err)?,
+                    )
+                }
+            };
             drop(pipeline);
             let out = Output {
                 stops,
@@ -350,7 +426,13 @@ fn check_prompt(shared: &Shared, ids: &[u32]) -> Result<(), JsValue> {
 /// An `InvalidRequestError` naming the request field (errors.js writes the
 /// message as `field: why`).
 fn field_err(field: &str, why: &str) -> JsValue {
-    let e = js_coded(why, "invalid_request", &[]);
+    coded_field_err(field, why, "invalid_request")
+}
+
+/// An error with `code` naming the request field (`invalid_request`,
+/// `unsupported_field`).
+fn coded_field_err(field: &str, why: &str, code: &str) -> JsValue {
+    let e = js_coded(why, code, &[]);
     // Setting a property on a fresh Error object cannot fail.
     let _ = js_sys::Reflect::set(&e, &JsValue::from_str("field"), &JsValue::from_str(field));
     e

@@ -25,6 +25,7 @@ mod generation;
 mod info;
 mod loader;
 mod logprobs;
+mod run;
 
 pub use engine::WasmEngine;
 pub use generation::WasmGeneration;

@@ -107,10 +107,12 @@ impl SentenceConfig {
                     pooling = Some(pooling_mode(json)?);
                 }
                 "Normalize" if pooling.is_some() && i + 1 == modules.len() => normalize = true,
-                _ => return Err(err(format!(
+                _ => {
+                    return Err(err(format!(
                     "module {i} '{}' (wick runs Transformer, Pooling, then optionally Normalize)",
                     m.kind
-                ))),
+                )))
+                }
             }
         }
         let pooling = pooling.ok_or_else(|| err("modules.json has no Pooling module".into()))?;

@@ -74,10 +74,10 @@ pub struct ConstrainedGeneration {
 }
 
 impl ConstrainedGeneration {
-    /// Tokens generated so far (sampled and forced; some may still wait in
-    /// the queue of `next_constrained_token`).
+    /// Tokens returned so far by `next_constrained_token` (sampled and
+    /// forced).
     pub fn ids(&self) -> &[u32] {
-        &self.out.ids
+        &self.out.ids[..self.out.ids.len() - self.queue.len()]
     }
     pub fn finish_reason(&self) -> Option<FinishReason> {
         self.reason
