@@ -10,6 +10,7 @@ use wgpu::util::DeviceExt;
 
 use super::context::{GpuContext, GpuCounters};
 use super::error::GpuError;
+use super::fault::scoped_oom;
 use super::residency::Tracked;
 
 static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
@@ -101,12 +102,14 @@ impl GpuContext {
     pub fn create_storage(&self, label: &str, size: u64) -> Result<BufferRef, GpuError> {
         let size = storage_size(size);
         self.check_buffer_size(label, size)?;
-        let raw = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage: STORAGE_USAGE,
-            mapped_at_creation: false,
-        });
+        let raw = scoped_oom(&self.device, label, size, || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: STORAGE_USAGE,
+                mapped_at_creation: false,
+            })
+        })?;
         Ok(self.wrap(label, raw))
     }
 
@@ -114,22 +117,22 @@ impl GpuContext {
     pub fn upload_bytes(&self, label: &str, bytes: &[u8]) -> Result<BufferRef, GpuError> {
         let padded_len = storage_size(bytes.len() as u64);
         self.check_buffer_size(label, padded_len)?;
+        let init = |contents: &[u8]| {
+            scoped_oom(&self.device, label, padded_len, || {
+                self.device
+                    .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                        label: Some(label),
+                        contents,
+                        usage: STORAGE_USAGE,
+                    })
+            })
+        };
         let raw = if padded_len == bytes.len() as u64 {
-            self.device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents: bytes,
-                    usage: STORAGE_USAGE,
-                })
+            init(bytes)?
         } else {
             let mut padded = bytes.to_vec();
             padded.resize(padded_len as usize, 0);
-            self.device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents: &padded,
-                    usage: STORAGE_USAGE,
-                })
+            init(&padded)?
         };
         Ok(self.wrap(label, raw))
     }
