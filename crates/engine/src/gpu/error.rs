@@ -12,7 +12,7 @@ pub enum GpuError {
     ShaderCompile { kernel: String, message: String },
     #[error("GPU validation failed in {what}: {message}")]
     Validation { what: String, message: String },
-    #[error("the GPU ran out of memory {what}: {message}; the engine is unusable, free memory (a smaller model or context) and load again")]
+    #[error("the GPU ran out of memory ({what}): {message}; the engine is unusable, free memory (a smaller model or context) and load again")]
     OutOfMemory { what: String, message: String },
     #[error("buffer '{label}' of {size} bytes exceeds the adapter's {limit_name} ({limit} bytes)")]
     BufferTooLarge {
