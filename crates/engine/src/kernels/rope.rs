@@ -76,12 +76,7 @@ impl Rotary<'_> {
         }
         let (low, high, mscale) = self.yarn_params();
         let ext = self.yarn.ext_factor;
-        // The ramp's ends only matter with ext_factor on (a zero original
-        // context makes them infinite, harmlessly, without it).
-        if !(mscale.is_finite()
-            && ext.is_finite()
-            && (ext == 0.0 || low.is_finite() && high.is_finite()))
-        {
+        if !(mscale.is_finite() && ext.is_finite() && low.is_finite() && high.is_finite()) {
             return Err(shape_err(
                 kernel,
                 format!(
@@ -92,10 +87,16 @@ impl Rotary<'_> {
         Ok(())
     }
 
-    /// The ramp's first and last pair and the factor on cos and sin.
+    /// The ramp's first and last pair (0 when YaRN is off: the kernels do
+    /// not read them, and a file without YaRN has no original context, whose
+    /// ramp would be infinite) and the factor on cos and sin.
     pub(crate) fn yarn_params(&self) -> (f32, f32, f32) {
+        let mscale = self.yarn.mscale(self.freq_scale);
+        if self.yarn.ext_factor == 0.0 {
+            return (0.0, 0.0, mscale);
+        }
         let [low, high] = self.yarn.corr_dims(self.n_rot, self.theta);
-        (low, high, self.yarn.mscale(self.freq_scale))
+        (low, high, mscale)
     }
 }
 
