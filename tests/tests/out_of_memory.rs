@@ -78,6 +78,17 @@ fn an_allocation_the_driver_refuses_is_out_of_memory() {
         Err(other) => panic!("wanted OutOfMemory, got {other:?}"),
         Ok(_) => panic!("{size} bytes allocated under a cap of {limit} bytes"),
     }
+    // The upload path (a buffer created mapped, filled, unmapped): the
+    // bytes are in hand before the cap, only the device's copy is refused.
+    let bytes = vec![7u8; size as usize];
+    let limit = mapped_bytes() + (32 << 20);
+    let result = with_address_space(limit, || ctx.upload_bytes("weights", &bytes));
+    match result {
+        Err(GpuError::OutOfMemory { what, .. }) => assert!(what.contains("'weights'"), "{what}"),
+        Err(other) => panic!("wanted OutOfMemory, got {other:?}"),
+        Ok(_) => panic!("{size} bytes uploaded under a cap of {limit} bytes"),
+    }
+    drop(bytes);
     // A failed allocation is the caller's to handle (a load gives up): the
     // device itself is fine, and work goes on.
     let small = ctx.upload_f32("small", &[1.0, 2.0]).unwrap();
