@@ -153,6 +153,13 @@ fn yarn(meta: &Meta, is_yarn: bool, freq_scale: f32, ctx_train: usize) -> Result
             false => get_mscale(factor, 1.0),
         };
         attn_factor *= 1.0 / (1.0 + 0.1 * factor.ln());
+        // A negative multiplier can make get_mscale 0 or negative.
+        if !(attn_factor.is_finite() && attn_factor > 0.0) {
+            return Err(ModelError::Config(format!(
+                "{} gives a YaRN magnitude of {attn_factor}: it must be finite and > 0",
+                key("yarn_log_multiplier")
+            )));
+        }
     }
     let orig_key = key("original_context_length");
     let n_ctx_orig = match meta.file.meta_u64_opt(&orig_key)? {
@@ -364,6 +371,15 @@ mod tests {
         let m = refusal(&[("rope.scaling.yarn_beta_fast", f(f32::NAN))]);
         assert!(
             m.contains("llama.rope.scaling.yarn_beta_fast is NaN"),
+            "{m}"
+        );
+        let m = refusal(&[
+            ("rope.scaling.type", s("yarn")),
+            ("rope.scaling.factor", f(4.0)),
+            ("rope.scaling.yarn_log_multiplier", f(-1.0)),
+        ]);
+        assert!(
+            m.contains("yarn_log_multiplier gives a YaRN magnitude of"),
             "{m}"
         );
         let m = refusal(&[(
