@@ -6,6 +6,12 @@
 // rope_freqs.weight, as llama.cpp divides by it); freq_scale is linear
 // position scaling (1 / rope.scaling.factor).
 //
+// YaRN (ggml's rope_yarn), on where ext_factor != 0: the angle blends the
+// scaled one above with the unscaled one, by a ramp over the pairs that is 1
+// below corr_low and 0 above corr_high, times ext_factor. cos and sin are
+// multiplied by mscale (attn_factor, with YaRN's 1 + 0.1 ln(1 / freq_scale)
+// folded in on the CPU; 1.0 for plain RoPE).
+//
 // The pair layout:
 //   interleaved (neox == 0): elements (2i, 2i + 1). llama.cpp's converter
 //     permutes the llama architecture's Q/K weights so that adjacent pairs
@@ -25,6 +31,10 @@ struct Params {
     neox: u32,      // 0: interleaved pairs, 1: neox pairs
     log2_base_step: f32, // 2 * log2(base) / n_rot, computed in f64 on the CPU
     freq_scale: f32,     // multiplies every angle (1.0 without position scaling)
+    ext_factor: f32,     // YaRN's share of the unscaled angle; 0: off
+    corr_low: f32,       // YaRN's ramp: pairs <= corr_low unscaled...
+    corr_high: f32,      // ...pairs >= corr_high scaled
+    mscale: f32,         // multiplies cos and sin
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -37,6 +47,17 @@ struct Params {
 const TWO_PI_HI: f32 = 6.28125;
 const TWO_PI_LO: f32 = 0.0019353071795864769;
 const INV_TWO_PI: f32 = 0.15915494309189535;
+
+// The angle of pair i from its unscaled angle theta (ggml's rope_yarn).
+fn yarn_angle(theta: f32, i: u32) -> f32 {
+    let interp = theta * p.freq_scale;
+    if (p.ext_factor == 0.0) {
+        return interp;
+    }
+    let y = (f32(i) - p.corr_low) / max(0.001, p.corr_high - p.corr_low);
+    let mix = (1.0 - clamp(y, 0.0, 1.0)) * p.ext_factor;
+    return interp * (1.0 - mix) + theta * mix;
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -60,14 +81,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     // integers below 2^24, so f32(pos) is exact.
     var freq = exp2(-f32(i) * p.log2_base_step);
 {{FREQ_FACTORS}}    freq /= freq_factors[i];
-    let angle = f32(p.pos0 + token) * freq * p.freq_scale;
+    let angle = yarn_angle(f32(p.pos0 + token) * freq, i);
     // WGSL bounds sin/cos error only on [-pi, pi]: reduce first. The product
     // k * TWO_PI_HI is exact, and so is the subtraction (Sterbenz), so the
     // reduction adds only ~k * 2^-24 * TWO_PI_LO of error.
     let k = round(angle * INV_TWO_PI);
     let r = (angle - k * TWO_PI_HI) - k * TWO_PI_LO;
-    let c = cos(r);
-    let s = sin(r);
+    let c = cos(r) * p.mscale;
+    let s = sin(r) * p.mscale;
 
     let x0 = x[a];
     let x1 = x[b];

@@ -9,7 +9,8 @@
 // Rotation as rope.wgsl: pair i (< n_rot / 2) turns by
 // pos * base^(-2i / n_rot) / factor_i * freq_scale (factor_i is 1, or
 // freq_factors[i] in the FREQ_FACTORS variant); interleaved pairs (2i, 2i + 1) or
-// neox pairs (i, i + n_rot / 2); elements from n_rot on pass through.
+// neox pairs (i, i + n_rot / 2); elements from n_rot on pass through. YaRN's
+// ramp and magnitude scale as rope.wgsl applies them.
 // Cache layout: see kernels/kv.rs. An f16 cache (the F16 variant: lines
 // marked F16 live, F32 ones commented out, and the reverse) is written a word
 // (two elements) at a time: keys are rotated into workgroup memory first.
@@ -28,6 +29,10 @@ struct Params {
     log2_base_step: f32, // 2 * log2(base) / n_rot, computed in f64 on the CPU
     freq_scale: f32,
     eps: f32,            // of the q/k norms
+    ext_factor: f32,     // YaRN, see rope.wgsl; 0: off
+    corr_low: f32,
+    corr_high: f32,
+    mscale: f32,         // multiplies cos and sin
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -55,10 +60,16 @@ var<workgroup> partial: array<f32, WG>;
 fn rotation(i: u32, pos: u32) -> vec2<f32> {
     var freq = exp2(-f32(i) * p.log2_base_step);
 {{FREQ_FACTORS}}    freq /= freq_factors[i];
-    let angle = f32(pos) * freq * p.freq_scale;
+    let theta = f32(pos) * freq;
+    var angle = theta * p.freq_scale;
+    if (p.ext_factor != 0.0) {
+        let y = (f32(i) - p.corr_low) / max(0.001, p.corr_high - p.corr_low);
+        let mix = (1.0 - clamp(y, 0.0, 1.0)) * p.ext_factor;
+        angle = angle * (1.0 - mix) + theta * mix;
+    }
     let k = round(angle * INV_TWO_PI);
     let r = (angle - k * TWO_PI_HI) - k * TWO_PI_LO;
-    return vec2<f32>(cos(r), sin(r));
+    return vec2<f32>(cos(r), sin(r)) * p.mscale;
 }
 
 // First cache element of a (token, K or V slot) head.

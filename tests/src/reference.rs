@@ -41,6 +41,8 @@ pub struct RefLlama {
     weight_dtype: GgmlType,
     eps: f32,
     theta: f32,
+    /// YaRN scaling where the file asks for it.
+    yarn: Option<yarn::RefYarn>,
     embd: Vec<f32>,
     layers: Vec<RefLayer>,
     out_norm: Vec<f32>,
@@ -129,12 +131,18 @@ fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
 }
 
 /// Rotation of pairs (2i, 2i + 1) (llama.cpp's permuted Llama layout) or,
-/// `neox`, (i, i + head_dim / 2).
-fn rope(x: &mut [f32], head_dim: usize, pos: usize, theta: f32, neox: bool) {
+/// `neox`, (i, i + head_dim / 2), YaRN-scaled where `yarn` is given.
+fn rope(x: &mut [f32], m: &RefLlama, pos: usize) {
+    let (head_dim, theta, neox) = (m.head_dim, m.theta, m.neox);
     for head in x.chunks_mut(head_dim) {
         for i in 0..head_dim / 2 {
             let freq = (theta as f64).powf(-2.0 * i as f64 / head_dim as f64);
-            let (s, c) = (pos as f64 * freq).sin_cos();
+            let (angle, mscale) = match &m.yarn {
+                Some(y) => y.angle(pos as f64 * freq, i),
+                None => (pos as f64 * freq, 1.0),
+            };
+            let (s, c) = angle.sin_cos();
+            let (s, c) = (s * mscale, c * mscale);
             let (ia, ib) = if neox {
                 (i, i + head_dim / 2)
             } else {
@@ -167,12 +175,6 @@ impl RefLlama {
     pub fn load(bytes: &[u8]) -> RefLlama {
         let file = GgufFile::parse(bytes).unwrap();
         let arch = file.architecture().unwrap().to_string();
-        // Plain RoPE only: a scaled file would get an unscaled reference.
-        assert!(
-            file.tensor("rope_freqs.weight").is_none()
-                && !file.metadata.iter().any(|(k, _)| k.contains(".rope.scal")),
-            "the CPU reference does not implement rope scaling"
-        );
         let u = |k: &str| file.meta_u64(&format!("{arch}.{k}")).unwrap() as usize;
         let d = u("embedding_length");
         let heads = u("attention.head_count");
@@ -187,6 +189,9 @@ impl RefLlama {
         let head_dim = file
             .meta_u64(&format!("{arch}.attention.key_length"))
             .map_or(d / heads, |v| v as usize);
+        let theta = file
+            .meta_f32(&format!("{arch}.rope.freq_base"))
+            .unwrap_or(10_000.0);
         let embd = t("token_embd.weight");
         let output = if file.tensor("output.weight").is_some() {
             t("output.weight")
@@ -233,9 +238,8 @@ impl RefLlama {
             eps: file
                 .meta_f32(&format!("{arch}.attention.layer_norm_rms_epsilon"))
                 .unwrap(),
-            theta: file
-                .meta_f32(&format!("{arch}.rope.freq_base"))
-                .unwrap_or(10_000.0),
+            theta,
+            yarn: yarn::RefYarn::read(&file, &arch, head_dim, theta as f64),
             embd,
             layers,
             out_norm: t("output_norm.weight"),
@@ -278,8 +282,8 @@ impl RefLlama {
                         }
                     }
                 }
-                rope(&mut q, hd, pos, self.theta, self.neox);
-                rope(&mut k, hd, pos, self.theta, self.neox);
+                rope(&mut q, self, pos);
+                rope(&mut k, self, pos);
                 k_cache[l].extend_from_slice(&k);
                 v_cache[l].extend_from_slice(&v);
                 let mut attn = vec![0f32; self.heads * hd];
@@ -348,4 +352,5 @@ impl RefLlama {
 }
 
 mod moe;
+mod yarn;
 pub use moe::router_margin;

@@ -1,7 +1,8 @@
 //! Rope scaling through the load path: the tiny Llama 3 fixture's
 //! `rope_freqs.weight` loaded and applied, linear scaling read from
 //! metadata, and every scaling wick does not implement refused by name from
-//! the header, before any weight is uploaded.
+//! the header, before any weight is uploaded (YaRN end to end:
+//! `reference_yarn.rs`).
 
 use std::sync::Arc;
 
@@ -91,13 +92,17 @@ fn llama3_frequency_factors_are_loaded_and_linear_scaling_read() {
 #[test]
 fn scalings_wick_does_not_implement_are_refused_before_upload() {
     for (key, value) in [
-        ("llama.rope.scaling.type", MetaValue::String("yarn".into())),
         (
             "llama.rope.scaling.type",
             MetaValue::String("longrope".into()),
         ),
-        ("llama.rope.scaling.attn_factor", MetaValue::F32(0.8)),
-        ("llama.rope.scaling.yarn_ext_factor", MetaValue::F32(1.0)),
+        (
+            "llama.rope.scaling.type",
+            MetaValue::String("dynamic".into()),
+        ),
+        // LongRoPE's per-pair factors, DeepSeek's mscale.
+        ("llama.rope.scaling.long_factor", MetaValue::F32(1.5)),
+        ("llama.rope.scaling.mscale_all_dim", MetaValue::F32(1.0)),
     ] {
         let (m, buffers) = config_error(&edited(LLAMA3, &[(key, value)], None));
         assert!(m.contains(key) && m.contains("not implemented"), "{m}");

@@ -73,6 +73,34 @@ export class DeviceLostError extends WickError {
   }
 }
 
+/**
+ * The GPU ran out of memory (a buffer the device could not allocate, or the
+ * device's uncaptured out-of-memory error): this engine is unusable; free
+ * memory (a smaller model or context) and `Engine.load` again.
+ */
+export class OutOfMemoryError extends WickError {
+  constructor(message, details) {
+    super(message, "out_of_memory", details);
+    this.name = "OutOfMemoryError";
+  }
+}
+
+/**
+ * The GPU reported a validation error (a bug in wick, or a device in a bad
+ * state): this engine is unusable, `Engine.load` works again.
+ */
+export class GpuValidationError extends WickError {
+  constructor(message, details) {
+    super(message, "gpu_validation", details);
+    this.name = "GpuValidationError";
+  }
+}
+
+/** Errors after which an engine is unusable: every later call throws them again. */
+export function isFatal(e) {
+  return e instanceof DeviceLostError || e instanceof OutOfMemoryError || e instanceof GpuValidationError;
+}
+
 /** The caller aborted (its AbortSignal). `name` is "AbortError", as fetch's. */
 export class AbortError extends WickError {
   constructor(message = "The operation was aborted.") {
@@ -86,6 +114,8 @@ const BY_CODE = {
   model_load: ModelLoadError,
   context_window_exceeded: ContextWindowExceededError,
   device_lost: DeviceLostError,
+  out_of_memory: OutOfMemoryError,
+  gpu_validation: GpuValidationError,
   wasm_load: WasmLoadError,
 };
 

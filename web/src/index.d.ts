@@ -326,6 +326,13 @@ export declare class InvalidRequestError extends WickError {
 /** The GPU device was lost; load again. code "device_lost". */
 export declare class DeviceLostError extends WickError {}
 /**
+ * The GPU ran out of memory; the engine is unusable, free memory (a smaller
+ * model or context) and load again. code "out_of_memory".
+ */
+export declare class OutOfMemoryError extends WickError {}
+/** The GPU reported a validation error; the engine is unusable, load again. code "gpu_validation". */
+export declare class GpuValidationError extends WickError {}
+/**
  * wick's .wasm could not be fetched, or the server answered with something
  * else (an HTML page: a bundler did not emit it there). code "wasm_load".
  */

@@ -9,7 +9,7 @@
 
 import { liveGpuMemory as wasmLiveGpuMemory, WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
 import { ChatCompletionStream, createChat, setFingerprint, templateKwargs } from "./chat.js";
-import { DeviceLostError } from "./errors.js";
+import { isFatal } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
 import { clearCache, readSource } from "./source.js";
 
@@ -18,8 +18,10 @@ export {
   AbortError,
   ContextWindowExceededError,
   DeviceLostError,
+  GpuValidationError,
   InvalidRequestError,
   ModelLoadError,
+  OutOfMemoryError,
   UnsupportedFieldError,
   WasmLoadError,
   WebGPUUnavailableError,
@@ -74,7 +76,7 @@ export class Engine {
   #info;
   #queue = Promise.resolve();
   #disposed = false;
-  /** The DeviceLostError once the GPU device is gone: the engine is unusable. */
+  /** The DeviceLostError (or OutOfMemoryError, GpuValidationError) that made the engine unusable. */
   #lost = null;
 
   /** @internal use Engine.load */
@@ -247,7 +249,7 @@ export class Engine {
         yield chunkOf(step, step.tokenId);
       }
     } catch (e) {
-      if (e instanceof DeviceLostError) this.#lost = e;
+      if (isFatal(e)) this.#lost = e;
       throw e;
     } finally {
       if (gen) {

@@ -217,8 +217,14 @@ fn unsupported_architectures_and_rope_scaling_are_refused_by_name() {
         &write("mamba.gguf", &mamba.bytes()),
         &["unsupported architecture", "mamba"],
     );
-    let yarn = Header::real()
-        .set("llama.rope.scaling.type", MetaValue::String("yarn".into()))
+    let longrope = Header::real()
+        .set(
+            "llama.rope.scaling.type",
+            MetaValue::String("longrope".into()),
+        )
         .set("llama.rope.scaling.factor", MetaValue::F32(4.0));
-    refused(&write("yarn.gguf", &yarn.bytes()), &["yarn"]);
+    refused(
+        &write("longrope.gguf", &longrope.bytes()),
+        &["llama.rope.scaling.type", "longrope", "not implemented"],
+    );
 }

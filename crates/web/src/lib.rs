@@ -18,6 +18,7 @@
 //! which lets the wrapper reject every pending promise instead of hanging.
 
 use wick::gpu::GpuError;
+use wick::model::ModelError;
 use wick::WickError;
 
 mod engine;
@@ -107,8 +108,10 @@ pub(crate) fn js_coded(message: &str, code: &str, details: &[(&str, usize)]) -> 
 
 /// An engine error, tagged with the code of its typed JS class where it has
 /// one: no adapter or device (`webgpu_unavailable`), a lost device
-/// (`device_lost`), a prompt past the context (`context_window_exceeded`,
-/// with the numbers); others keep the plain `Error` with the message.
+/// (`device_lost`), GPU memory exhausted (`out_of_memory`), a GPU
+/// validation error (`gpu_validation`), a prompt past the context
+/// (`context_window_exceeded`, with the numbers); others keep the plain
+/// `Error` with the message.
 pub(crate) fn js_wick_err(e: WickError) -> JsValue {
     let message = e.to_string();
     match e {
@@ -116,6 +119,8 @@ pub(crate) fn js_wick_err(e: WickError) -> JsValue {
             js_coded(&message, "webgpu_unavailable", &[])
         }
         WickError::Gpu(GpuError::DeviceLost { .. }) => js_coded(&message, "device_lost", &[]),
+        WickError::Gpu(GpuError::OutOfMemory { .. }) => js_coded(&message, "out_of_memory", &[]),
+        WickError::Gpu(GpuError::Validation { .. }) => js_coded(&message, "gpu_validation", &[]),
         WickError::ContextOverflow {
             tokens,
             used,
@@ -133,12 +138,22 @@ pub(crate) fn js_wick_err(e: WickError) -> JsValue {
     }
 }
 
-/// A load that failed: the typed `ModelLoadError` (or `WebGPUUnavailableError`).
+/// A load that failed: the typed `ModelLoadError`, or where the GPU and not
+/// the file is the cause `WebGPUUnavailableError`, `OutOfMemoryError` or
+/// `GpuValidationError`.
 pub(crate) fn js_load_err(e: WickError) -> JsValue {
+    // The loader reports GPU failures inside its own error type.
+    let e = match e {
+        WickError::Model(ModelError::Gpu(g)) => WickError::Gpu(g),
+        e => e,
+    };
     match e {
-        WickError::Gpu(GpuError::NoAdapter { .. } | GpuError::RequestDevice { .. }) => {
-            js_wick_err(e)
-        }
+        WickError::Gpu(
+            GpuError::NoAdapter { .. }
+            | GpuError::RequestDevice { .. }
+            | GpuError::OutOfMemory { .. }
+            | GpuError::Validation { .. },
+        ) => js_wick_err(e),
         e => js_coded(&format!("loading the model failed: {e}"), "model_load", &[]),
     }
 }

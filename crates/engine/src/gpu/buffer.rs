@@ -6,10 +6,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use wgpu::util::DeviceExt;
-
 use super::context::{GpuContext, GpuCounters};
 use super::error::GpuError;
+use super::fault::scoped_oom;
 use super::residency::Tracked;
 
 static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
@@ -101,36 +100,50 @@ impl GpuContext {
     pub fn create_storage(&self, label: &str, size: u64) -> Result<BufferRef, GpuError> {
         let size = storage_size(size);
         self.check_buffer_size(label, size)?;
-        let raw = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage: STORAGE_USAGE,
-            mapped_at_creation: false,
-        });
+        let raw = scoped_oom(&self.device, label, size, || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: STORAGE_USAGE,
+                mapped_at_creation: false,
+            })
+        })?;
         Ok(self.wrap(label, raw))
     }
 
     /// A storage buffer holding `bytes` (zero-padded to a multiple of 4).
+    /// Made as wgpu's `create_buffer_init` makes it (created mapped and
+    /// filled in place: no staging copy of the weights), but mapped only
+    /// once the allocation is known to have happened: wgpu's own panics
+    /// mapping a buffer the device could not allocate.
     pub fn upload_bytes(&self, label: &str, bytes: &[u8]) -> Result<BufferRef, GpuError> {
-        let padded_len = storage_size(bytes.len() as u64);
-        self.check_buffer_size(label, padded_len)?;
-        let raw = if padded_len == bytes.len() as u64 {
-            self.device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents: bytes,
-                    usage: STORAGE_USAGE,
-                })
-        } else {
-            let mut padded = bytes.to_vec();
-            padded.resize(padded_len as usize, 0);
-            self.device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents: &padded,
-                    usage: STORAGE_USAGE,
-                })
-        };
+        let size = storage_size(bytes.len() as u64);
+        self.check_buffer_size(label, size)?;
+        let raw = scoped_oom(&self.device, label, size, || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: STORAGE_USAGE,
+                mapped_at_creation: true,
+            })
+        })?;
+        {
+            // Where no scope answers at once (the browser), a buffer that
+            // was not allocated shows here.
+            let mut view =
+                raw.slice(..)
+                    .get_mapped_range_mut()
+                    .map_err(|e| GpuError::OutOfMemory {
+                        what: format!("mapping buffer '{label}' of {size} bytes"),
+                        message: e.to_string(),
+                    })?;
+            let n = bytes.len();
+            view.slice(..n).copy_from_slice(bytes);
+            // At most 3 bytes of padding (and 4 for an empty upload).
+            view.slice(n..)
+                .copy_from_slice(&[0; 4][..size as usize - n]);
+        }
+        raw.unmap();
         Ok(self.wrap(label, raw))
     }
 
@@ -145,5 +158,25 @@ impl GpuContext {
     /// Overwrites part of a buffer; ordered before the next submit.
     pub fn write(&self, buffer: &GpuBuffer, offset: u64, bytes: &[u8]) {
         self.queue.write_buffer(&buffer.raw, offset, bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::ctx;
+
+    /// Uploads fill the buffer in place: the bytes, then zeros to the word.
+    #[test]
+    fn uploads_are_zero_padded_to_whole_words() {
+        let ctx = ctx();
+        for bytes in [&[][..], &[1, 2, 3, 4, 5][..], &[9; 8][..]] {
+            let buf = ctx.upload_bytes("b", bytes).unwrap();
+            let len = buf.size();
+            assert_eq!(len, bytes.len().max(4).next_multiple_of(4) as u64);
+            let got = pollster::block_on(ctx.read_bytes(&buf, 0, len)).unwrap();
+            let mut want = bytes.to_vec();
+            want.resize(len as usize, 0);
+            assert_eq!(got, want);
+        }
     }
 }

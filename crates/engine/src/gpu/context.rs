@@ -105,6 +105,8 @@ pub struct GpuContext {
     pub(crate) profile: Mutex<Option<super::profile::Profile>>,
     /// Why the device was lost, once it was (set by wgpu's callback).
     lost: Arc<Mutex<Option<String>>>,
+    /// The first error no scope caught (`fault.rs`).
+    fault: super::fault::FaultSlot,
 }
 
 impl GpuContext {
@@ -177,6 +179,8 @@ impl GpuContext {
             };
             *on_lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
         });
+        let fault = super::fault::FaultSlot::default();
+        super::fault::install(&device, &fault);
         Ok(GpuContext {
             device,
             queue,
@@ -190,15 +194,20 @@ impl GpuContext {
             arena: Mutex::new(arena),
             profile: Mutex::new(None),
             lost,
+            fault,
         })
     }
 
-    /// `DeviceLost` once the device is known to be gone: every later submit
-    /// and read fails with it, so a caller learns why rather than seeing
-    /// garbage. Cheap (a flag): submits call it.
+    /// `DeviceLost` once the device is known to be gone, else the first
+    /// uncaptured error (out of memory, validation): every later submit and
+    /// read fails with it, so a caller learns why rather than seeing
+    /// garbage. Cheap (two flags): submits call it.
     pub fn check_alive(&self) -> Result<(), GpuError> {
-        match self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-            Some(reason) => Err(GpuError::DeviceLost { reason }),
+        if let Some(reason) = self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Err(GpuError::DeviceLost { reason });
+        }
+        match self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }

@@ -1,6 +1,8 @@
 //! Typed errors of the GPU layer: every failure names what and where.
 
-#[derive(Debug, thiserror::Error)]
+/// `Clone`: the context keeps an uncaptured error and returns it from every
+/// later call.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum GpuError {
     #[error("no GPU adapter found (backends tried: {backends}); natively install a Vulkan driver such as Mesa's lavapipe (`apt-get install mesa-vulkan-drivers`), in a browser enable WebGPU")]
     NoAdapter { backends: String },
@@ -8,8 +10,10 @@ pub enum GpuError {
     RequestDevice { adapter: String, message: String },
     #[error("shader for kernel '{kernel}' failed to compile: {message}")]
     ShaderCompile { kernel: String, message: String },
-    #[error("GPU validation failed while recording {what}: {message}")]
+    #[error("GPU validation failed in {what}: {message}")]
     Validation { what: String, message: String },
+    #[error("the GPU ran out of memory ({what}): {message}; the engine is unusable, free memory (a smaller model or context) and load again")]
+    OutOfMemory { what: String, message: String },
     #[error("buffer '{label}' of {size} bytes exceeds the adapter's {limit_name} ({limit} bytes)")]
     BufferTooLarge {
         label: String,

@@ -4,6 +4,7 @@ pub mod buffer;
 pub mod context;
 mod device_memory;
 pub mod error;
+mod fault;
 pub mod pipeline;
 pub mod profile;
 pub mod readback;

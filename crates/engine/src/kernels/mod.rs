@@ -22,6 +22,7 @@ pub mod pool;
 pub mod rmsnorm;
 pub mod rope;
 pub mod rope_kv;
+pub mod rope_yarn;
 pub mod sample;
 pub mod softmax;
 pub mod weights;

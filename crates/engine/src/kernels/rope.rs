@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
+pub use super::rope_yarn::Yarn;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
@@ -27,7 +28,8 @@ pub enum RopeLayout {
 
 /// How positions become angles: pair `i` (of `n_rot / 2`) of a token at
 /// position `pos` turns by `pos * theta^(-2i / n_rot) / factor_i * freq_scale`
-/// radians, as llama.cpp's `ggml_rope_ext` computes it without YaRN.
+/// radians, blended with the unscaled angle where YaRN asks for it, and cos
+/// and sin carry YaRN's magnitude scale: llama.cpp's `ggml_rope_ext`.
 #[derive(Clone, Copy)]
 pub struct Rotary<'a> {
     /// Rotated elements of each head (even; the rest pass through).
@@ -42,6 +44,8 @@ pub struct Rotary<'a> {
     /// 3.2's scaling, which llama.cpp's converter stores as a tensor):
     /// `n_rot / 2` positive values. `None`: all 1.
     pub freq_factors: Option<&'a GpuBuffer>,
+    /// YaRN's ramp and magnitude (`Yarn::NONE` without it).
+    pub yarn: Yarn,
 }
 
 impl Rotary<'_> {
@@ -70,7 +74,29 @@ impl Rotary<'_> {
         if let Some(f) = self.freq_factors {
             check_elems(kernel, "freq_factors", f, n_rot / 2)?;
         }
+        let (low, high, mscale) = self.yarn_params();
+        let ext = self.yarn.ext_factor;
+        if !(mscale.is_finite() && ext.is_finite() && low.is_finite() && high.is_finite()) {
+            return Err(shape_err(
+                kernel,
+                format!(
+                    "YaRN ext_factor {ext}, ramp {low}..{high}, magnitude {mscale} must be finite"
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// The ramp's first and last pair (0 when YaRN is off: the kernels do
+    /// not read them, and a file without YaRN has no original context, whose
+    /// ramp would be infinite) and the factor on cos and sin.
+    pub(crate) fn yarn_params(&self) -> (f32, f32, f32) {
+        let mscale = self.yarn.mscale(self.freq_scale);
+        if self.yarn.ext_factor == 0.0 {
+            return (0.0, 0.0, mscale);
+        }
+        let [low, high] = self.yarn.corr_dims(self.n_rot, self.theta);
+        (low, high, mscale)
     }
 }
 
@@ -86,6 +112,10 @@ struct Params {
     neox: u32,
     log2_base_step: f32,
     freq_scale: f32,
+    ext_factor: f32,
+    corr_low: f32,
+    corr_high: f32,
+    mscale: f32,
 }
 
 const SOURCE: &str = include_str!("../../../../shaders/rope.wgsl");
@@ -140,6 +170,7 @@ pub fn rope(
         ));
     }
     check_elems(K, "x", x, x_offset + rows * heads * head_dim)?;
+    let (corr_low, corr_high, mscale) = rot.yarn_params();
     let params = Params {
         rows: rows as u32,
         heads: heads as u32,
@@ -150,6 +181,10 @@ pub fn rope(
         neox: (rot.layout == RopeLayout::NeoX) as u32,
         log2_base_step: rot.log2_base_step(),
         freq_scale: rot.freq_scale,
+        ext_factor: rot.yarn.ext_factor,
+        corr_low,
+        corr_high,
+        mscale,
     };
     let pairs = (rows * heads * (rot.n_rot / 2)) as u32;
     let groups = workgroups_for(pairs, 256);

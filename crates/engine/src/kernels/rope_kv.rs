@@ -13,7 +13,7 @@ use bytemuck::{Pod, Zeroable};
 use super::check_elems;
 use super::kv::{KvDtype, KvLayout};
 use super::rope::RopeLayout;
-pub use super::rope::Rotary;
+pub use super::rope::{Rotary, Yarn};
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
@@ -34,6 +34,10 @@ struct Params {
     log2_base_step: f32,
     freq_scale: f32,
     eps: f32,
+    ext_factor: f32,
+    corr_low: f32,
+    corr_high: f32,
+    mscale: f32,
     _pad: [u32; 3],
 }
 
@@ -143,6 +147,7 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
             "qkv, q_out and the two caches must be four buffers",
         ));
     }
+    let (corr_low, corr_high, mscale) = rot.yarn_params();
     let params = Params {
         rows: a.rows as u32,
         q_heads: a.q_heads as u32,
@@ -157,6 +162,10 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
         log2_base_step: rot.log2_base_step(),
         freq_scale: rot.freq_scale,
         eps: a.qk_norm.map_or(0.0, |n| n.2),
+        ext_factor: rot.yarn.ext_factor,
+        corr_low,
+        corr_high,
+        mscale,
         _pad: [0; 3],
     };
     let groups = workgroups_for((a.rows * slots) as u32, 1);

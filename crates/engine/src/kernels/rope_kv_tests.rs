@@ -22,7 +22,19 @@ struct Case {
     factors: bool,
     pos0: u32,
     kv_dtype: KvDtype,
+    /// YaRN over an original context of 16, which the positions pass.
+    yarn: bool,
 }
+
+/// YaRN as a model extended from a context of 16 would have it, with an
+/// attn_factor that is not 1 so the magnitude shows.
+const YARN: Yarn = Yarn {
+    ext_factor: 1.0,
+    attn_factor: 0.9,
+    beta_fast: 32.0,
+    beta_slow: 1.0,
+    n_ctx_orig: 16,
+};
 
 /// (q, k cache, v cache) after one call of the fused kernel or of the chain.
 fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
@@ -76,6 +88,7 @@ fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         layout: c.layout,
         freq_scale: 0.5,
         freq_factors: factors.as_deref(),
+        yarn: if c.yarn { YARN } else { Yarn::NONE },
     };
     let mut rec = Recorder::new(ctx);
     if fused {
@@ -173,6 +186,7 @@ fn rope_kv_equals_the_separate_kernels() {
             factors: false,
             pos0: 0,
             kv_dtype: KvDtype::F32,
+            yarn: false,
         },
         Case {
             rows: 5,
@@ -185,6 +199,7 @@ fn rope_kv_equals_the_separate_kernels() {
             factors: false,
             pos0: 33,
             kv_dtype: KvDtype::F16,
+            yarn: false,
         },
         Case {
             rows: 3,
@@ -197,6 +212,7 @@ fn rope_kv_equals_the_separate_kernels() {
             factors: true,
             pos0: 7,
             kv_dtype: KvDtype::F32,
+            yarn: false,
         },
         Case {
             rows: 2,
@@ -209,6 +225,7 @@ fn rope_kv_equals_the_separate_kernels() {
             factors: true,
             pos0: 38,
             kv_dtype: KvDtype::F32,
+            yarn: false,
         },
         // Llama 3.2's shape of head and its factors.
         Case {
@@ -222,6 +239,35 @@ fn rope_kv_equals_the_separate_kernels() {
             factors: true,
             pos0: 36,
             kv_dtype: KvDtype::F16,
+            yarn: false,
+        },
+        // YaRN past its original context, with q/k norms and factors on an
+        // odd shape, and on a head of 128 without.
+        Case {
+            rows: 3,
+            q_heads: 3,
+            kv_heads: 1,
+            head_dim: 40,
+            n_rot: 30,
+            layout: RopeLayout::NeoX,
+            norm: true,
+            factors: true,
+            pos0: 21,
+            kv_dtype: KvDtype::F32,
+            yarn: true,
+        },
+        Case {
+            rows: 5,
+            q_heads: 2,
+            kv_heads: 2,
+            head_dim: 128,
+            n_rot: 128,
+            layout: RopeLayout::Interleaved,
+            norm: false,
+            factors: false,
+            pos0: 30,
+            kv_dtype: KvDtype::F32,
+            yarn: true,
         },
     ];
     // Each case on both caches.
@@ -280,6 +326,7 @@ fn rope_kv_refuses_bad_shapes() {
             layout: RopeLayout::NeoX,
             freq_scale: 1.0,
             freq_factors: None,
+            yarn: Yarn::NONE,
         },
         rows: 1,
         pos0: 0,

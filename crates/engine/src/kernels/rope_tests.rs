@@ -1,5 +1,6 @@
 //! `rope` against an f64 reference: plain, linear position scaling, and
-//! per-pair frequency factors (Llama 3.1 / 3.2's `rope_freqs`).
+//! per-pair frequency factors (Llama 3.1 / 3.2's `rope_freqs`); YaRN in
+//! `rope_yarn_tests.rs`.
 
 use super::*;
 use crate::testutil::{ctx, random_vec};
@@ -17,14 +18,38 @@ struct Case {
     freq_scale: f32,
     /// `n_rot / 2` divisors of the frequencies, or none.
     factors: Option<Vec<f32>>,
+    yarn: Yarn,
+}
+
+/// YaRN's ramp ends and magnitude for `c`, worked out in f64 from
+/// llama.cpp's formulas (`ggml_rope_yarn_corr_dims`, `rope_yarn`).
+fn yarn_reference(c: &Case) -> ([f64; 2], f64) {
+    let y = &c.yarn;
+    let (n_rot, base) = (c.n_rot as f64, c.base as f64);
+    let dim = |beta: f32| {
+        let turns = y.n_ctx_orig as f64 / (2.0 * std::f64::consts::PI * beta as f64);
+        n_rot * turns.ln() / (2.0 * base.ln())
+    };
+    let ends = [
+        dim(y.beta_fast).floor().max(0.0),
+        dim(y.beta_slow).ceil().min(n_rot - 1.0),
+    ];
+    let mut mscale = y.attn_factor as f64;
+    if y.ext_factor != 0.0 {
+        mscale *= 1.0 + 0.1 * (1.0 / c.freq_scale as f64).ln();
+    }
+    (ends, mscale)
 }
 
 /// The slow reference, in f64: angles and rotations exact but for the
-/// final rounding to f32. Pair i turns by pos * base^(-2i / n_rot) /
-/// factor_i * freq_scale (llama.cpp's `rope_yarn` without extrapolation).
+/// final rounding to f32. Pair i turns by theta = pos * base^(-2i / n_rot) /
+/// factor_i times freq_scale, blended with theta itself by YaRN's ramp, and
+/// cos and sin carry YaRN's magnitude (llama.cpp's `rope_yarn`).
 fn reference(x: &[f32], c: &Case) -> Vec<f32> {
     let mut out = x.to_vec();
     let half = c.n_rot / 2;
+    let ([low, high], mscale) = yarn_reference(c);
+    let ext = c.yarn.ext_factor as f64;
     for t in 0..c.rows {
         let pos = (c.pos0 as usize + t) as f64;
         for h in 0..c.heads {
@@ -32,14 +57,22 @@ fn reference(x: &[f32], c: &Case) -> Vec<f32> {
             for i in 0..half {
                 let factor = c.factors.as_ref().map_or(1.0, |f| f[i] as f64);
                 let freq = (c.base as f64).powf(-2.0 * i as f64 / c.n_rot as f64) / factor;
-                let angle = pos * freq * c.freq_scale as f64;
+                let theta = pos * freq;
+                let mut angle = theta * c.freq_scale as f64;
+                if ext != 0.0 {
+                    let y = (i as f64 - low) / (high - low).max(0.001);
+                    let mix = (1.0 - y.clamp(0.0, 1.0)) * ext;
+                    angle = angle * (1.0 - mix) + theta * mix;
+                }
+                let (sin, cos) = angle.sin_cos();
+                let (sin, cos) = (sin * mscale, cos * mscale);
                 let (a, b) = match c.layout {
                     RopeLayout::Interleaved => (head + 2 * i, head + 2 * i + 1),
                     RopeLayout::NeoX => (head + i, head + i + half),
                 };
                 let (x0, x1) = (x[a] as f64, x[b] as f64);
-                out[a] = (x0 * angle.cos() - x1 * angle.sin()) as f32;
-                out[b] = (x0 * angle.sin() + x1 * angle.cos()) as f32;
+                out[a] = (x0 * cos - x1 * sin) as f32;
+                out[b] = (x0 * sin + x1 * cos) as f32;
             }
         }
     }
@@ -110,6 +143,7 @@ fn run_kernel(c: &Case) -> (Vec<f32>, Vec<f32>) {
         layout: c.layout,
         freq_scale: c.freq_scale,
         freq_factors: factors.as_deref(),
+        yarn: c.yarn,
     };
     let mut rec = Recorder::new(ctx);
     rope(
@@ -130,7 +164,14 @@ fn run_kernel(c: &Case) -> (Vec<f32>, Vec<f32>) {
 fn run_case(c: &Case) -> f32 {
     let (got, x) = run_kernel(c);
     let want = reference(&x, c);
-    let tol = tolerance(c.pos0 + c.rows as u32);
+    // The magnitude scales every error with the output; YaRN's blend of two
+    // angles rounds three more times (two products and a sum, relative
+    // 2^-24 each), which a quarter more allowance covers.
+    let yarn = match c.yarn.ext_factor != 0.0 {
+        true => 1.25 * yarn_reference(c).1 as f32,
+        false => c.yarn.attn_factor,
+    };
+    let tol = tolerance(c.pos0 + c.rows as u32) * yarn;
     let mut worst = 0.0f32;
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         let err = (g - w).abs();
@@ -160,6 +201,7 @@ fn case(
         layout,
         freq_scale,
         factors,
+        yarn: Yarn::NONE,
     }
 }
 
@@ -266,6 +308,7 @@ fn rope_rejects_bad_shapes() {
         layout: RopeLayout::NeoX,
         freq_scale: 1.0,
         freq_factors: None,
+        yarn: Yarn::NONE,
     };
     // (x_offset, rows, heads, head_dim, pos0, rotation)
     let cases = [
@@ -309,3 +352,6 @@ fn rope_rejects_bad_shapes() {
     }
     assert_eq!(rec.dispatches(), 0);
 }
+
+#[path = "rope_yarn_tests.rs"]
+mod yarn;

@@ -7,7 +7,7 @@ use super::bounds::{bounded, MAX_EXPERTS, MAX_FFN};
 use super::ModelError;
 use crate::format::gguf::{GgufError, GgufFile};
 use crate::kernels::activation::Activation;
-use crate::kernels::rope::RopeLayout;
+use crate::kernels::rope::{RopeLayout, Yarn};
 
 #[derive(Clone, Debug)]
 pub struct RopeConfig {
@@ -20,6 +20,9 @@ pub struct RopeConfig {
     /// Linear position scaling (`rope_scaling.rs`): multiplies every angle
     /// of the layers with the global base (1.0 without scaling).
     pub freq_scale: f32,
+    /// YaRN's ramp and magnitude, and `rope.scaling.attn_factor`
+    /// (`Yarn::NONE` without them).
+    pub yarn: Yarn,
     /// The file's `rope_freqs.weight` divides each pair's frequency (Llama
     /// 3.1 / 3.2).
     pub freq_factors: bool,

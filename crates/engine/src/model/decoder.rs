@@ -284,6 +284,7 @@ impl Decoder {
                     layout: r.layout,
                     freq_scale: cfg.rope_freq_scale_of(layer),
                     freq_factors: self.rope_freqs.as_deref(),
+                    yarn: r.yarn,
                 },
                 rows: f.rows,
                 pos0: f.pos0,

@@ -62,6 +62,8 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
         .and_then(|t| t.dims.get(1).copied())
         .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
     let vocab_size = bounded(VOCAB_KEY, vocab_rows, MAX_VOCAB)?;
+    let ctx_train = meta.dim_or("context_length", 2048, MAX_CONTEXT)?;
+    let scaling = rope_scaling::read(meta, ctx_train)?;
     Ok(ModelConfig {
         architecture: meta.arch.to_string(),
         n_layers: meta.dim("block_count", MAX_LAYERS)?,
@@ -71,7 +73,7 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
         head_dim,
         ffn_dim: meta.dim("feed_forward_length", MAX_FFN)?,
         vocab_size,
-        ctx_train: meta.dim_or("context_length", 2048, MAX_CONTEXT)?,
+        ctx_train,
         rms_eps: meta.f32_or("attention.layer_norm_rms_epsilon", 1e-5)?,
         rope: RopeConfig {
             // llama.cpp's converter permutes Llama's Q/K rows so that RoPE
@@ -80,7 +82,8 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
             n_rot: meta.dim_or("rope.dimension_count", head_dim, MAX_HEAD_DIM)?,
             theta: meta.f32_or("rope.freq_base", 10_000.0)?,
             local_theta: None,
-            freq_scale: rope_scaling::freq_scale(meta)?,
+            freq_scale: scaling.freq_scale,
+            yarn: scaling.yarn,
             freq_factors: meta.file.tensor(ROPE_FREQS).is_some(),
         },
         attn_scale: 1.0 / (head_dim as f32).sqrt(),
