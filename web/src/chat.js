@@ -161,10 +161,7 @@ export function chatOptions(params) {
       throw new UnsupportedFieldError(k, "not supported by wick");
     }
   }
-  const format = params.response_format;
-  if (format !== undefined && format !== null && format?.type !== "text") {
-    throw new UnsupportedFieldError("response_format.type", `${JSON.stringify(format?.type)} is not supported yet (only "text")`);
-  }
+  const jsonSchema = responseSchema(params.response_format);
   const choice = params.tool_choice;
   if (choice !== undefined && choice !== null && choice !== "auto" && choice !== "none") {
     throw new UnsupportedFieldError("tool_choice", `${JSON.stringify(choice)} is not supported yet ("auto" or "none")`);
@@ -199,7 +196,38 @@ export function chatOptions(params) {
     logitBias: logitBias(params.logit_bias),
     stop: stopStrings(params.stop),
     seed: integer(params, "seed", 0),
+    jsonSchema,
   };
+}
+
+/**
+ * The JSON schema `response_format` asks for (decoding constrained to it),
+ * or undefined for free text: `{ type: "json_schema", json_schema: { name,
+ * schema, strict } }`, or `{ type: "json_object" }` (any JSON object).
+ */
+function responseSchema(format) {
+  if (format === undefined || format === null || format.type === "text") return undefined;
+  if (typeof format !== "object") throw new InvalidRequestError("response_format", "must be an object");
+  if (format.type === "json_object") return { type: "object" };
+  if (format.type !== "json_schema") {
+    throw new UnsupportedFieldError("response_format.type", `${JSON.stringify(format.type)} is not supported ("text", "json_object" or "json_schema")`);
+  }
+  const spec = format.json_schema;
+  if (typeof spec !== "object" || spec === null) {
+    throw new InvalidRequestError("response_format.json_schema", "must be an object with name and schema");
+  }
+  if (typeof spec.name !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(spec.name)) {
+    throw new InvalidRequestError("response_format.json_schema.name", "must be 1-64 letters, digits, _ or -");
+  }
+  if (spec.strict !== undefined && spec.strict !== null && typeof spec.strict !== "boolean") {
+    throw new InvalidRequestError("response_format.json_schema.strict", "must be a boolean");
+  }
+  // Decoding always follows the schema, so strict or not, the output matches it.
+  const schema = spec.schema ?? {};
+  if (typeof schema !== "object" || Array.isArray(schema)) {
+    throw new InvalidRequestError("response_format.json_schema.schema", "must be a JSON schema object");
+  }
+  return schema;
 }
 
 /** A stream of `chat.completion.chunk` objects; `controller.abort()` stops it. */

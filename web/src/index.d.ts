@@ -70,6 +70,15 @@ export interface GenerateOptions {
   presencePenalty?: number;
   /** [token id, bias] pairs added to the logits. */
   logitBias?: [number, number][];
+  /** Constrained decoding (at most one of the three): every token keeps the
+   * output a prefix of something the grammar accepts; the generation ends
+   * when it is complete. One token a submit; a grammar that does not compile
+   * throws InvalidRequestError (field "grammar"). */
+  jsonSchema?: object;
+  /** A regular expression the whole output matches (Rust regex syntax). */
+  regex?: string;
+  /** A Lark grammar (llguidance's dialect, `%json` included). */
+  grammar?: string;
   /** Up to 4 strings that end the text; never emitted, even in part (finishReason "stop"). */
   stop?: string | string[];
   /** Aborting ends the iteration with an AbortError. */
@@ -203,7 +212,12 @@ export interface ChatCompletionParams {
   chat_template_kwargs?: Record<string, unknown>;
   /** "auto" (the default) or "none" (tools left out of the prompt). */
   tool_choice?: "auto" | "none";
-  response_format?: { type: "text" };
+  /** `json_schema` and `json_object` constrain decoding (the output always
+   * parses and, for a schema, validates); `logprobs` is refused with them. */
+  response_format?:
+    | { type: "text" }
+    | { type: "json_object" }
+    | { type: "json_schema"; json_schema: { name: string; schema?: object; strict?: boolean; description?: string } };
   stream_options?: { include_usage?: boolean };
   /** Accepted, no effect (OpenAI uses it for abuse monitoring). */
   user?: string;

@@ -168,7 +168,9 @@ export class Engine {
    * Streams a completion of `prompt` (text, or token ids used verbatim):
    * `for await (const { text, tokenId } of engine.generate(prompt, opts))`.
    * Options: maxTokens, temperature (0 = greedy), topK, topP, seed, stopIds,
-   * signal (an abort ends the iteration by throwing an AbortError).
+   * signal (an abort ends the iteration by throwing an AbortError); at most
+   * one of jsonSchema (an object), regex (a string) and grammar (Lark text)
+   * makes every token match it (constrained decoding, one token a submit).
    */
   generate(prompt, options = {}) {
     const ids = typeof prompt === "string" ? this.tokenize(prompt) : Array.from(prompt);
@@ -286,5 +288,9 @@ function startOptions(o) {
     // Chat only (chat.js sets them): top_logprobs, and the `<think>` split.
     logprobs: o.logprobs ?? undefined,
     reasoning: Boolean(o.reasoning),
+    // Constrained decoding: at most one (the engine refuses more).
+    jsonSchema: o.jsonSchema ?? undefined,
+    regex: o.regex ?? undefined,
+    lark: o.grammar ?? undefined,
   };
 }
