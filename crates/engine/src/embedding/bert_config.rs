@@ -6,8 +6,30 @@ use serde::Deserialize;
 
 use crate::model::ModelError;
 
-/// The encoder as this forward pass runs it: post-norm blocks, learned
-/// absolute positions, token types, exact-erf GELU, biases on every linear.
+/// How a token's position enters the encoder.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Positions {
+    /// A learned table added to the input embedding (BERT).
+    Absolute,
+    /// Rotary on q and k in every layer, half-split (NeoX) pairs over the
+    /// first `n_rot` elements of each head (nomic-bert).
+    Rotary { theta: f32, n_rot: usize },
+}
+
+/// The feed-forward half of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ffn {
+    /// `down(gelu_erf(up x))` (BERT).
+    Gelu,
+    /// `down(silu(gate x) * up x)` (nomic-bert).
+    SwiGlu,
+}
+
+/// The encoder as this forward pass runs it: post-norm blocks, then either
+/// BERT's learned absolute positions, token types, exact-erf GELU and
+/// biases on every linear (`parse`, from config.json), or nomic-bert's
+/// rotary positions and SwiGLU without biases (`embedding::nomic`, from a
+/// GGUF).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BertConfig {
     pub vocab: usize,
@@ -19,6 +41,8 @@ pub struct BertConfig {
     pub max_positions: usize,
     pub token_types: usize,
     pub norm_eps: f32,
+    pub positions: Positions,
+    pub ffn_kind: Ffn,
 }
 
 #[derive(Deserialize)]
@@ -56,10 +80,10 @@ fn default_position_type() -> String {
 }
 
 /// Most of any count: far above real BERTs, below what overflows sizes.
-const MAX_DIM: u64 = 1 << 16;
-const MAX_VOCAB: u64 = 1 << 22;
+pub(crate) const MAX_DIM: u64 = 1 << 16;
+pub(crate) const MAX_VOCAB: u64 = 1 << 22;
 
-fn bounded(key: &str, value: u64, max: u64) -> Result<usize, ModelError> {
+pub(crate) fn bounded(key: &str, value: u64, max: u64) -> Result<usize, ModelError> {
     if value == 0 || value > max {
         return Err(ModelError::OutOfBounds {
             key: key.into(),
@@ -129,6 +153,8 @@ impl BertConfig {
             )?,
             token_types: bounded("type_vocab_size", raw.type_vocab_size, 1 << 10)?,
             norm_eps: raw.layer_norm_eps as f32,
+            positions: Positions::Absolute,
+            ffn_kind: Ffn::Gelu,
         })
     }
 }

@@ -40,10 +40,10 @@ pub struct Norm {
     pub bias: BufferRef,
 }
 
-/// A projection and its bias.
+/// A projection and its bias (BERT has biases; nomic-bert none).
 pub struct Dense {
     pub w: QuantMatrix,
-    pub bias: BufferRef,
+    pub bias: Option<BufferRef>,
 }
 
 pub struct BertLayer {
@@ -51,15 +51,31 @@ pub struct BertLayer {
     pub qkv: Dense,
     pub attn_out: Dense,
     pub attn_norm: Norm,
+    /// BERT: `ffn` rows. SwiGLU: `2 * ffn` rows, gate and up rows
+    /// interleaved (gate 0, up 0, gate 1, ...), as the linear kernel's
+    /// gated epilogue reads them.
     pub up: Dense,
     pub down: Dense,
     pub ffn_norm: Norm,
 }
 
+/// The tables a token's input row comes from.
+pub enum InputTables {
+    /// BERT: word + absolute position + token type, f32, summed per token
+    /// by `encoder_embed`.
+    Summed {
+        word: BufferRef,
+        position: BufferRef,
+        token_type: BufferRef,
+    },
+    /// One table gathered by id (nomic-bert: no position table, and every
+    /// token has type 0, so that row is added to every word row at load, in
+    /// f32 as the encoder would add it).
+    Gathered(QuantMatrix),
+}
+
 pub struct BertWeights {
-    pub word: BufferRef,
-    pub position: BufferRef,
-    pub token_type: BufferRef,
+    pub input: InputTables,
     pub embed_norm: Norm,
     pub layers: Vec<BertLayer>,
 }
@@ -168,7 +184,7 @@ impl BertWeights {
                     cols,
                     bytemuck::cast_slice(&w),
                 )?,
-                bias: vector(&format!("{name}.bias"), &[rows])?,
+                bias: Some(vector(&format!("{name}.bias"), &[rows])?),
             })
         };
         let mut layers = Vec::with_capacity(cfg.layers);
@@ -193,7 +209,7 @@ impl BertWeights {
                         d,
                         bytemuck::cast_slice(&qkv_w),
                     )?,
-                    bias: ctx.upload_f32(&label, &qkv_b)?,
+                    bias: Some(ctx.upload_f32(&label, &qkv_b)?),
                 },
                 attn_out: dense(&l(names::ATTN_OUT), d, d)?,
                 attn_norm: norm(&l(names::ATTN_NORM))?,
@@ -203,9 +219,11 @@ impl BertWeights {
             });
         }
         Ok(BertWeights {
-            word: vector(names::WORD, &[cfg.vocab, d])?,
-            position: vector(names::POSITION, &[cfg.max_positions, d])?,
-            token_type: vector(names::TOKEN_TYPE, &[cfg.token_types, d])?,
+            input: InputTables::Summed {
+                word: vector(names::WORD, &[cfg.vocab, d])?,
+                position: vector(names::POSITION, &[cfg.max_positions, d])?,
+                token_type: vector(names::TOKEN_TYPE, &[cfg.token_types, d])?,
+            },
             embed_norm: norm(names::EMBED_NORM)?,
             layers,
         })

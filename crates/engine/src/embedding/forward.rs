@@ -5,20 +5,27 @@
 //!   h = LN(h + W_o attn(W_qkv h + b_qkv) + b_o)
 //!   h = LN(h + W_down gelu(W_up h + b_up) + b_down)
 //!
+//! nomic-bert runs the same recipe with rotary q/k instead of the position
+//! table, no biases, and SwiGLU: `W_down (silu(W_gate h) * W_up h)`.
+//!
 //! then pooling into one row a sequence. A single input is a batch of one;
 //! many inputs of mixed lengths are padded to the longest, and attention
 //! masks the padded keys, so every input's rows are what they would be alone.
 
 use crate::gpu::{BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
+use crate::kernels::activation::Activation;
 use crate::kernels::attention_bidir::{attention_bidir, BidirArgs};
+use crate::kernels::embed::embed;
 use crate::kernels::encoder_embed::{encoder_embed, EmbedTables};
 use crate::kernels::gelu::gelu_erf;
 use crate::kernels::layer_norm::layer_norm;
 use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
 use crate::kernels::pool::{pool, PoolMode};
+use crate::kernels::rope::RopeLayout;
+use crate::kernels::rope_bidir::{rope_bidir, RopeBidir};
 
-use super::bert_config::BertConfig;
-use super::bert_weights::{BertWeights, Dense};
+use super::bert_config::{BertConfig, Ffn, Positions};
+use super::bert_weights::{BertWeights, Dense, InputTables};
 
 /// One batch's buffers: written, run, read back, then dropped.
 pub struct Batch {
@@ -36,6 +43,9 @@ pub struct Batch {
     attn: BufferRef,
     /// The MLP's inner rows, `[tokens][ffn]`.
     inner: BufferRef,
+    /// SwiGLU only: the interleaved gate/up rows, `[tokens][2 * ffn]`
+    /// (the gated projection's scratch when it runs several rows).
+    wide: Option<BufferRef>,
     /// The pooled rows, `[seqs][dim]`.
     pub pooled: BufferRef,
 }
@@ -61,6 +71,10 @@ impl Batch {
             qkv: f32s("embed qkv", tokens * 3 * cfg.dim)?,
             attn: f32s("embed attn", tokens * cfg.dim)?,
             inner: f32s("embed inner", tokens * cfg.ffn)?,
+            wide: match cfg.ffn_kind {
+                Ffn::Gelu => None,
+                Ffn::SwiGlu => Some(f32s("embed gate/up", tokens * 2 * cfg.ffn)?),
+            },
             pooled: f32s("embed pooled", seqs * cfg.dim)?,
         })
     }
@@ -80,16 +94,25 @@ pub fn record_forward(
     pooling: PoolMode,
 ) -> Result<(), GpuError> {
     let (d, m) = (cfg.dim, batch.tokens());
-    let tables = EmbedTables {
-        word: &w.word,
-        vocab: cfg.vocab,
-        position: &w.position,
-        positions: cfg.max_positions,
-        token_type: &w.token_type,
-        types: cfg.token_types,
-        dim: d,
-    };
-    encoder_embed(rec, &tables, &batch.ids, m, batch.seq_len, 0, &batch.hidden)?;
+    match &w.input {
+        InputTables::Summed {
+            word,
+            position,
+            token_type,
+        } => {
+            let tables = EmbedTables {
+                word,
+                vocab: cfg.vocab,
+                position,
+                positions: cfg.max_positions,
+                token_type,
+                types: cfg.token_types,
+                dim: d,
+            };
+            encoder_embed(rec, &tables, &batch.ids, m, batch.seq_len, 0, &batch.hidden)?;
+        }
+        InputTables::Gathered(table) => embed(rec, table, &batch.ids, 0, &batch.hidden, 0, m, 1.0)?,
+    }
     let ln = |rec: &mut Recorder, norm: &super::bert_weights::Norm| {
         layer_norm(
             rec,
@@ -124,6 +147,21 @@ pub fn record_forward(
             m,
             &batch.inner,
         )?;
+        if let Positions::Rotary { theta, n_rot } = cfg.positions {
+            // q's heads and k's heads lie side by side from column 0.
+            let rot = RopeBidir {
+                rows: m,
+                seq_len: batch.seq_len,
+                heads: 2 * cfg.heads,
+                head_dim: cfg.head_dim,
+                n_rot,
+                row_stride: 3 * d,
+                col: 0,
+                theta,
+                layout: RopeLayout::NeoX,
+            };
+            rope_bidir(rec, &rot, &batch.qkv)?;
+        }
         attention_bidir(rec, &args, &batch.qkv, &batch.lens, &batch.attn, 0)?;
         project(
             rec,
@@ -135,16 +173,29 @@ pub fn record_forward(
             &batch.inner,
         )?;
         ln(rec, &layer.attn_norm)?;
-        project(
-            rec,
-            &layer.up,
-            &batch.hidden,
-            &batch.inner,
-            Epilogue::Store,
-            m,
-            &batch.qkv,
-        )?;
-        gelu_erf(rec, &batch.inner, 0, m * cfg.ffn)?;
+        match (&batch.wide, cfg.ffn_kind) {
+            (Some(wide), Ffn::SwiGlu) => project(
+                rec,
+                &layer.up,
+                &batch.hidden,
+                &batch.inner,
+                Epilogue::Glu(Activation::Silu),
+                m,
+                wide,
+            )?,
+            _ => {
+                project(
+                    rec,
+                    &layer.up,
+                    &batch.hidden,
+                    &batch.inner,
+                    Epilogue::Store,
+                    m,
+                    &batch.qkv,
+                )?;
+                gelu_erf(rec, &batch.inner, 0, m * cfg.ffn)?;
+            }
+        }
         project(
             rec,
             &layer.down,
@@ -168,9 +219,9 @@ pub fn record_forward(
     )
 }
 
-/// `out (=|+=) W x + b` over `m` rows. `unused` stands in for the scratch
-/// the linear kernel reads only when it normalises or gates, which these
-/// projections never do.
+/// `out (=|+=) W x (+ b)`, or gated, over `m` rows. `scratch` is what the
+/// linear kernel reads only when it normalises (never here) or gates: for
+/// gating `m * W.rows` f32, otherwise any buffer.
 fn project(
     rec: &mut Recorder,
     dense: &Dense,
@@ -178,7 +229,7 @@ fn project(
     out: &GpuBuffer,
     epilogue: Epilogue,
     m: usize,
-    unused: &GpuBuffer,
+    scratch: &GpuBuffer,
 ) -> Result<(), GpuError> {
     linear(
         rec,
@@ -187,16 +238,19 @@ fn project(
             x_offset: 0,
             norm: None,
             w: &dense.w,
-            bias: Some((&dense.bias, 0)),
+            bias: dense.bias.as_ref().map(|b| (&**b, 0)),
             out,
             out_offset: 0,
-            out_stride: dense.w.rows,
+            out_stride: match epilogue {
+                Epilogue::Glu(_) => dense.w.rows / 2,
+                _ => dense.w.rows,
+            },
             epilogue,
             m,
         },
         &LinearScratch {
-            normed: unused,
-            wide: unused,
+            normed: scratch,
+            wide: scratch,
         },
     )
 }

@@ -8,23 +8,30 @@
 //! files as bytes (the engine has no filesystem): `config.json`,
 //! `model.safetensors`, `tokenizer.json` (WordPiece, through the
 //! `tokenizers` crate), and optionally `modules.json`, the Pooling module's
-//! `config.json` and `sentence_bert_config.json`. `embed` tokenizes, pads a
-//! batch to its longest input, runs one step, pools and normalises.
+//! `config.json` and `sentence_bert_config.json`. `Embedder::load_gguf`
+//! takes a GGUF of the `nomic-bert` architecture (nomic-embed-text-v1.5):
+//! rotary positions and SwiGLU in the same encoder, its WordPiece
+//! vocabulary from the GGUF's metadata, the pooling its `pooling_type`
+//! names, then L2 normalisation. `embed` tokenizes, pads a batch to its
+//! longest input, runs one step, pools and normalises.
 
 pub mod bert_config;
 pub mod bert_weights;
 pub mod error;
 pub mod forward;
+pub mod nomic;
 pub mod sentence;
+pub mod wordpiece;
 
 use std::sync::Arc;
 
 use crate::error::WickError;
+use crate::format::gguf::GgufFile;
 use crate::format::safetensors::SafetensorsHeader;
 use crate::gpu::{GpuContext, Recorder};
 use crate::model::ModelError;
 
-use bert_config::BertConfig;
+use bert_config::{BertConfig, Ffn};
 use bert_weights::BertWeights;
 pub use error::EmbedError;
 use forward::{record_forward, Batch};
@@ -92,6 +99,38 @@ impl Embedder {
             weights,
             tokenizer,
             sentence,
+        })
+    }
+
+    /// Loads a `nomic-bert` GGUF (the whole file's bytes): checks the
+    /// metadata and every tensor, builds the WordPiece tokenizer from the
+    /// vocabulary in it, then uploads the weights. Pooling as the file's
+    /// `pooling_type` says, then L2 normalisation (as llama.cpp's embedding
+    /// output and sentence-transformers' Normalize module).
+    pub fn load_gguf(ctx: Arc<GpuContext>, gguf: &[u8]) -> Result<Embedder, WickError> {
+        let file = GgufFile::parse(gguf).map_err(ModelError::from)?;
+        file.check_file_len(gguf.len() as u64)
+            .map_err(ModelError::from)?;
+        let (cfg, pooling) = nomic::config(&file)?;
+        let (tokenizer, vocab) = wordpiece::from_gguf(&file)?;
+        if vocab != cfg.vocab {
+            return Err(ModelError::Config(format!(
+                "the vocabulary has {vocab} tokens, token_embd.weight {} rows",
+                cfg.vocab
+            ))
+            .into());
+        }
+        let weights = nomic::upload(&ctx, &cfg, &file, gguf)?;
+        Ok(Embedder {
+            ctx,
+            cfg,
+            weights,
+            tokenizer,
+            sentence: SentenceConfig {
+                pooling,
+                normalize: true,
+                max_seq_length: None,
+            },
         })
     }
 
@@ -188,15 +227,20 @@ impl Embedder {
     }
 
     /// Consecutive runs of inputs that fit one step: at most `MAX_BATCH`,
-    /// and padded to the run's longest, the MLP's inner rows (the largest
-    /// buffer) within one storage binding.
+    /// and padded to the run's longest, the MLP's inner (or gate/up) rows
+    /// (the largest buffer) within one storage binding.
     fn batches(&self, inputs: &[Vec<u32>]) -> Vec<std::ops::Range<usize>> {
         let max_elems = (self.ctx.max_binding_bytes() / 4) as usize;
+        // SwiGLU's gate/up rows are twice the inner rows.
+        let widest = match self.cfg.ffn_kind {
+            Ffn::Gelu => self.cfg.ffn,
+            Ffn::SwiGlu => 2 * self.cfg.ffn,
+        };
         let mut runs = Vec::new();
         let (mut start, mut longest) = (0, 0);
         for (i, ids) in inputs.iter().enumerate() {
             let l = longest.max(ids.len());
-            let fits = i - start < MAX_BATCH && (i - start + 1) * l * self.cfg.ffn <= max_elems;
+            let fits = i - start < MAX_BATCH && (i - start + 1) * l * widest <= max_elems;
             if i > start && !fits {
                 runs.push(start..i);
                 start = i;

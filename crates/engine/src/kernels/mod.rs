@@ -21,6 +21,7 @@ pub mod moe;
 pub mod pool;
 pub mod rmsnorm;
 pub mod rope;
+pub mod rope_bidir;
 pub mod rope_kv;
 pub mod rope_yarn;
 pub mod sample;
