@@ -8,6 +8,8 @@ use wick::pipeline::stopping::FinishReason;
 use wick::pipeline::Pipeline;
 use wick::WickError;
 
+// One per generation, held in its RefCell: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Run {
     Free(Generation),
     Constrained(ConstrainedGeneration),
