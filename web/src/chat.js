@@ -41,7 +41,7 @@ function number(params, field, lo, hi) {
   return v;
 }
 
-function integer(params, field, lo) {
+export function integer(params, field, lo) {
   const v = params[field];
   if (v === undefined || v === null) return undefined;
   if (!Number.isInteger(v) || v < lo) {
@@ -152,15 +152,20 @@ export function templateMessages(messages) {
  * honour. `maxTokens` is the one asked for, if any (`create` caps it to the
  * context the prompt leaves, which is also its default).
  */
-export function chatOptions(params) {
+/** Refuses, by name, every field of `params` outside `fields` (embeddings.create shares it). */
+export function checkFields(params, fields) {
   for (const k of Object.keys(params)) {
     if (k === "signal") {
       throw new UnsupportedFieldError("signal", "pass it as create(body, { signal }), as the openai SDK does");
     }
-    if (!FIELDS.has(k) && params[k] !== undefined) {
+    if (!fields.has(k) && params[k] !== undefined) {
       throw new UnsupportedFieldError(k, "not supported by wick");
     }
   }
+}
+
+export function chatOptions(params) {
+  checkFields(params, FIELDS);
   const format = params.response_format;
   if (format !== undefined && format !== null && format?.type !== "text") {
     throw new UnsupportedFieldError("response_format.type", `${JSON.stringify(format?.type)} is not supported yet (only "text")`);
