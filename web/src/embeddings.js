@@ -13,7 +13,7 @@
 
 import { WasmEmbedLoader } from "../pkg/wick_web.js";
 import { checkFields, integer } from "./chat.js";
-import { InvalidRequestError, UnsupportedFieldError } from "./errors.js";
+import { InvalidRequestError, ModelLoadError, UnsupportedFieldError } from "./errors.js";
 import { hfFolder } from "./hf-folder.js";
 import { call, checkWebGPU, guard, initWasm } from "./runtime.js";
 
@@ -76,8 +76,9 @@ export class EmbeddingEngine {
       }
       await set("sentence_bert_config.json", undefined, true);
       signal?.throwIfAborted();
-      await pushWeights(folder, loader, { signal, onProgress, cache });
-      const report = (phase) => onProgress?.({ phase, loaded: 1, total: 1 });
+      const bytes = await pushWeights(folder, loader, { signal, onProgress, cache });
+      // "upload" covers the engine's checks and the weights' upload in one step.
+      const report = (phase) => onProgress?.({ phase, loaded: bytes, total: bytes });
       report("upload");
       const engine = new EmbeddingEngine(call(() => loader.finish()), name ?? folder.name, Boolean(matryoshka));
       report("ready");
@@ -156,24 +157,24 @@ export class EmbeddingEngine {
   }
 }
 
-/** Streams model.safetensors into the loader (the chunks go straight into wasm memory). */
+/** Streams model.safetensors into the loader (the chunks go straight into wasm memory); resolves to its length. */
 async function pushWeights(folder, loader, opts) {
   let total;
   const onProgress = (p) => {
     total = p.total ?? undefined;
     opts.onProgress?.(p);
   };
-  let chunks;
+  let loaded = 0;
   try {
-    chunks = folder.chunks(WEIGHTS, { ...opts, onProgress });
-    for await (const chunk of chunks) {
-      call(() => loader.pushWeights(chunk, total));
+    for await (const chunk of folder.chunks(WEIGHTS, { ...opts, onProgress })) {
+      loaded = call(() => loader.pushWeights(chunk, total));
       if (chunk.byteLength >= 1 << 20) await new Promise((r) => setTimeout(r, 0));
     }
+    return loaded;
   } catch (e) {
     // A sharded checkpoint has an index instead: say so rather than "404".
     if (e?.name === "ModelLoadError" && e.file === WEIGHTS && (await folder.bytes(`${WEIGHTS}.index.json`, { optional: true }).catch(() => null))) {
-      throw new (e.constructor)(`${WEIGHTS}: this folder is a sharded checkpoint (${WEIGHTS}.index.json); wick loads embedding models from one ${WEIGHTS}`, { file: WEIGHTS });
+      throw new ModelLoadError(`${WEIGHTS}: this folder is a sharded checkpoint (${WEIGHTS}.index.json); wick loads embedding models from one ${WEIGHTS}`, { file: WEIGHTS });
     }
     throw e;
   }

@@ -373,10 +373,14 @@ export declare class Engine {
 export declare class WorkerEngine {
   constructor(workerUrl?: string | URL);
   static load(source: ModelSource, options?: LoadOptions & { workerUrl?: string | URL }): Promise<WorkerEngine>;
+  /** An EmbeddingEngine in the worker: use `embeddings.create`; `info()` is then an EmbeddingInfo. */
+  static loadEmbeddings(source: HfFolderSource, options?: EmbeddingLoadOptions & { workerUrl?: string | URL }): Promise<WorkerEngine>;
   load(source: string | URL | Blob | File | ArrayBuffer, options?: LoadOptions): Promise<WorkerEngine>;
   readonly chat: Chat;
+  /** After loadEmbeddings only (else it rejects). */
+  readonly embeddings: { create(params: EmbeddingCreateParams): Promise<CreateEmbeddingResponse> };
   lastResult: GenerationResult | null;
-  info(): EngineInfo;
+  info(): EngineInfo | EmbeddingInfo;
   tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;
   decode(ids: ArrayLike<number>, options?: { skipSpecial?: boolean }): Promise<string>;
   applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[]; kwargs?: Record<string, unknown> }): Promise<string>;

@@ -51,7 +51,7 @@ function checkReference(vectors, what) {
     return cosine(v, reference.inputs[i].embedding);
   });
   const min = Math.min(...cos);
-  log(`${what}: min cosine ${min.toFixed(9)} (input ${cos.indexOf(min)})`);
+  log(`${what}: min cosine ${min.toFixed(9)} (1 - min = ${(1 - min).toExponential(2)}, input ${cos.indexOf(min)})`);
   cos.forEach((c, i) => assert.ok(c >= MIN_COSINE, `${what}: input ${i} ${JSON.stringify(texts[i])} cosine ${c}`));
   return min;
 }
@@ -170,6 +170,16 @@ describe("EmbeddingEngine from a URL", () => {
         noTokenizer: await check(EmbeddingEngine.load({ "config.json": config })),
         badJson: await check(EmbeddingEngine.load({ "config.json": new Blob(["{ not json"]) })),
         noWeights: await check(EmbeddingEngine.load({ "config.json": config, "tokenizer.json": await bytes("/models/all-MiniLM-L6-v2/tokenizer.json") })),
+        sharded: await check(EmbeddingEngine.load({
+          "config.json": config,
+          "tokenizer.json": await bytes("/models/all-MiniLM-L6-v2/tokenizer.json"),
+          "model.safetensors.index.json": new Blob(["{}"]),
+        })),
+        truncated: await check(EmbeddingEngine.load({
+          "config.json": config,
+          "tokenizer.json": await bytes("/models/all-MiniLM-L6-v2/tokenizer.json"),
+          "model.safetensors": (await bytes("/models/all-MiniLM-L6-v2/model.safetensors")).slice(0, 1 << 20),
+        })),
       };
     }, caught);
     for (const [k, file] of [["noFolder", "config.json"], ["noTokenizer", "tokenizer.json"], ["badJson", "config.json"], ["noWeights", "model.safetensors"]]) {
@@ -178,6 +188,9 @@ describe("EmbeddingEngine from a URL", () => {
       assert.ok(errs[k].message.includes(file), `${k}: ${errs[k].message} names ${file}`);
     }
     assert.match(errs.badJson.message, /not valid JSON/);
+    assert.match(errs.sharded?.message ?? "", /sharded checkpoint/);
+    assert.equal(errs.truncated?.name, "ModelLoadError", errs.truncated?.message);
+    log(`truncated weights: ${errs.truncated.message}`);
   });
 });
 
@@ -216,6 +229,40 @@ describe("EmbeddingEngine from a folder picker's Files", () => {
         const headNorm = Math.hypot(...head);
         v.forEach((x, k) => assert.ok(Math.abs(x - head[k] / headNorm) < 1e-6, `input ${i} value ${k}`));
       });
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe("EmbeddingEngine in a Web Worker", () => {
+  test("WorkerEngine.loadEmbeddings: the batch of 16 and typed errors across postMessage", { timeout: LOAD_MS + 240_000 }, async () => {
+    const page = await openTestPage(browser, base, log);
+    try {
+      const r = await within(LOAD_MS + 200_000, page.evaluate(async ({ url, input, caught }) => {
+        const check = eval(caught);
+        const engine = await window.wick.WorkerEngine.loadEmbeddings(url);
+        try {
+          const out = await engine.embeddings.create({ input });
+          return {
+            info: engine.info(),
+            vectors: out.data.map((d) => d.embedding),
+            usage: out.usage,
+            dimensions: await check(engine.embeddings.create({ input: "a", dimensions: 8 })),
+            tooLong: await check(engine.embeddings.create({ input: ["a", "b", "word ".repeat(300)] })),
+            chat: await check(engine.chat.completions.create({ messages: [{ role: "user", content: "hi" }] })),
+          };
+        } finally {
+          await engine.dispose();
+        }
+      }, { url: `/models/${MODEL}/`, input: texts, caught }), "worker load + embed");
+      assert.equal(r.info.dimensions, 384);
+      checkReference(r.vectors, "worker, batch of 16");
+      assert.equal(r.dimensions?.name, "InvalidRequestError");
+      assert.equal(r.dimensions.field, "dimensions");
+      assert.equal(r.tooLong?.name, "ContextWindowExceededError");
+      assert.deepEqual([r.tooLong.inputIndex, r.tooLong.promptTokens, r.tooLong.contextLength], [2, 302, 256]);
+      assert.match(r.chat?.message ?? "", /is an embedding model/, "chat on an embedding model is refused by name");
     } finally {
       await page.close();
     }
