@@ -41,7 +41,7 @@ function number(params, field, lo, hi) {
   return v;
 }
 
-function integer(params, field, lo) {
+export function integer(params, field, lo) {
   const v = params[field];
   if (v === undefined || v === null) return undefined;
   if (!Number.isInteger(v) || v < lo) {
@@ -147,20 +147,25 @@ export function templateMessages(messages) {
   });
 }
 
+/** Refuses, by name, every field of `params` outside `fields` (embeddings.create shares it). */
+export function checkFields(params, fields) {
+  for (const k of Object.keys(params)) {
+    if (k === "signal") {
+      throw new UnsupportedFieldError("signal", "pass it as create(body, { signal }), as the openai SDK does");
+    }
+    if (!fields.has(k) && params[k] !== undefined) {
+      throw new UnsupportedFieldError(k, "not supported by wick");
+    }
+  }
+}
+
 /**
  * Checks a request and maps it to generate options; refuses what it does not
  * honour. `maxTokens` is the one asked for, if any (`create` caps it to the
  * context the prompt leaves, which is also its default).
  */
 export function chatOptions(params) {
-  for (const k of Object.keys(params)) {
-    if (k === "signal") {
-      throw new UnsupportedFieldError("signal", "pass it as create(body, { signal }), as the openai SDK does");
-    }
-    if (!FIELDS.has(k) && params[k] !== undefined) {
-      throw new UnsupportedFieldError(k, "not supported by wick");
-    }
-  }
+  checkFields(params, FIELDS);
   const jsonSchema = responseSchema(params.response_format);
   const choice = params.tool_choice;
   if (choice !== undefined && choice !== null && choice !== "auto" && choice !== "none") {

@@ -139,10 +139,10 @@ export function errorMessage(e) {
   return { name: e?.name ?? "Error", message: e?.message ?? String(e), code: e?.code, field: e?.field, details: detailsOf(e) };
 }
 
-/** The details a typed error carries (ContextWindowExceededError's numbers, WasmLoadError's url). */
+/** The details a typed error carries (ContextWindowExceededError's numbers and embeddings' inputIndex, WasmLoadError's url, ModelLoadError's file). */
 function detailsOf(e) {
   const details = {};
-  for (const k of ["promptTokens", "contextLength", "cachedTokens", "url"]) {
+  for (const k of ["promptTokens", "contextLength", "cachedTokens", "url", "inputIndex", "file"]) {
     if (e?.[k] !== undefined) details[k] = e[k];
   }
   return details;

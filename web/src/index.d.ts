@@ -322,12 +322,17 @@ export declare class WickError extends Error {
 /** No WebGPU in this page, or no adapter/device. code "webgpu_unavailable". */
 export declare class WebGPUUnavailableError extends WickError {}
 /** Not a model wick can run (bad file, architecture, quant type). code "model_load". */
-export declare class ModelLoadError extends WickError {}
+export declare class ModelLoadError extends WickError {
+  /** The folder's file at fault, where one is (EmbeddingEngine.load). */
+  file?: string;
+}
 /** The prompt does not fit the context. code "context_window_exceeded". */
 export declare class ContextWindowExceededError extends WickError {
   promptTokens: number;
   contextLength: number;
   cachedTokens: number;
+  /** embeddings.create: which input is too long. */
+  inputIndex?: number;
 }
 /** A request field wick does not implement. code "unsupported_field". */
 export declare class UnsupportedFieldError extends WickError {
@@ -382,10 +387,14 @@ export declare class Engine {
 export declare class WorkerEngine {
   constructor(workerUrl?: string | URL);
   static load(source: ModelSource, options?: LoadOptions & { workerUrl?: string | URL }): Promise<WorkerEngine>;
+  /** An EmbeddingEngine in the worker: use `embeddings.create`; `info()` is then an EmbeddingInfo. */
+  static loadEmbeddings(source: HfFolderSource, options?: EmbeddingLoadOptions & { workerUrl?: string | URL }): Promise<WorkerEngine>;
   load(source: string | URL | Blob | File | ArrayBuffer, options?: LoadOptions): Promise<WorkerEngine>;
   readonly chat: Chat;
+  /** After loadEmbeddings only (else it rejects). */
+  readonly embeddings: { create(params: EmbeddingCreateParams): Promise<CreateEmbeddingResponse> };
   lastResult: GenerationResult | null;
-  info(): EngineInfo;
+  info(): EngineInfo | EmbeddingInfo;
   tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;
   decode(ids: ArrayLike<number>, options?: { skipSpecial?: boolean }): Promise<string>;
   applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[]; kwargs?: Record<string, unknown> }): Promise<string>;
@@ -395,3 +404,72 @@ export declare class WorkerEngine {
 }
 
 export declare function createWorkerEngine(workerUrl?: string | URL): WorkerEngine;
+
+/**
+ * A Hugging Face / sentence-transformers folder: its URL (files fetched
+ * beside it), a folder picker's FileList or an array of Files (paths from
+ * `webkitRelativePath`, the top folder dropped), or `{ "path/in/folder": Blob }`.
+ */
+export type HfFolderSource = string | URL | FileList | ArrayLike<File> | Record<string, Blob> | Map<string, Blob>;
+
+export interface EmbeddingLoadOptions {
+  onProgress?: (p: LoadProgress) => void;
+  signal?: AbortSignal;
+  /** Keep model.safetensors in the Cache API (URL sources). */
+  cache?: boolean;
+  wasmUrl?: string | URL;
+  /** The responses' `model` (default: the folder's name). */
+  name?: string;
+  /**
+   * The model was trained for Matryoshka truncation: `dimensions` below its
+   * own cut and renormalise. Default false: any other `dimensions` is refused.
+   */
+  matryoshka?: boolean;
+}
+
+export interface EmbeddingInfo {
+  name: string;
+  dimensions: number;
+  /** Longest input in tokens, special tokens included. */
+  maxTokens: number;
+  vocabSize: number;
+  layers: number;
+  pooling: "mean" | "first" | "last";
+  normalize: boolean;
+  matryoshka: boolean;
+}
+
+export interface EmbeddingCreateParams {
+  /** Text or texts (at most 2048, none empty); token-id inputs are refused (UnsupportedFieldError). */
+  input: string | string[];
+  /** Accepted; the loaded model answers (the response names it). */
+  model?: string;
+  /** The model's own, or fewer where it was loaded with `matryoshka: true`. */
+  dimensions?: number;
+  encoding_format?: "float" | "base64";
+  user?: string;
+}
+
+export interface Embedding {
+  object: "embedding";
+  index: number;
+  /** Numbers, or with encoding_format "base64" the little-endian f32 bytes in base64. */
+  embedding: number[] | string;
+}
+
+export interface CreateEmbeddingResponse {
+  object: "list";
+  data: Embedding[];
+  model: string;
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
+/** An encoder model (BERT: all-MiniLM-L6-v2 and its kin) and OpenAI-shaped embeddings. */
+export declare class EmbeddingEngine {
+  static load(source: HfFolderSource, options?: EmbeddingLoadOptions): Promise<EmbeddingEngine>;
+  readonly embeddings: { create(params: EmbeddingCreateParams): Promise<CreateEmbeddingResponse> };
+  info(): EmbeddingInfo;
+  /** Each text's vector at the model's dimensions, and its token count. */
+  embed(texts: string[]): Promise<{ vectors: Float32Array[]; tokens: number[] }>;
+  dispose(): Promise<void>;
+}

@@ -28,6 +28,7 @@ export {
   WickError,
 } from "./errors.js";
 export { createWorkerEngine, WorkerEngine } from "./worker-client.js";
+export { EmbeddingEngine } from "./embeddings.js";
 
 /** Sampling defaults: mild temperature with nucleus and top-k cuts. `temperature: 0` is greedy. */
 export const DEFAULTS = Object.freeze({ maxTokens: 256, temperature: 0.7, topK: 40, topP: 0.95 });

@@ -77,6 +77,8 @@ export class WorkerEngine {
         create: (params = {}, options = {}) => this.#chat(params, options),
       },
     };
+    /** An embedding model's OpenAI-shaped embeddings (after loadEmbeddings). */
+    this.embeddings = { create: (params) => this.#request({ type: "embeddings", params }) };
     /** The last finished generation's `{ finishReason, stats, ids }`. */
     this.lastResult = null;
   }
@@ -93,12 +95,32 @@ export class WorkerEngine {
     return w;
   }
 
+  /**
+   * A worker with an EmbeddingEngine loaded from a Hugging Face folder
+   * (its URL, a FileList, Files or `{ path: Blob }`): `embeddings.create`,
+   * `info()` and `dispose()` as on the page.
+   */
+  static async loadEmbeddings(source, options = {}) {
+    const w = new WorkerEngine(options.workerUrl);
+    try {
+      await w.#load("loadEmbeddings", source, options);
+    } catch (e) {
+      w.terminate();
+      throw e;
+    }
+    return w;
+  }
+
   /** Loads (or replaces) the model in the worker. Same options as Engine.load. */
-  async load(source, options = {}) {
+  load(source, options = {}) {
+    return this.#load("load", source, options);
+  }
+
+  async #load(type, source, options) {
     if (!globalThis.navigator?.gpu) throw new WebGPUUnavailableError(NO_WEBGPU);
     const { onProgress, signal, workerUrl: _w, ...rest } = options;
     const { sent, transfer } = transferable(source);
-    this.#info = await this.#request({ type: "load", source: sent, options: rest }, { signal, onEvent: onProgress, transfer });
+    this.#info = await this.#request({ type, source: sent, options: rest }, { signal, onEvent: onProgress, transfer });
     return this;
   }
 

@@ -1,12 +1,13 @@
 // The Web Worker side of createWorkerEngine(): runs an Engine off the main
 // thread. Messages from the page: { id, type, ... }; replies: { id, type:
 // "event" | "result" | "error", ... }. { type: "abort", target } aborts the
-// request `target` (a load, generate or chat).
+// request `target` (a load, generate or chat). "loadEmbeddings" and
+// "embeddings" run an EmbeddingEngine instead of an Engine.
 //
 // Start it as a module worker: new Worker(new URL("wick/worker", import.meta.url), { type: "module" }).
 
 import { errorMessage } from "./errors.js";
-import { Engine } from "./index.js";
+import { EmbeddingEngine, Engine } from "./index.js";
 
 let engine = null;
 const running = new Map();
@@ -15,8 +16,14 @@ const post = (msg) => self.postMessage(msg);
 
 async function handle(msg) {
   const { id, type } = msg;
-  const need = () => {
+  // What a request needs loaded: an Engine unless it says otherwise.
+  const need = (Kind = Engine) => {
     if (!engine) throw new Error("no model is loaded in this worker (call load first)");
+    if (!(engine instanceof Kind)) {
+      throw new Error(Kind === EmbeddingEngine
+        ? "the model in this worker is not an embedding model (load it with WorkerEngine.loadEmbeddings)"
+        : "the model in this worker is an embedding model: only embeddings.create, info and dispose");
+    }
     return engine;
   };
   const ac = new AbortController();
@@ -32,6 +39,17 @@ async function handle(msg) {
         const onProgress = (p) => event(p);
         engine = await Engine.load(msg.source, { ...msg.options, signal, onProgress });
         value = engine.info();
+        break;
+      }
+      case "loadEmbeddings": {
+        if (engine) await engine.dispose();
+        engine = null;
+        engine = await EmbeddingEngine.load(msg.source, { ...msg.options, signal, onProgress: event });
+        value = engine.info();
+        break;
+      }
+      case "embeddings": {
+        value = await need(EmbeddingEngine).embeddings.create(msg.params);
         break;
       }
       case "generate": {
@@ -61,7 +79,7 @@ async function handle(msg) {
         value = need().applyChatTemplate(msg.messages, msg.options);
         break;
       case "info":
-        value = need().info();
+        value = need(Object).info();
         break;
       case "dispose":
         if (engine) await engine.dispose();

@@ -10,7 +10,9 @@
 //!   [`WasmEngine::start`] which prefills a prompt and returns a
 //!   [`WasmGeneration`];
 //! - [`WasmGeneration`]: one token (and its text) per `next()` call, so a JS
-//!   async iterator yields between tokens; `cancel()` stops it.
+//!   async iterator yields between tokens; `cancel()` stops it;
+//! - [`WasmEmbedLoader`] / [`WasmEmbedder`]: an encoder (sentence-transformers
+//!   folder) and its embeddings.
 //!
 //! Every error reaches JavaScript as an `Error` whose message names the
 //! problem. A panic cannot be caught on wasm32 (it aborts the module), so the
@@ -21,6 +23,7 @@ use wick::gpu::GpuError;
 use wick::model::ModelError;
 use wick::WickError;
 
+mod embedder;
 mod engine;
 mod generation;
 mod info;
@@ -28,6 +31,7 @@ mod loader;
 mod logprobs;
 mod run;
 
+pub use embedder::{WasmEmbedLoader, WasmEmbedder};
 pub use engine::WasmEngine;
 pub use generation::WasmGeneration;
 pub use loader::WasmLoader;

@@ -1,0 +1,99 @@
+// A Hugging Face / sentence-transformers folder as named files: from a base
+// URL (each file fetched beside it) or from a list of Files (an
+// `<input type="file" webkitdirectory>`'s FileList, or Files/Blobs keyed by
+// their path in the folder). Only bytes move here: every file is parsed by
+// the engine (crates/web/src/embedder.rs). A missing or unreadable file is a
+// ModelLoadError that names it.
+
+import { ModelLoadError } from "./errors.js";
+import { readSource } from "./source.js";
+
+/**
+ * `{ name, bytes(path, { optional }), chunks(path, opts) }` over `source`:
+ * a URL string / URL of the folder, a FileList or array of Files, or an
+ * object or Map of `{ "path/in/folder": Blob }`.
+ */
+export function hfFolder(source, { signal } = {}) {
+  if (typeof source === "string" || source instanceof URL) return urlFolder(source, signal);
+  if (source && typeof source === "object") return filesFolder(source);
+  throw new TypeError(
+    "the source must be the folder's URL, a FileList or array of Files, or an object of { path: Blob }",
+  );
+}
+
+function urlFolder(source, signal) {
+  let base = new URL(String(source), globalThis.location?.href);
+  if (!base.pathname.endsWith("/")) base = new URL(`${base.pathname}/${base.search}`, base);
+  const urlOf = (path) => new URL(path, base).href;
+  return {
+    name: decodeURIComponent(base.pathname.split("/").filter(Boolean).pop() ?? "model"),
+    async bytes(path, { optional = false } = {}) {
+      let res;
+      try {
+        res = await fetch(urlOf(path), { signal });
+      } catch (e) {
+        if (e?.name === "AbortError") throw e;
+        throw new ModelLoadError(`${path}: fetching ${urlOf(path)} failed: ${e?.message ?? e}`, { file: path });
+      }
+      if (res.status === 404 && optional) return null;
+      if (!res.ok) {
+        throw new ModelLoadError(`${path}: fetching ${urlOf(path)} failed: HTTP ${res.status}`, { file: path });
+      }
+      return new Uint8Array(await res.arrayBuffer());
+    },
+    chunks(path, opts) {
+      return named(path, readSource(urlOf(path), opts));
+    },
+  };
+}
+
+function filesFolder(source) {
+  const files = new Map();
+  let name = null;
+  if (!(source instanceof Map) && (typeof source.length === "number" || typeof source[Symbol.iterator] === "function")) {
+    for (const f of Array.from(source)) {
+      if (!(f instanceof Blob)) throw new TypeError("every item of the file list must be a File");
+      // A folder picker's Files carry "folder/sub/file"; the folder is the model.
+      const rel = f.webkitRelativePath || f.name;
+      const parts = rel.split("/");
+      if (parts.length > 1) {
+        const top = parts.shift();
+        name ??= top;
+      }
+      files.set(parts.join("/"), f);
+    }
+  } else {
+    for (const [path, f] of source instanceof Map ? source : Object.entries(source)) {
+      if (!(f instanceof Blob)) throw new TypeError(`${path}: must be a File or Blob`);
+      files.set(path, f);
+    }
+  }
+  const missing = (path) =>
+    new ModelLoadError(`${path} is missing from the files given (${[...files.keys()].join(", ") || "none"})`, { file: path });
+  return {
+    name: name ?? "model",
+    async bytes(path, { optional = false } = {}) {
+      const f = files.get(path);
+      if (!f) {
+        if (optional) return null;
+        throw missing(path);
+      }
+      return new Uint8Array(await f.arrayBuffer());
+    },
+    chunks(path, opts) {
+      const f = files.get(path);
+      if (!f) throw missing(path);
+      return named(path, readSource(f, opts));
+    },
+  };
+}
+
+/** `chunks`'s errors (a failed fetch, a 404) as ModelLoadErrors naming `path`. */
+async function* named(path, chunks) {
+  try {
+    yield* chunks;
+  } catch (e) {
+    if (e?.name === "AbortError" || e instanceof ModelLoadError) throw e;
+    throw new ModelLoadError(`${path}: ${e?.message ?? e}`, { file: path });
+  }
+}
