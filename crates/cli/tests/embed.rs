@@ -125,7 +125,7 @@ fn embed_bad_invocations_are_one_error_line() {
     for (args, needle) in [
         (
             vec!["embed", "--model", "no/such/folder", "--text", "x"],
-            "is not a folder",
+            "is neither a GGUF file nor a folder",
         ),
         (vec!["embed", "--model", "."], "nothing to embed"),
     ] {
