@@ -167,7 +167,7 @@ describe("Engine on the page", () => {
       const refused = {
         fiveStops: await err(create({ ...base, stop: ["a", "b", "c", "d", "e"] })),
         unknown: await err(create({ ...base, frobnicate: 1 })),
-        format: await err(create({ ...base, response_format: { type: "json_object" } })),
+        format: await err(create({ ...base, response_format: { type: "xml" } })),
         toolChoice: await err(create({ ...base, tool_choice: "required" })),
         bodySignal: await err(create({ ...base, signal: new AbortController().signal })),
         nStream: await err(create({ ...base, n: 2, stream: true })),
