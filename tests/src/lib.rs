@@ -2,6 +2,7 @@
 //! llama.cpp reference outputs are, one GPU context per test process, and the
 //! comparison rules of the golden README (tests/fixtures/golden/README.md).
 
+pub mod embed_check;
 pub mod hf_checkpoint;
 pub mod tiny_tokenizer;
 

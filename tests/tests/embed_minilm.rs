@@ -5,7 +5,8 @@
 //! padded batch; the batch also equals the single inputs.
 
 use serde::Deserialize;
-use wick::embedding::{pooling_path, EmbedFiles, EmbedOptions, Embedder, SentenceFiles};
+use wick::embedding::{pooling_path, EmbedFiles, EmbedOptions, Embedder, Embedding, SentenceFiles};
+use wick_tests::embed_check::{self, cosine, Expected};
 use wick_tests::{gpu, model_path, workspace_root};
 
 #[derive(Deserialize)]
@@ -53,36 +54,19 @@ pub fn load_minilm() -> Embedder {
     .unwrap()
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
-    let na: f64 = a.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
-    dot / (na * nb)
+/// The reference as `embed_check` takes it.
+fn expected(want: &[RefInput]) -> Vec<Expected<'_>> {
+    want.iter()
+        .map(|w| Expected {
+            text: &w.text,
+            tokens: w.ids.len(),
+            vector: &w.embedding,
+        })
+        .collect()
 }
 
-/// The smallest cosine over the inputs, failing below 0.999.
-fn check(got: &[wick::embedding::Embedding], want: &[RefInput], what: &str) -> f64 {
-    assert_eq!(got.len(), want.len(), "{what}: count");
-    let mut min = 1.0f64;
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(g.vector.len(), 384, "{what}: dim");
-        assert_eq!(g.tokens, w.ids.len(), "{what}: input {i} tokens");
-        let norm: f64 = g
-            .vector
-            .iter()
-            .map(|&x| x as f64 * x as f64)
-            .sum::<f64>()
-            .sqrt();
-        assert!(
-            (norm - 1.0).abs() < 1e-5,
-            "{what}: input {i} is not unit length ({norm})"
-        );
-        let c = cosine(&g.vector, &w.embedding);
-        assert!(c >= 0.999, "{what}: input {i} ({:?}): cosine {c}", w.text);
-        min = min.min(c);
-    }
-    eprintln!("{what}: min cosine {min:.9} (1 - min = {:.2e})", 1.0 - min);
-    min
+fn check(got: &[Embedding], want: &[RefInput], what: &str) -> f64 {
+    embed_check::check(got, &expected(want), 384, what)
 }
 
 #[test]

@@ -5,13 +5,12 @@
 //! padded batch; the batch also equals the single inputs.
 //!
 //! The model file is fetched by scripts/fetch-models.sh (`nomic`, in `all`,
-//! which CI runs); without it the test says so and passes.
-
-use std::path::PathBuf;
+//! which CI runs); a missing file fails the test, as for the other models.
 
 use serde::Deserialize;
 use wick::embedding::{EmbedOptions, Embedder, Embedding};
-use wick_tests::{gpu, workspace_root};
+use wick_tests::embed_check::{self, cosine, Expected};
+use wick_tests::{gpu, model_path, workspace_root};
 
 const FILE: &str = "nomic-embed-text-v1.5.f16.gguf";
 
@@ -27,57 +26,24 @@ struct RefInput {
     vector: Vec<f32>,
 }
 
-fn model() -> Option<PathBuf> {
-    let dir = std::env::var_os("WICK_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("models"));
-    let path = dir.join(FILE);
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!(
-            "SKIPPED: {} is absent (scripts/fetch-models.sh nomic fetches it)",
-            path.display()
-        );
-        None
-    }
+/// The reference as `embed_check` takes it.
+fn expected(want: &[RefInput]) -> Vec<Expected<'_>> {
+    want.iter()
+        .map(|w| Expected {
+            text: &w.text,
+            tokens: w.ids.len(),
+            vector: &w.vector,
+        })
+        .collect()
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
-    let na: f64 = a.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
-    dot / (na * nb)
-}
-
-/// The smallest cosine over the inputs, failing below 0.999.
 fn check(got: &[Embedding], want: &[RefInput], what: &str) -> f64 {
-    assert_eq!(got.len(), want.len(), "{what}: count");
-    let mut min = 1.0f64;
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(g.vector.len(), 768, "{what}: dim");
-        assert_eq!(g.tokens, w.ids.len(), "{what}: input {i} tokens");
-        let norm: f64 = g
-            .vector
-            .iter()
-            .map(|&x| x as f64 * x as f64)
-            .sum::<f64>()
-            .sqrt();
-        assert!(
-            (norm - 1.0).abs() < 1e-5,
-            "{what}: input {i} is not unit length ({norm})"
-        );
-        let c = cosine(&g.vector, &w.vector);
-        assert!(c >= 0.999, "{what}: input {i} ({:?}): cosine {c}", w.text);
-        min = min.min(c);
-    }
-    eprintln!("{what}: min cosine {min:.9} (1 - min = {:.2e})", 1.0 - min);
-    min
+    embed_check::check(got, &expected(want), 768, what)
 }
 
 #[test]
 fn nomic_matches_the_f64_reference_one_at_a_time_and_batched() {
-    let Some(path) = model() else { return };
+    let path = model_path(FILE);
     let bytes = std::fs::read(&path).unwrap();
     let embedder = Embedder::load_gguf(gpu(), &bytes).unwrap();
     assert_eq!((embedder.dim(), embedder.max_tokens()), (768, 2048));
