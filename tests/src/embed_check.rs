@@ -2,12 +2,12 @@
 //! reference's token count, and a cosine similarity of at least 0.999 (the
 //! issue's bar; wick's f32 math lands within 1e-12 of f64 references).
 
-use wick::embedding::Embedding;
+use wick::embedding::{EmbedOptions, Embedder, Embedding};
 
-/// One reference input: its text (for messages), token count and vector.
+/// One reference input: its text, token ids and vector.
 pub struct Expected<'a> {
     pub text: &'a str,
-    pub tokens: usize,
+    pub ids: &'a [u32],
     pub vector: &'a [f32],
 }
 
@@ -25,7 +25,7 @@ pub fn check(got: &[Embedding], want: &[Expected], dim: usize, what: &str) -> f6
     let mut min = 1.0f64;
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert_eq!(g.vector.len(), dim, "{what}: dim");
-        assert_eq!(g.tokens, w.tokens, "{what}: input {i} tokens");
+        assert_eq!(g.tokens, w.ids.len(), "{what}: input {i} tokens");
         let norm = g
             .vector
             .iter()
@@ -42,4 +42,30 @@ pub fn check(got: &[Embedding], want: &[Expected], dim: usize, what: &str) -> f6
     }
     eprintln!("{what}: min cosine {min:.9} (1 - min = {:.2e})", 1.0 - min);
     min
+}
+
+/// Checks `embedder` on the reference's texts: their token ids, then each
+/// embedding (`check`) one input at a time and all in one padded batch, and
+/// that padding does not leak into a sequence's rows (the batch equals the
+/// single runs up to f32 rounding, far below what a masked key or row would
+/// change). Returns the single runs.
+pub fn check_reference(embedder: &Embedder, want: &[Expected], dim: usize) -> Vec<Embedding> {
+    let texts: Vec<&str> = want.iter().map(|w| w.text).collect();
+    assert_eq!(texts.len(), 16, "the references hold 16 inputs");
+    let ids = embedder.tokenize(&texts, EmbedOptions::default()).unwrap();
+    for (i, (got, w)) in ids.iter().zip(want).enumerate() {
+        assert_eq!(got, w.ids, "input {i} ({:?}): token ids", w.text);
+    }
+    let mut single = Vec::new();
+    for t in &texts {
+        single.extend(pollster::block_on(embedder.embed(&[t], EmbedOptions::default())).unwrap());
+    }
+    check(&single, want, dim, "batch of 1");
+    let batch = pollster::block_on(embedder.embed(&texts, EmbedOptions::default())).unwrap();
+    check(&batch, want, dim, "batch of 16");
+    for (i, (a, b)) in single.iter().zip(&batch).enumerate() {
+        let c = cosine(&a.vector, &b.vector);
+        assert!(c > 0.999_999, "input {i}: batch vs alone cosine {c}");
+    }
+    single
 }

@@ -5,8 +5,8 @@
 //! padded batch; the batch also equals the single inputs.
 
 use serde::Deserialize;
-use wick::embedding::{pooling_path, EmbedFiles, EmbedOptions, Embedder, Embedding, SentenceFiles};
-use wick_tests::embed_check::{self, cosine, Expected};
+use wick::embedding::{pooling_path, EmbedFiles, EmbedOptions, Embedder, SentenceFiles};
+use wick_tests::embed_check::{self, Expected};
 use wick_tests::{gpu, model_path, workspace_root};
 
 #[derive(Deserialize)]
@@ -59,40 +59,17 @@ fn expected(want: &[RefInput]) -> Vec<Expected<'_>> {
     want.iter()
         .map(|w| Expected {
             text: &w.text,
-            tokens: w.ids.len(),
+            ids: &w.ids,
             vector: &w.embedding,
         })
         .collect()
-}
-
-fn check(got: &[Embedding], want: &[RefInput], what: &str) -> f64 {
-    embed_check::check(got, &expected(want), 384, what)
 }
 
 #[test]
 fn minilm_matches_sentence_transformers_one_at_a_time_and_batched() {
     let embedder = load_minilm();
     let reference = reference();
-    let texts: Vec<&str> = reference.inputs.iter().map(|r| r.text.as_str()).collect();
-    assert_eq!(texts.len(), 16);
-    let ids = embedder.tokenize(&texts, EmbedOptions::default()).unwrap();
-    for (i, (got, r)) in ids.iter().zip(&reference.inputs).enumerate() {
-        assert_eq!(got, &r.ids, "input {i} ({:?}): token ids", r.text);
-    }
-    let mut single = Vec::new();
-    for t in &texts {
-        single.extend(pollster::block_on(embedder.embed(&[t], EmbedOptions::default())).unwrap());
-    }
-    check(&single, &reference.inputs, "batch of 1");
-    let batch = pollster::block_on(embedder.embed(&texts, EmbedOptions::default())).unwrap();
-    check(&batch, &reference.inputs, "batch of 16");
-    // Padding must not leak into a sequence's rows: the same math per input
-    // (the projections' tiling may differ with the row count, so allow f32
-    // rounding, far below what a masked key or row would change).
-    for (i, (a, b)) in single.iter().zip(&batch).enumerate() {
-        let c = cosine(&a.vector, &b.vector);
-        assert!(c > 0.999_999, "input {i}: batch vs alone cosine {c}");
-    }
+    embed_check::check_reference(&embedder, &expected(&reference.inputs), 384);
 }
 
 #[test]
