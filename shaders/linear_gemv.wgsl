@@ -31,11 +31,28 @@ fn stash_lane(lid: u32) {
 {{NORM}}    sq_partial[lid] = sum_sq;
 }
 
-// 1 / sqrt(mean(x^2) + eps) of token row t (after the barrier), or 1.
+// Where the core reduces rows as a tree or with subgroups (REDUCE != 0,
+// GPUs), the lanes' sums of squares become one the same way, as a tree in
+// sq_partial[0]: otherwise every storing lane would add X_LANES of them.
+// After reduce_rows; workgroup-uniform control flow.
+fn reduce_norm(lid: u32) {
+{{NORM}}    if (REDUCE != 0u) {
+{{NORM}}        for (var s = X_LANES / 2u; s > 0u; s >>= 1u) {
+{{NORM}}            if (lid < s) {
+{{NORM}}                sq_partial[lid] += sq_partial[lid + s];
+{{NORM}}            }
+{{NORM}}            workgroupBarrier();
+{{NORM}}        }
+{{NORM}}    }
+}
+
+// 1 / sqrt(mean(x^2) + eps) of token row t (after reduce_norm), or 1.
 fn x_scale(t: u32) -> f32 {
-{{NORM}}    var s = 0.0;
-{{NORM}}    for (var j = 0u; j < X_LANES; j++) {
-{{NORM}}        s += sq_partial[j];
+{{NORM}}    var s = sq_partial[0];
+{{NORM}}    if (REDUCE == 0u) {
+{{NORM}}        for (var j = 1u; j < X_LANES; j++) {
+{{NORM}}            s += sq_partial[j];
+{{NORM}}        }
 {{NORM}}    }
 {{NORM}}    return inverseSqrt(s / f32(p.k) + p.eps);
 {{NO_NORM}}    return 1.0;
@@ -97,5 +114,6 @@ fn main(
     }
     gemv_partials(lid, row0, 0u, p.x_offset);
     reduce_rows(lid);
+    reduce_norm(lid);
     emit_rows(lid, row0);
 }

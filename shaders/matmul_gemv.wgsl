@@ -47,6 +47,7 @@ fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
 
 // The unit core's rows are summed by row_sum alone (the fused linear
 // layer's entry point calls this for either core).
+const REDUCE: u32 = 0u;
 fn reduce_rows(lid: u32) {}
 
 // The whole dot product of (row r, token t), i = r * TOKENS + t.
