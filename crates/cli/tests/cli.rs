@@ -2,27 +2,9 @@
 //! with one clear error line and a non-zero exit, never a panic.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn model() -> PathBuf {
-    let dir = std::env::var_os("WICK_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.exists(),
-        "model file {} not found: run scripts/fetch-models.sh",
-        path.display()
-    );
-    path
-}
-
-fn wick(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wick"))
-        .args(args)
-        .output()
-        .expect("run wick")
-}
+mod common;
+use common::{smollm2 as model, wick};
 
 fn fails_with(args: &[&str], needle: &str) {
     let out = wick(args);

@@ -3,16 +3,11 @@
 //! error line.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use wick_tests::hf_checkpoint::{tokenizer_config_json, tokenizer_json, Storage, TinyModel};
 
-fn wick(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wick"))
-        .args(args)
-        .output()
-        .expect("run wick")
-}
+mod common;
+use common::wick;
 
 fn stdout_json(args: &[&str]) -> serde_json::Value {
     let out = wick(args);

@@ -2,31 +2,12 @@
 //! `--json`, one vector a line without, and inputs it cannot take refused
 //! with one error line naming them.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
+use common::{stderr, wick};
 
 fn minilm() -> String {
-    let dir = std::env::var_os("WICK_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-    let path = dir.join("all-MiniLM-L6-v2");
-    assert!(
-        path.join("model.safetensors").exists(),
-        "{} not found: run scripts/fetch-models.sh minilm",
-        path.display()
-    );
+    let path = wick_tests::model_path("all-MiniLM-L6-v2");
     path.to_str().unwrap().to_string()
-}
-
-fn wick(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wick"))
-        .args(args)
-        .output()
-        .expect("run wick")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]

@@ -10,18 +10,8 @@ use wick::format::gguf::{GgufFile, MetaValue};
 use wick::format::gguf_write::GgufWriter;
 use wick::format::quant::GgmlType;
 
-fn model() -> PathBuf {
-    let dir = std::env::var_os("WICK_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"));
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        path.exists(),
-        "model file {} not found: run scripts/fetch-models.sh",
-        path.display()
-    );
-    path
-}
+mod common;
+use common::smollm2 as model;
 
 /// A private directory for this test binary's files.
 fn temp_dir() -> PathBuf {

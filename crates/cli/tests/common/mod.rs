@@ -1,0 +1,23 @@
+//! What the CLI's test binaries share: the real model they run and the
+//! `wick` binary itself. (Each test binary uses a part of it.)
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// SmolLM2, as `scripts/fetch-models.sh` puts it (a missing file fails).
+pub fn smollm2() -> PathBuf {
+    wick_tests::model_path("SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+/// `wick args...`, its output captured.
+pub fn wick(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(args)
+        .output()
+        .expect("run wick")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
