@@ -210,8 +210,14 @@ export interface ChatCompletionParams {
    * over a `tools` here.
    */
   chat_template_kwargs?: Record<string, unknown>;
-  /** "auto" (the default) or "none" (tools left out of the prompt). */
-  tool_choice?: "auto" | "none";
+  /**
+   * "auto" (the default: the model may call tools; its calls are parsed in
+   * the template's format), "none" (tools left out of the prompt),
+   * "required" (one or more calls, decoding constrained so each names a tool
+   * and its arguments validate against the tool's `parameters`), or a named
+   * function (exactly one call of it).
+   */
+  tool_choice?: "auto" | "none" | "required" | { type: "function"; function: { name: string } };
   /** `json_schema` and `json_object` constrain decoding (the output always
    * parses and, for a schema, validates); `logprobs` is refused with them. */
   response_format?:
@@ -265,15 +271,36 @@ export interface ChatCompletionChunk {
      * `reasoning_content`: text of the reply's `<think>` block, for templates
      * that write one (Qwen3, DeepSeek-R1 distills); never in `content`.
      */
-    delta: { role?: "assistant"; content?: string; reasoning_content?: string; refusal?: null };
+    delta: {
+      role?: "assistant";
+      content?: string;
+      reasoning_content?: string;
+      refusal?: null;
+      /** As OpenAI streams calls: the first delta of a call has `id`, `type` and the name; later ones append to `arguments`. */
+      tool_calls?: ToolCallDelta[];
+    };
     /**
      * With `logprobs: true`: the tokens of this delta (tokens that released no
      * text, such as an end of turn, go with the finish chunk).
      */
     logprobs: ChoiceLogprobs | null;
-    finish_reason: "stop" | "length" | null;
+    finish_reason: "stop" | "length" | "tool_calls" | null;
   }[];
   usage?: ChatCompletionUsage;
+}
+
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
+}
+
+export interface ToolCall {
+  id: string;
+  type: "function";
+  /** `arguments`: JSON text, as the model wrote it (validated when tool_choice forces the call). */
+  function: { name: string; arguments: string };
 }
 
 export interface ChatCompletionUsage {
@@ -293,10 +320,11 @@ export interface ChatCompletion {
   choices: {
     index: number;
     /** `reasoning_content`: the `<think>` block's text, where the reply had one. */
-    message: { role: "assistant"; content: string; reasoning_content?: string; refusal: null };
+    /** `content` is null when the reply is tool calls only. */
+    message: { role: "assistant"; content: string | null; reasoning_content?: string; refusal: null; tool_calls?: ToolCall[] };
     /** With `logprobs: true`, else null. */
     logprobs: ChoiceLogprobs | null;
-    finish_reason: "stop" | "length";
+    finish_reason: "stop" | "length" | "tool_calls";
   }[];
   usage: ChatCompletionUsage;
 }

@@ -88,6 +88,7 @@ export class Engine {
     this.lastResult = null;
     /** OpenAI-shaped chat: `engine.chat.completions.create({ messages, stream })`. */
     this.chat = createChat({
+      checkTools: (tools, choice) => this.#checkTools(tools, choice),
       promptIds: (messages, tools, kwargs) => this.#promptIds(messages, tools, kwargs),
       tokens: (ids, opts) => this.#tokens(ids, opts),
       modelName: () => this.#info.model.name ?? this.#info.model.architecture,
@@ -209,6 +210,12 @@ export class Engine {
     call(() => this.#w.__testLoseDevice());
   }
 
+  #checkTools(tools, choice) {
+    this.#live();
+    const json = (v) => (v === undefined || v === null ? undefined : JSON.stringify(v));
+    call(() => this.#w.checkTools(json(tools), json(choice)));
+  }
+
   async #promptIds(messages, tools, kwargs) {
     this.#live();
     const t = tools ? JSON.stringify(tools) : undefined;
@@ -242,7 +249,7 @@ export class Engine {
         const step = await guard(gen.next());
         if (signal?.aborted) throw abortError(signal);
         if (step.done) {
-          if (step.text || step.reasoning) yield chunkOf(step, null);
+          if (step.text || step.reasoning || step.toolCalls) yield chunkOf(step, null);
           const result = { finishReason: step.finishReason, stats: step.stats, ids: ids_ };
           if (step.logprobs) result.logprobs = step.logprobs;
           onResult(result);
@@ -266,7 +273,10 @@ export class Engine {
 
 /** A step as the iteration yields it: `reasoning` only where the chat split it off. */
 function chunkOf(step, tokenId) {
-  return step.reasoning ? { text: step.text, tokenId, reasoning: step.reasoning } : { text: step.text, tokenId };
+  const c = { text: step.text, tokenId };
+  if (step.reasoning) c.reasoning = step.reasoning;
+  if (step.toolCalls) c.toolCalls = step.toolCalls;
+  return c;
 }
 
 function startOptions(o) {
@@ -293,5 +303,8 @@ function startOptions(o) {
     jsonSchema: o.jsonSchema ?? undefined,
     regex: o.regex ?? undefined,
     lark: o.grammar ?? undefined,
+    // Chat only: OpenAI's tools and tool_choice (calls parsed, or forced).
+    tools: o.tools ?? undefined,
+    toolChoice: o.toolChoice ?? undefined,
   };
 }

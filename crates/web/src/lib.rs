@@ -30,6 +30,7 @@ mod info;
 mod loader;
 mod logprobs;
 mod run;
+mod tool_calls;
 
 pub use embedder::{WasmEmbedLoader, WasmEmbedder};
 pub use engine::WasmEngine;
