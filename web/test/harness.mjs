@@ -71,11 +71,11 @@ export function nativeGenerate(prompt, maxTokens, ctxLen, model = MODEL) {
   return JSON.parse(out.slice(out.indexOf("{")));
 }
 
-/** llama.cpp's reference for `model`'s case with this prompt. */
-export function llamaCppCase(prompt, model = MODEL) {
+/** llama.cpp's reference for `model`'s case with this prompt, from golden file `file`. */
+export function llamaCppCase(prompt, model = MODEL, file = "llamacpp_public.json") {
   const dirs = [process.env.WICK_GOLDEN_DIR, path.join(repoRoot, "tests/fixtures/golden"), path.join(repoRoot, "../shared/golden")];
   for (const d of dirs.filter(Boolean)) {
-    const f = path.join(d, "llamacpp_public.json");
+    const f = path.join(d, file);
     if (!existsSync(f)) continue;
     const entry = JSON.parse(readFileSync(f, "utf8")).find((e) => e.model === model);
     return entry?.cases.find((c) => c.prompt === prompt) ?? null;
