@@ -2,7 +2,8 @@
 # The browser part of the tests: installs what it needs idempotently
 # (Debian's chromium, the wasm32 target, the wasm-bindgen CLI at the version
 # in Cargo.lock, the npm dev dependencies, the SmolLM2, Gemma 3 and all-MiniLM-L6-v2 models), builds the
-# native CLI (the tests compare with its output) and the npm package, then
+# native CLI (the tests compare with its output), the checkpoint fixtures'
+# writer and the npm package, then
 # runs the browser tests in headless Chromium on SwiftShader, and the packed
 # package in a Vite 6 and a webpack 5 app (web/test/bundlers/).
 # Screenshots and metrics land in test-output/.
@@ -40,6 +41,8 @@ done
 scripts/setup.sh smollm2 gemma3 minilm
 . scripts/env.sh
 cargo build --release -q -p wick-cli
+# The Hugging Face checkpoint fixtures the tests write (web/test/harness.mjs, hfFixture).
+cargo build --release -q -p wick-tests --bin write_hf_fixture
 npm run build
 npm test
 npm run test:bundlers
