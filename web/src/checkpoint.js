@@ -32,11 +32,10 @@ export async function loadCheckpoint(folder, options, report) {
     await set("config.json");
     await set("tokenizer.json");
     await set("tokenizer_config.json", true);
-    await set(INDEX, true);
+    const index = await set(INDEX, true);
     signal?.throwIfAborted();
     const shards = call(() => loader.shards());
     const lengths = [];
-    const index = shards.length > 1 || shards[0] !== "model.safetensors";
     for (const [i, file] of shards.entries()) {
       await readHeader(folder, loader, i, file, cache).catch((e) => {
         if (index || e?.name !== "ModelLoadError" || e.file !== file) throw e;
