@@ -4,6 +4,7 @@
 
 pub mod embed_check;
 pub mod hf_checkpoint;
+pub mod reshard;
 pub mod tiny_tokenizer;
 
 use std::path::PathBuf;

@@ -14,7 +14,7 @@ use crate::CliResult;
 #[derive(clap::Args)]
 pub struct EmbedArgs {
     /// A Hugging Face / sentence-transformers folder (config.json,
-    /// model.safetensors, tokenizer.json, and optionally modules.json, the
+    /// model.safetensors or its shards, tokenizer.json, and optionally modules.json, the
     /// Pooling module's config.json and sentence_bert_config.json), or a
     /// GGUF file of the nomic-bert architecture (nomic-embed-text-v1.5).
     #[arg(long)]
@@ -57,7 +57,8 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
     }
     let config = read(&dir.join("config.json"))?;
     let tokenizer = read(&dir.join("tokenizer.json"))?;
-    let weights = crate::load::map_file(&dir.join("model.safetensors"))?;
+    let weights = crate::hf::Weights::open(dir)?;
+    let shards = weights.slices();
     let modules = optional(&dir.join("modules.json"))?;
     let pooling = match &modules {
         Some(json) => match pooling_path(json)? {
@@ -71,7 +72,8 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
     let files = EmbedFiles {
         config: &config,
         tokenizer: &tokenizer,
-        safetensors: &weights,
+        shards: &shards,
+        index: weights.index.as_deref(),
         sentence: SentenceFiles {
             modules: modules.as_deref(),
             pooling: pooling.as_deref(),

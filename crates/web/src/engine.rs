@@ -482,7 +482,7 @@ fn check_prompt(shared: &Shared, ids: &[u32]) -> Result<(), JsValue> {
 
 /// An `InvalidRequestError` naming the request field (errors.js writes the
 /// message as `field: why`).
-fn field_err(field: &str, why: &str) -> JsValue {
+pub(crate) fn field_err(field: &str, why: &str) -> JsValue {
     coded_field_err(field, why, "invalid_request")
 }
 

@@ -6,7 +6,8 @@
 //!
 //! `Embedder::load_hf` takes a Hugging Face / sentence-transformers folder's
 //! files as bytes (the engine has no filesystem): `config.json`,
-//! `model.safetensors`, `tokenizer.json` (WordPiece, through the
+//! `model.safetensors` (or the shards `model.safetensors.index.json`
+//! lists), `tokenizer.json` (WordPiece, through the
 //! `tokenizers` crate), and optionally `modules.json`, the Pooling module's
 //! `config.json` and `sentence_bert_config.json`. `Embedder::load_gguf`
 //! takes a GGUF of the `nomic-bert` architecture (nomic-embed-text-v1.5):
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use crate::error::WickError;
 use crate::format::gguf::GgufFile;
 use crate::format::safetensors::SafetensorsHeader;
+use crate::format::safetensors_index::ShardIndex;
 use crate::gpu::{GpuContext, Recorder};
 use crate::model::ModelError;
 
@@ -42,7 +44,12 @@ pub use sentence::{pooling_path, SentenceConfig, SentenceFiles};
 pub struct EmbedFiles<'a> {
     pub config: &'a [u8],
     pub tokenizer: &'a [u8],
-    pub safetensors: &'a [u8],
+    /// The safetensors files: `model.safetensors` alone, or a sharded
+    /// checkpoint's shards in its index's order (`ShardIndex::shards`).
+    pub shards: &'a [&'a [u8]],
+    /// `model.safetensors.index.json` of a sharded checkpoint: checked
+    /// against the shards' headers.
+    pub index: Option<&'a [u8]>,
     pub sentence: SentenceFiles<'a>,
 }
 
@@ -60,6 +67,33 @@ pub struct EmbedOptions {
     /// Cut them to the limit (keeping the special tokens, as
     /// sentence-transformers does) instead of refusing them.
     pub truncate: bool,
+}
+
+/// Each safetensors file's header, checked against its length and, for a
+/// sharded checkpoint, against the index.
+fn shard_headers<'a>(
+    files: &EmbedFiles<'a>,
+) -> Result<Vec<(SafetensorsHeader, &'a [u8])>, ModelError> {
+    let mut shards = Vec::with_capacity(files.shards.len());
+    for &bytes in files.shards {
+        let header = SafetensorsHeader::parse(bytes)?;
+        header.check_file_len(bytes.len() as u64)?;
+        shards.push((header, bytes));
+    }
+    match files.index {
+        Some(index) => {
+            let headers: Vec<SafetensorsHeader> = shards.iter().map(|(h, _)| h.clone()).collect();
+            ShardIndex::parse(index)?.check(&headers)?;
+        }
+        None if shards.len() != 1 => {
+            return Err(ModelError::Config(format!(
+                "{} safetensors files without an index (model.safetensors.index.json)",
+                shards.len()
+            )))
+        }
+        None => {}
+    }
+    Ok(shards)
 }
 
 /// Most sequences in one step: bounds the step's buffers together with
@@ -88,11 +122,8 @@ impl Embedder {
         // (all-MiniLM-L6-v2's: both at 128); lengths are this code's to decide.
         tokenizer.with_truncation(None).map_err(tok_err)?;
         tokenizer.with_padding(None);
-        let header = SafetensorsHeader::parse(files.safetensors).map_err(ModelError::from)?;
-        header
-            .check_file_len(files.safetensors.len() as u64)
-            .map_err(ModelError::from)?;
-        let weights = BertWeights::upload(&ctx, &cfg, &header, files.safetensors)?;
+        let shards = shard_headers(files)?;
+        let weights = BertWeights::upload(&ctx, &cfg, &shards)?;
         Ok(Embedder {
             ctx,
             cfg,
