@@ -217,3 +217,46 @@ fn gemma3_reuses_and_rolls_back_past_its_sliding_window() {
         "the first question should fill the window: edit at {rolled_back_to}"
     );
 }
+
+/// A constrained generation reuses the cache as a free one does: the same
+/// prompt asked twice under a grammar prefills one token the second time
+/// (the tools prompt under another `tool_choice`; a structured turn after a
+/// free one), and still gives a from-scratch run's ids.
+#[test]
+fn constrained_turns_reuse_the_cached_prefix() {
+    use wick::constrain::{Grammar, GrammarCompiler};
+    let (mut engine, template) = load_chat(SMOLLM2, 512);
+    let vocab = engine.pipeline.model().config.vocab_size;
+    let compiler = GrammarCompiler::new(&engine.tokenizer, vocab).unwrap();
+    let grammar = Grammar::Regex("(yes|no), because [a-z ]{1,24}\\.".into());
+    let messages = [ChatMessage::new("user", "Is the sky blue? Answer yes or no.")];
+    let prompt = prompt_of(&engine, &template, &messages);
+    let constrained = |engine: &mut Engine| {
+        let stop = StopCriteria {
+            stop_ids: engine.tokenizer.stop_ids(),
+            max_tokens: 12,
+        };
+        let constraint = compiler.compile(&grammar).unwrap();
+        pollster::block_on(engine.pipeline.generate_constrained(
+            &prompt,
+            &SamplingParams::default(),
+            &stop,
+            constraint,
+            &mut |_| true,
+        ))
+        .unwrap()
+    };
+    // A free turn first: the constrained one keeps its prompt's K/V.
+    let free = generate(&mut engine, &prompt);
+    assert_eq!(free.stats.cached_tokens, 0);
+    let first = constrained(&mut engine);
+    assert_eq!(first.stats.cached_tokens, prompt.len() - 1);
+    let again = constrained(&mut engine);
+    assert_eq!(again.stats.cached_tokens, prompt.len() - 1);
+    engine.pipeline.reset();
+    let scratch = constrained(&mut engine);
+    assert_eq!(scratch.stats.cached_tokens, 0);
+    assert!(!scratch.ids.is_empty());
+    assert_eq!(first.ids, scratch.ids);
+    assert_eq!(again.ids, scratch.ids);
+}

@@ -127,9 +127,9 @@ impl Pipeline {
         Ok(self.sampler.set_mask(&ctx, words)?)
     }
 
-    /// Starts generating from `prompt` (a fresh sequence) under
-    /// `constraint`; nothing runs on the GPU until the first
-    /// `next_constrained_token`.
+    /// Starts generating from `prompt` under `constraint` (the leading
+    /// tokens the KV cache already holds are not run again); nothing runs on
+    /// the GPU until the first `next_constrained_token`.
     pub fn start_constrained(
         &mut self,
         prompt: &[u32],
@@ -141,7 +141,12 @@ impl Pipeline {
         if stop.max_tokens == 0 {
             return Err(WickError::InvalidOption("max tokens must be > 0".into()));
         }
-        self.reset();
+        // The prompt's leading tokens whose K/V the cache holds are kept, as
+        // `start_generation` keeps them (a conversation's next turn, or the
+        // same tools prompt under another tool_choice).
+        let cached = self.held.reusable(prompt);
+        self.pos = cached;
+        self.held.forget_from(cached);
         self.configure_sampler(sampling, prompt)?;
         let start = Instant::now();
         let forced = constraint.take_forced()?;
@@ -151,7 +156,7 @@ impl Pipeline {
             sampling: sampling.clone(),
             stop,
             prompt: prompt.to_vec(),
-            host: prompt.to_vec(),
+            host: prompt[cached..].to_vec(),
             mask: Vec::new(),
             queue: VecDeque::new(),
             out: ConstrainedOutput {
@@ -159,6 +164,7 @@ impl Pipeline {
                 finish_reason: FinishReason::Cancelled,
                 stats: GenerationStats {
                     prompt_tokens: prompt.len(),
+                    cached_tokens: cached,
                     tokens_per_submit: 1,
                     weight_bytes_per_token: self.model().weight_bytes_per_token(),
                     ..Default::default()
@@ -264,7 +270,7 @@ impl Pipeline {
         g.out.stats.decode_counters = self.ctx.counters.snapshot().since(g.counters_before);
     }
 
-    /// Generates from `prompt` (a fresh sequence) under `constraint`.
+    /// Generates from `prompt` under `constraint`, reusing the cached prefix.
     /// `on_token` sees each token (forced ones too) and returns false to stop.
     pub async fn generate_constrained(
         &mut self,

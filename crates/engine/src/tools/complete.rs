@@ -67,8 +67,8 @@ impl Engine {
     /// `tools.template_tools()`), handing `on_event` its content and call
     /// deltas as they settle; false from it stops. Free decoding runs as
     /// `Engine::complete` (prefix reuse, stop strings). Forced calls run
-    /// under the tools' grammar as `Pipeline::generate_constrained` (a fresh
-    /// sequence; stop strings do not apply, the grammar ends it). `compiler`:
+    /// under the tools' grammar as `Pipeline::generate_constrained` (prefix
+    /// reuse too; stop strings do not apply, the grammar ends it). `compiler`:
     /// the model's grammar compiler, if the caller keeps one; else one is
     /// built for this call when a grammar is needed.
     #[allow(clippy::too_many_arguments)]
