@@ -16,4 +16,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# --no-models: the tools only (scripts/test.sh fetches the models while it compiles).
+if [ "${1:-}" = "--no-models" ]; then exit 0; fi
 "$root/scripts/fetch-models.sh" "${@:-all}"
