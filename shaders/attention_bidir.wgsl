@@ -2,11 +2,13 @@
 // query row of sequence s sees every key of s that is not padding, before and
 // after it (no causal mask), and nothing of other sequences. BERT-style
 // embedding models read a whole input at once, so there is no KV cache: q, k
-// and v are columns of one projection's output rows.
+// and v are columns of one projection's output rows. With grouped queries q
+// head h reads k/v head h / (heads / kv_heads); with a window w > 0 query i
+// sees only keys j with |i - j| < w (EmbeddingGemma's local layers).
 //
 // Layout: token t = s * seq_len + i (i < seq_len; rows i >= lens[s] are
 // padding). Row t of qkv holds q, k and v at columns q_col, k_col, v_col,
-// each [heads][head_dim]. One invocation per (token, head), keys in turn
+// q [heads][head_dim], k and v [kv_heads][head_dim]. One invocation per (token, head), keys in turn
 // with an online softmax (running max, rescaled sum and accumulator) in
 // registers: no workgroup memory and no barriers, which suits short inputs
 // (an embedding input is at most a few hundred tokens) and CPU adapters.
@@ -24,8 +26,8 @@ struct Params {
     v_col: u32,      // of v (multiple of 4)
     out_offset: u32, // first element of out
     scale: f32,      // multiplies q.k, usually 1 / sqrt(head_dim)
-    _pad0: u32,
-    _pad1: u32,
+    kv_heads: u32,   // divides heads
+    window: u32,     // 0: none; else keys with |i - j| < window
 }
 
 const WG: u32 = 64u;
@@ -56,6 +58,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let stride4 = p.row_stride / 4u;
     let head4 = h * {{HD4}}u;
+    let kv_head4 = (h / (p.heads / p.kv_heads)) * {{HD4}}u;
     var q: array<vec4<f32>, {{HD4}}>;
     let qb = t * stride4 + p.q_col / 4u + head4;
     for (var d = 0u; d < {{HD4}}u; d++) {
@@ -65,8 +68,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var m = NEG_BIG;
     var l = 0.0;
     let first = s * p.seq_len;
-    for (var j = 0u; j < len; j++) {
-        let kb = (first + j) * stride4 + p.k_col / 4u + head4;
+    // Keys j0 .. j1 (exclusive): all of the sequence, or those less than
+    // `window` positions from the query on either side.
+    let i = t - first;
+    var j0 = 0u;
+    var j1 = len;
+    if (p.window > 0u) {
+        j0 = select(0u, i + 1u - p.window, i + 1u > p.window);
+        j1 = min(len, i + p.window);
+    }
+    for (var j = j0; j < j1; j++) {
+        let kb = (first + j) * stride4 + p.k_col / 4u + kv_head4;
         var dot4 = vec4(0.0);
         for (var d = 0u; d < {{HD4}}u; d++) {
             dot4 += q[d] * qkv[kb + d];
@@ -79,7 +91,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let wgt = exp(score - m_new);
         m = m_new;
         l = l * alpha + wgt;
-        let vb = (first + j) * stride4 + p.v_col / 4u + head4;
+        let vb = (first + j) * stride4 + p.v_col / 4u + kv_head4;
         for (var d = 0u; d < {{HD4}}u; d++) {
             acc[d] = acc[d] * alpha + wgt * qkv[vb + d];
         }
