@@ -1,12 +1,15 @@
-//! `wick embed`: text embeddings from a sentence-transformers (BERT) folder
-//! or a `nomic-bert` GGUF file, printed one vector a line, or with `--json` as OpenAI's embeddings
-//! response.
+//! `wick embed`: text embeddings from a sentence-transformers folder (BERT,
+//! EmbeddingGemma) or a `nomic-bert` GGUF file, printed one vector a line,
+//! or with `--json` as OpenAI's embeddings response.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
-use wick::embedding::{pooling_path, EmbedFiles, EmbedOptions, Embedder, Embedding, SentenceFiles};
+use wick::embedding::{
+    dense_paths, pooling_path, DenseFiles, EmbedFiles, EmbedOptions, Embedder, Embedding,
+    SentenceFiles,
+};
 use wick::gpu::GpuContext;
 
 use crate::CliResult;
@@ -15,8 +18,10 @@ use crate::CliResult;
 pub struct EmbedArgs {
     /// A Hugging Face / sentence-transformers folder (config.json,
     /// model.safetensors, tokenizer.json, and optionally modules.json, the
-    /// Pooling module's config.json and sentence_bert_config.json), or a
-    /// GGUF file of the nomic-bert architecture (nomic-embed-text-v1.5).
+    /// Pooling module's config.json, the Dense modules' config.json and
+    /// model.safetensors, and sentence_bert_config.json) of a BERT or
+    /// EmbeddingGemma, or a GGUF file of the nomic-bert architecture
+    /// (nomic-embed-text-v1.5).
     #[arg(long)]
     pub model: PathBuf,
     /// An input (repeatable); all inputs run as one batch.
@@ -66,6 +71,24 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
         },
         None => None,
     };
+    // Each Dense module's config.json and weights (mapped).
+    let mut dense_files = Vec::new();
+    if let Some(json) = &modules {
+        for sub in dense_paths(json)? {
+            let sub = dir.join(sub);
+            dense_files.push((
+                read(&sub.join("config.json"))?,
+                crate::load::map_file(&sub.join("model.safetensors"))?,
+            ));
+        }
+    }
+    let dense: Vec<DenseFiles> = dense_files
+        .iter()
+        .map(|(config, weights)| DenseFiles {
+            config,
+            safetensors: weights,
+        })
+        .collect();
     let sentence_bert = optional(&dir.join("sentence_bert_config.json"))?;
     let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
     let files = EmbedFiles {
@@ -75,6 +98,7 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
         sentence: SentenceFiles {
             modules: modules.as_deref(),
             pooling: pooling.as_deref(),
+            dense: &dense,
             sentence_bert: sentence_bert.as_deref(),
         },
     };

@@ -82,16 +82,16 @@ pub struct BertWeights {
 
 /// Reads tensors from one safetensors file's bytes, checking each one's
 /// presence, shape and type before converting it.
-struct Reader<'a> {
-    header: &'a SafetensorsHeader,
-    bytes: &'a [u8],
-    prefix: &'static str,
+pub(super) struct Reader<'a> {
+    pub header: &'a SafetensorsHeader,
+    pub bytes: &'a [u8],
+    pub prefix: &'static str,
 }
 
 impl Reader<'_> {
     /// The tensor `name` as f32, which must have `shape` (row-major, as the
     /// checkpoint lists it).
-    fn f32s(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
+    pub fn f32s(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
         let full = format!("{}{name}", self.prefix);
         let t = self
             .header
@@ -128,7 +128,7 @@ impl Reader<'_> {
             other => {
                 return Err(ModelError::UnsupportedQuant {
                     tensor: full,
-                    dtype: format!("{other:?} (wick's BERT reads F32, F16 and BF16)"),
+                    dtype: format!("{other:?} (wick's encoders read F32, F16 and BF16)"),
                 })
             }
         };
