@@ -13,7 +13,11 @@
 // registers: no workgroup memory and no barriers, which suits short inputs
 // (an embedding input is at most a few hundred tokens) and CPU adapters.
 // Padded query rows are written as zeros so that nothing downstream reads
-// uninitialised values.
+// uninitialised values. The statements per vec4 of a head (LOAD_Q, DOT_K,
+// ADD_V, STORE) are written out HD4 times by kernels::attention_bidir rather
+// than looped: llvmpipe ends a shader's loops after 65535 iterations in all,
+// and loops over a 256-wide head inside the loop over ~500 keys reached
+// that, silently dropping the last keys. Only the key loop stays a loop.
 
 struct Params {
     seqs: u32,       // sequences in the batch
@@ -61,9 +65,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let kv_head4 = (h / (p.heads / p.kv_heads)) * {{HD4}}u;
     var q: array<vec4<f32>, {{HD4}}>;
     let qb = t * stride4 + p.q_col / 4u + head4;
-    for (var d = 0u; d < {{HD4}}u; d++) {
-        q[d] = qkv[qb + d] * p.scale;
-    }
+    {{LOAD_Q}}
     var acc: array<vec4<f32>, {{HD4}}>;
     var m = NEG_BIG;
     var l = 0.0;
@@ -80,9 +82,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var j = j0; j < j1; j++) {
         let kb = (first + j) * stride4 + p.k_col / 4u + kv_head4;
         var dot4 = vec4(0.0);
-        for (var d = 0u; d < {{HD4}}u; d++) {
-            dot4 += q[d] * qkv[kb + d];
-        }
+        {{DOT_K}}
         let score = dot4.x + dot4.y + dot4.z + dot4.w;
         let m_new = max(m, score);
         // On the first key m is NEG_BIG and l, acc are 0: the clamp keeps
@@ -92,16 +92,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         m = m_new;
         l = l * alpha + wgt;
         let vb = (first + j) * stride4 + p.v_col / 4u + kv_head4;
-        for (var d = 0u; d < {{HD4}}u; d++) {
-            acc[d] = acc[d] * alpha + wgt * qkv[vb + d];
-        }
+        {{ADD_V}}
     }
     // l >= 1: the key holding the max contributes exp(0).
-    for (var d = 0u; d < {{HD4}}u; d++) {
-        let o = acc[d] / l;
-        out[ob + 4u * d] = o.x;
-        out[ob + 4u * d + 1u] = o.y;
-        out[ob + 4u * d + 2u] = o.z;
-        out[ob + 4u * d + 3u] = o.w;
-    }
+    {{STORE}}
 }

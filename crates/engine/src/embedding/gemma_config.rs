@@ -13,7 +13,8 @@ use crate::model::ModelError;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GemmaLayer {
     /// Some(w): a local layer, each token seeing those less than `w`
-    /// positions away on either side; None: a global layer.
+    /// positions away on either side (`sliding_window / 2 + 1`, see
+    /// `parse`); None: a global layer.
     pub window: Option<usize>,
     pub rope_theta: f32,
 }
@@ -140,7 +141,12 @@ impl GemmaConfig {
                 raw.layer_types.len()
             )));
         }
-        let window = bounded("sliding_window", raw.sliding_window, 1 << 20)?;
+        // `sliding_window` is the span of a local layer's window, centred on
+        // the query: transformers' Gemma3TextConfig turns it into the
+        // exclusive bound sliding_window / 2 + 1 when the attention is
+        // bidirectional, and masks keys with |i - j| >= that bound. So with
+        // EmbeddingGemma's 512 a token sees 256 positions either side.
+        let window = bounded("sliding_window", raw.sliding_window, 1 << 20)? / 2 + 1;
         let (global, local) = (
             positive("rope_theta", raw.rope_theta)? as f32,
             positive("rope_local_base_freq", raw.rope_local_base_freq)? as f32,
@@ -214,7 +220,8 @@ mod tests {
         for (i, l) in c.layers.iter().enumerate() {
             // Every 6th layer is global.
             let global = i % 6 == 5;
-            assert_eq!(l.window, if global { None } else { Some(512) }, "layer {i}");
+            // 512 is the window's whole span: 256 positions either side.
+            assert_eq!(l.window, if global { None } else { Some(257) }, "layer {i}");
             assert_eq!(l.rope_theta, if global { 1e6 } else { 1e4 }, "layer {i}");
         }
     }

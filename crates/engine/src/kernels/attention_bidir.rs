@@ -162,7 +162,7 @@ pub fn attention_bidir(
     let make = || OwnedSpec {
         name: format!("{K}_hd{}", hd4 * 4),
         sources: vec![WGSL],
-        defines: vec![("HD4", hd4.to_string().into())],
+        defines: unrolled(hd4),
         entry: "main",
         storage: &[Access::Read, Access::Read, Access::ReadWrite],
     };
@@ -191,6 +191,40 @@ pub fn attention_bidir(
         workgroups_for(invocations, 64),
     );
     Ok(())
+}
+
+/// The shader's per-vec4 statements, written out `hd4` times (see
+/// shaders/attention_bidir.wgsl: llvmpipe's cap on loop trips in all).
+fn unrolled(hd4: u32) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
+    let lines = |f: &dyn Fn(u32) -> String| (0..hd4).map(f).collect::<Vec<_>>().join("\n    ");
+    vec![
+        ("HD4", hd4.to_string().into()),
+        (
+            "LOAD_Q",
+            lines(&|i| format!("q[{i}] = qkv[qb + {i}u] * p.scale;")).into(),
+        ),
+        (
+            "DOT_K",
+            lines(&|i| format!("dot4 += q[{i}] * qkv[kb + {i}u];")).into(),
+        ),
+        (
+            "ADD_V",
+            lines(&|i| format!("acc[{i}] = acc[{i}] * alpha + wgt * qkv[vb + {i}u];")).into(),
+        ),
+        (
+            "STORE",
+            lines(&|i| {
+                let b = 4 * i;
+                format!(
+                    "out[ob + {b}u] = acc[{i}].x / l; out[ob + {}u] = acc[{i}].y / l; out[ob + {}u] = acc[{i}].z / l; out[ob + {}u] = acc[{i}].w / l;",
+                    b + 1,
+                    b + 2,
+                    b + 3
+                )
+            })
+            .into(),
+        ),
+    ]
 }
 
 /// The f64 reference: `out[t][h][d]` for every token, padded rows zero.

@@ -254,3 +254,12 @@ fn attention_bidir_rejects_bad_shapes() {
     let err = attention_bidir(&mut rec, &good, &qkv, &lens, &out, 1).unwrap_err();
     assert!(matches!(err, GpuError::Shape { .. }), "out offset: {err}");
 }
+
+#[test]
+fn long_rows_of_wide_heads_see_every_key() {
+    // 548 keys of 256 (EmbeddingGemma's head): with the head's loops nested
+    // in the key loop, llvmpipe's cap of 65535 loop trips in all dropped
+    // the keys past ~500 (and a windowed row's past its 508th), silently.
+    run(&grouped(1, 548, 3, 1, 256, None), &[548], 0, 32);
+    run(&grouped(1, 548, 3, 1, 256, Some(257)), &[548], 0, 31);
+}
