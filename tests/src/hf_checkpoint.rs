@@ -262,9 +262,7 @@ impl TinyModel {
             ));
         }
         let per_shard = tensors.len().div_ceil(shards);
-        let names: Vec<String> = (1..=shards)
-            .map(|i| format!("model-{i:05}-of-{shards:05}.safetensors"))
-            .collect();
+        let names: Vec<String> = (1..=shards).map(|i| shard_name(i - 1, shards)).collect();
         let mut weight_map = serde_json::Map::new();
         let mut files = Vec::new();
         for (i, chunk) in tensors.chunks(per_shard).enumerate() {
@@ -281,6 +279,11 @@ impl TinyModel {
         });
         (files, index)
     }
+}
+
+/// The file name of shard `i` (from 0) of `shards`, as transformers names them.
+pub fn shard_name(i: usize, shards: usize) -> String {
+    format!("model-{:05}-of-{shards:05}.safetensors", i + 1)
 }
 
 /// A tensor for the safetensors crate's writer.

@@ -4,6 +4,7 @@
 
 pub mod embed_check;
 pub mod hf_checkpoint;
+pub mod reshard;
 pub mod tiny_tokenizer;
 
 use std::path::PathBuf;
@@ -106,6 +107,15 @@ pub struct GoldenCase {
     pub first_position: usize,
     /// Per position: the reference's 20 highest logits as (id, logit).
     pub topk_per_position: Vec<Vec<(u32, f32)>>,
+    /// Whether the prompt's special-token text (a chat template's markers)
+    /// is parsed into special tokens; absent (false) in the older files.
+    #[serde(default)]
+    pub parse_special: bool,
+    /// Where present: position 0's 20 highest logits from an exact f64
+    /// forward pass, for a model whose position 0 llama.cpp computes too
+    /// coarsely to be the reference there (see golden_qwen15.rs).
+    #[serde(default)]
+    pub f64_position0: Option<Vec<(u32, f32)>>,
 }
 
 /// The reference cases for `model` from a golden file (`llamacpp_public.json`

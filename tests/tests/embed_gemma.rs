@@ -67,7 +67,8 @@ fn load_gemma() -> Embedder {
         &EmbedFiles {
             config: &files.0,
             tokenizer: &files.1,
-            safetensors: &files.2,
+            shards: &[&files.2],
+            index: None,
             sentence: SentenceFiles {
                 modules: Some(&modules),
                 pooling: Some(&pooling),

@@ -234,7 +234,10 @@ fn load_in_chunks(ckpt: &Checkpoint, sizes: &[usize], cut: usize) -> Result<Engi
             at += n;
             i += 1;
         }
+        // A short shard is reported as its stream ends, not at `finish`.
+        loader.end_shard(shard)?;
     }
+    assert_eq!(cut, 0, "a shard cut short passed end_shard");
     loader.finish()
 }
 

@@ -167,10 +167,6 @@ export function checkFields(params, fields) {
 export function chatOptions(params) {
   checkFields(params, FIELDS);
   const jsonSchema = responseSchema(params.response_format);
-  const choice = params.tool_choice;
-  if (choice !== undefined && choice !== null && choice !== "auto" && choice !== "none") {
-    throw new UnsupportedFieldError("tool_choice", `${JSON.stringify(choice)} is not supported yet ("auto" or "none")`);
-  }
   const options = params.stream_options;
   if (options !== undefined && options !== null) {
     for (const k of Object.keys(options)) {
@@ -202,6 +198,9 @@ export function chatOptions(params) {
     stop: stopStrings(params.stop),
     seed: integer(params, "seed", 0),
     jsonSchema,
+    // Checked by the engine against the template (engine.checkTools).
+    tools: params.tool_choice === "none" ? undefined : params.tools ?? undefined,
+    toolChoice: params.tool_choice ?? undefined,
   };
 }
 
@@ -270,17 +269,29 @@ function logprobsOf(entries) {
   return { content: entries, refusal: null };
 }
 
-/** A chunk's or a message's text fields; null when a step released no text. */
+/** A chunk's delta of a step; null when the step released nothing. */
 function delta(t) {
   const d = {};
   if (t.reasoning) d.reasoning_content = t.reasoning;
   if (t.text) d.content = t.text;
-  return d.reasoning_content || d.content ? d : null;
+  if (t.toolCalls?.length) d.tool_calls = t.toolCalls;
+  return Object.keys(d).length ? d : null;
+}
+
+/** A message's `tool_calls` gathered from streamed call deltas. */
+function gatherCalls(calls, deltas) {
+  for (const d of deltas ?? []) {
+    if (d.index === calls.length) {
+      calls.push({ id: d.id, type: "function", function: { name: d.function.name, arguments: "" } });
+    }
+    calls[d.index].function.arguments += d.function.arguments;
+  }
 }
 
 /**
- * `engine` provides: promptIds(messages, tools, kwargs) -> ids, tokens(ids,
- * opts) -> async iterator of { text, tokenId, reasoning? } whose `.result`
+ * `engine` provides: checkTools(tools, toolChoice) (throws on a bad pair),
+ * promptIds(messages, tools, kwargs) -> ids, tokens(ids, opts) -> async
+ * iterator of { text, tokenId, reasoning?, toolCalls? } whose `.result`
  * (after it ends) holds { finishReason, stats, ids, logprobs? },
  * modelName() and contextLength().
  * `create(body, { signal })` as the openai SDK calls it.
@@ -293,6 +304,7 @@ export function createChat(engine) {
     // tool_choice "none" leaves tools out of the prompt, kwargs' own included.
     const none = params.tool_choice === "none";
     const tools = none ? undefined : params.tools;
+    engine.checkTools(params.tools, params.tool_choice);
     let kwargs = templateKwargs(params.chat_template_kwargs);
     if (none && kwargs && "tools" in kwargs) kwargs = { ...kwargs, tools: undefined };
     const ids = await engine.promptIds(messages, tools, kwargs);
@@ -348,13 +360,17 @@ export function createChat(engine) {
       const run = engine.tokens(ids, { ...opts, seed, signal });
       let content = "";
       let reasoning = "";
+      const calls = [];
       for await (const t of run) {
         content += t.text;
         reasoning += t.reasoning ?? "";
+        gatherCalls(calls, t.toolCalls);
       }
       const r = run.result;
       results.push(r);
-      const message = { role: "assistant", content, refusal: null };
+      // As OpenAI: a reply of calls only has content null.
+      const message = { role: "assistant", content: calls.length && !content ? null : content, refusal: null };
+      if (calls.length) message.tool_calls = calls;
       if (reasoning) message.reasoning_content = reasoning;
       choices.push({
         index,

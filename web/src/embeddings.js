@@ -18,6 +18,7 @@ import { hfFolder } from "./hf-folder.js";
 import { call, checkWebGPU, guard, initWasm } from "./runtime.js";
 
 const WEIGHTS = "model.safetensors";
+const INDEX = "model.safetensors.index.json";
 
 // The fields create() honours; `user` is accepted and has no effect (as in chat).
 const FIELDS = new Set(["input", "model", "dimensions", "encoding_format", "user"]);
@@ -46,7 +47,8 @@ export class EmbeddingEngine {
    * `source` is the folder's URL (its files are fetched beside it), a
    * FileList or array of Files (a folder picker's), or an object or Map of
    * `{ "path/in/folder": Blob }`. Reads config.json, tokenizer.json,
-   * model.safetensors and, when present, modules.json, the Pooling
+   * model.safetensors (or model.safetensors.index.json and the shards it
+   * lists) and, when present, modules.json, the Pooling
    * module's config.json and sentence_bert_config.json.
    * Options: onProgress, signal, cache (for the weights, as Engine.load),
    * wasmUrl, name (the response's `model`; default: the folder's name),
@@ -157,27 +159,37 @@ export class EmbeddingEngine {
   }
 }
 
-/** Streams model.safetensors into the loader (the chunks go straight into wasm memory); resolves to its length. */
+/**
+ * Streams model.safetensors, or each shard model.safetensors.index.json
+ * lists, into the loader (the chunks go straight into wasm memory);
+ * resolves to the bytes pushed. Progress counts all files together.
+ */
 async function pushWeights(folder, loader, opts) {
-  let total;
-  const onProgress = (p) => {
-    total = p.total ?? undefined;
-    opts.onProgress?.(p);
-  };
-  let loaded = 0;
-  try {
-    for await (const chunk of folder.chunks(WEIGHTS, { ...opts, onProgress })) {
-      loaded = call(() => loader.pushWeights(chunk, total));
-      if (chunk.byteLength >= 1 << 20) await new Promise((r) => setTimeout(r, 0));
+  const index = await folder.bytes(INDEX, { optional: true });
+  if (index) call(() => loader.setFile(INDEX, index));
+  const shards = call(() => loader.shards());
+  let before = 0;
+  for (const [i, file] of shards.entries()) {
+    let total;
+    const onProgress = (p) => {
+      total = p.total ?? undefined;
+      opts.onProgress?.({ ...p, loaded: before + p.loaded, total: shards.length === 1 ? p.total : undefined });
+    };
+    let loaded = 0;
+    try {
+      for await (const chunk of folder.chunks(file, { ...opts, onProgress })) {
+        loaded = call(() => loader.pushWeights(i, chunk, total));
+        if (chunk.byteLength >= 1 << 20) await new Promise((r) => setTimeout(r, 0));
+      }
+    } catch (e) {
+      if (!index && e?.name === "ModelLoadError" && e.file === file) {
+        throw new ModelLoadError(`${e.message} (an embedding model folder holds ${WEIGHTS}, or ${INDEX} and the shards it lists)`, { file });
+      }
+      throw e;
     }
-    return loaded;
-  } catch (e) {
-    // A sharded checkpoint has an index instead: say so rather than "404".
-    if (e?.name === "ModelLoadError" && e.file === WEIGHTS && (await folder.bytes(`${WEIGHTS}.index.json`, { optional: true }).catch(() => null))) {
-      throw new ModelLoadError(`${WEIGHTS}: this folder is a sharded checkpoint (${WEIGHTS}.index.json); wick loads embedding models from one ${WEIGHTS}`, { file: WEIGHTS });
-    }
-    throw e;
+    before += loaded;
   }
+  return before;
 }
 
 /** OpenAI's `input`: a string or an array of strings (token-id inputs refused by name). */

@@ -2,14 +2,30 @@
 // URL (each file fetched beside it) or from a list of Files (an
 // `<input type="file" webkitdirectory>`'s FileList, or Files/Blobs keyed by
 // their path in the folder). Only bytes move here: every file is parsed by
-// the engine (crates/web/src/embedder.rs). A missing or unreadable file is a
+// the engine (crates/web/src/embedder.rs, hf_loader.rs). A missing or unreadable file is a
 // ModelLoadError that names it.
 
 import { ModelLoadError } from "./errors.js";
-import { readSource } from "./source.js";
+import { CACHE_NAME, readSource } from "./source.js";
 
 /**
- * `{ name, bytes(path, { optional }), chunks(path, opts) }` over `source`:
+ * Whether `source` names a folder rather than one file: a URL ending in "/",
+ * a FileList or array of Files, or an object or Map of `{ path: Blob }`.
+ */
+export function isFolderSource(source) {
+  if (typeof source === "string" || source instanceof URL) {
+    return new URL(String(source), globalThis.location?.href).pathname.endsWith("/");
+  }
+  if (!source || typeof source !== "object") return false;
+  if (typeof Blob !== "undefined" && source instanceof Blob) return false;
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return false;
+  if (typeof Response !== "undefined" && source instanceof Response) return false;
+  if (typeof ReadableStream !== "undefined" && source instanceof ReadableStream) return false;
+  return true;
+}
+
+/**
+ * `{ name, bytes(path, { optional }), prefix(path, n, opts), chunks(path, opts) }` over `source`:
  * a URL string / URL of the folder, a FileList or array of Files, or an
  * object or Map of `{ "path/in/folder": Blob }`.
  */
@@ -41,10 +57,45 @@ function urlFolder(source, signal) {
       }
       return new Uint8Array(await res.arrayBuffer());
     },
+    async prefix(path, n, { cache = false } = {}) {
+      // A copy in the Cache API (a load with `cache: true`) is read first.
+      const store = cache && typeof caches !== "undefined" ? await caches.open(CACHE_NAME) : null;
+      let res = store ? await store.match(urlOf(path)) : null;
+      try {
+        res ??= await fetch(urlOf(path), { signal, headers: { Range: `bytes=0-${n - 1}` } });
+      } catch (e) {
+        if (e?.name === "AbortError") throw e;
+        throw new ModelLoadError(`${path}: fetching ${urlOf(path)} failed: ${e?.message ?? e}`, { file: path });
+      }
+      if (!res.ok) {
+        throw new ModelLoadError(`${path}: fetching ${urlOf(path)} failed: HTTP ${res.status}`, { file: path });
+      }
+      // A server without Range requests sends the whole file: read n bytes of it.
+      return firstBytes(res.body, n);
+    },
     chunks(path, opts) {
       return named(path, readSource(urlOf(path), opts));
     },
   };
+}
+
+/** The first `n` bytes of `stream` (fewer where it is shorter); the rest is cancelled. */
+async function firstBytes(stream, n) {
+  const out = new Uint8Array(n);
+  let at = 0;
+  const reader = stream.getReader();
+  try {
+    while (at < n) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const part = value.subarray(0, n - at);
+      out.set(part, at);
+      at += part.length;
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  return out.subarray(0, at);
 }
 
 function filesFolder(source) {
@@ -79,6 +130,11 @@ function filesFolder(source) {
         throw missing(path);
       }
       return new Uint8Array(await f.arrayBuffer());
+    },
+    async prefix(path, n) {
+      const f = files.get(path);
+      if (!f) throw missing(path);
+      return new Uint8Array(await f.slice(0, n).arrayBuffer());
     },
     chunks(path, opts) {
       const f = files.get(path);

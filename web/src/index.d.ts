@@ -1,6 +1,10 @@
 // Types of the "wick" npm package. See README.md ("In the browser").
 
-/** What Engine.load accepts: a URL of a .gguf file, or its bytes. */
+/**
+ * What Engine.load accepts: a GGUF file (its URL, or its bytes), or a Hugging
+ * Face checkpoint folder (`HfFolderSource`: a URL ending in "/", a FileList,
+ * an array of Files, or `{ "path/in/folder": Blob }`).
+ */
 export type ModelSource =
   | string
   | URL
@@ -9,13 +13,15 @@ export type ModelSource =
   | ArrayBuffer
   | ArrayBufferView
   | Response
-  | ReadableStream<Uint8Array>;
+  | ReadableStream<Uint8Array>
+  | HfFolderSource;
 
 export interface LoadProgress {
   /**
    * "fetch" (network bytes), "cache" (bytes from the Cache API), "read"
    * (File/Blob/ArrayBuffer bytes), "parse" (the header is parsed), "upload"
-   * (file bytes whose tensors are on the GPU), "ready" (done).
+   * (file bytes whose tensors are on the GPU), "ready" (done). A checkpoint
+   * folder counts the bytes of its safetensors files, every shard together.
    */
   phase: "fetch" | "cache" | "read" | "parse" | "upload" | "warmup" | "ready";
   loaded: number;
@@ -40,6 +46,12 @@ export interface LoadOptions {
    * memory and half the bytes attention reads; needs no shader-f16).
    */
   kvCache?: "f16" | "f32";
+  /**
+   * A Hugging Face checkpoint folder only: store every matrix as Q8_0 as it
+   * is uploaded (about a quarter of an F32 checkpoint's GPU memory). Given
+   * for a GGUF file, or another type, it is an InvalidRequestError.
+   */
+  quantize?: "q8_0";
   /** Keep the downloaded file in the Cache API so a reload does not fetch it again. */
   cache?: boolean;
   signal?: AbortSignal;
@@ -210,8 +222,14 @@ export interface ChatCompletionParams {
    * over a `tools` here.
    */
   chat_template_kwargs?: Record<string, unknown>;
-  /** "auto" (the default) or "none" (tools left out of the prompt). */
-  tool_choice?: "auto" | "none";
+  /**
+   * "auto" (the default: the model may call tools; its calls are parsed in
+   * the template's format), "none" (tools left out of the prompt),
+   * "required" (one or more calls, decoding constrained so each names a tool
+   * and its arguments validate against the tool's `parameters`), or a named
+   * function (exactly one call of it).
+   */
+  tool_choice?: "auto" | "none" | "required" | { type: "function"; function: { name: string } };
   /** `json_schema` and `json_object` constrain decoding (the output always
    * parses and, for a schema, validates); `logprobs` is refused with them. */
   response_format?:
@@ -265,15 +283,36 @@ export interface ChatCompletionChunk {
      * `reasoning_content`: text of the reply's `<think>` block, for templates
      * that write one (Qwen3, DeepSeek-R1 distills); never in `content`.
      */
-    delta: { role?: "assistant"; content?: string; reasoning_content?: string; refusal?: null };
+    delta: {
+      role?: "assistant";
+      content?: string;
+      reasoning_content?: string;
+      refusal?: null;
+      /** As OpenAI streams calls: the first delta of a call has `id`, `type` and the name; later ones append to `arguments`. */
+      tool_calls?: ToolCallDelta[];
+    };
     /**
      * With `logprobs: true`: the tokens of this delta (tokens that released no
      * text, such as an end of turn, go with the finish chunk).
      */
     logprobs: ChoiceLogprobs | null;
-    finish_reason: "stop" | "length" | null;
+    finish_reason: "stop" | "length" | "tool_calls" | null;
   }[];
   usage?: ChatCompletionUsage;
+}
+
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
+}
+
+export interface ToolCall {
+  id: string;
+  type: "function";
+  /** `arguments`: JSON text, as the model wrote it (validated when tool_choice forces the call). */
+  function: { name: string; arguments: string };
 }
 
 export interface ChatCompletionUsage {
@@ -293,10 +332,11 @@ export interface ChatCompletion {
   choices: {
     index: number;
     /** `reasoning_content`: the `<think>` block's text, where the reply had one. */
-    message: { role: "assistant"; content: string; reasoning_content?: string; refusal: null };
+    /** `content` is null when the reply is tool calls only. */
+    message: { role: "assistant"; content: string | null; reasoning_content?: string; refusal: null; tool_calls?: ToolCall[] };
     /** With `logprobs: true`, else null. */
     logprobs: ChoiceLogprobs | null;
-    finish_reason: "stop" | "length";
+    finish_reason: "stop" | "length" | "tool_calls";
   }[];
   usage: ChatCompletionUsage;
 }
@@ -323,7 +363,7 @@ export declare class WickError extends Error {
 export declare class WebGPUUnavailableError extends WickError {}
 /** Not a model wick can run (bad file, architecture, quant type). code "model_load". */
 export declare class ModelLoadError extends WickError {
-  /** The folder's file at fault, where one is (EmbeddingEngine.load). */
+  /** The folder's file at fault, where one is (a checkpoint folder's, in Engine.load or EmbeddingEngine.load). */
   file?: string;
 }
 /** The prompt does not fit the context. code "context_window_exceeded". */
@@ -389,7 +429,7 @@ export declare class WorkerEngine {
   static load(source: ModelSource, options?: LoadOptions & { workerUrl?: string | URL }): Promise<WorkerEngine>;
   /** An EmbeddingEngine in the worker: use `embeddings.create`; `info()` is then an EmbeddingInfo. */
   static loadEmbeddings(source: HfFolderSource, options?: EmbeddingLoadOptions & { workerUrl?: string | URL }): Promise<WorkerEngine>;
-  load(source: string | URL | Blob | File | ArrayBuffer, options?: LoadOptions): Promise<WorkerEngine>;
+  load(source: ModelSource, options?: LoadOptions): Promise<WorkerEngine>;
   readonly chat: Chat;
   /** After loadEmbeddings only (else it rejects). */
   readonly embeddings: { create(params: EmbeddingCreateParams): Promise<CreateEmbeddingResponse> };

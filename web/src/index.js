@@ -11,6 +11,8 @@ import { liveGpuMemory as wasmLiveGpuMemory, WasmLoader, version as wasmVersion 
 import { ChatCompletionStream, createChat, setFingerprint, templateKwargs } from "./chat.js";
 import { isFatal } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
+import { loadCheckpoint } from "./checkpoint.js";
+import { hfFolder, isFolderSource } from "./hf-folder.js";
 import { clearCache, readSource } from "./source.js";
 
 export { ChatCompletionStream, clearCache, NO_WEBGPU };
@@ -80,14 +82,16 @@ export class Engine {
   /** The DeviceLostError (or OutOfMemoryError, GpuValidationError) that made the engine unusable. */
   #lost = null;
 
-  /** @internal use Engine.load */
-  constructor(wasmEngine) {
+  /** @internal use Engine.load; `name`: a checkpoint folder's, where the model names none. */
+  constructor(wasmEngine, name) {
     this.#w = wasmEngine;
     this.#info = call(() => wasmEngine.info());
+    if (name) this.#info.model.name ??= name;
     /** The last finished generation's `{ finishReason, stats, ids }`. */
     this.lastResult = null;
     /** OpenAI-shaped chat: `engine.chat.completions.create({ messages, stream })`. */
     this.chat = createChat({
+      checkTools: (tools, choice) => this.#checkTools(tools, choice),
       promptIds: (messages, tools, kwargs) => this.#promptIds(messages, tools, kwargs),
       tokens: (ids, opts) => this.#tokens(ids, opts),
       modelName: () => this.#info.model.name ?? this.#info.model.architecture,
@@ -96,45 +100,31 @@ export class Engine {
   }
 
   /**
-   * Loads a GGUF model. `source`: URL string | URL | File | Blob | ArrayBuffer |
-   * typed array | Response | ReadableStream. The bytes are streamed into GPU
-   * buffers tensor by tensor; the file is never held whole in memory.
+   * Loads a model: a GGUF file, or a Hugging Face checkpoint folder.
+   * GGUF `source`: URL string | URL | File | Blob | ArrayBuffer | typed array
+   * | Response | ReadableStream. Folder `source`: its URL ending in "/", a
+   * FileList or array of Files (a folder picker's), or an object or Map of
+   * `{ "path/in/folder": Blob }`; it holds config.json, tokenizer.json,
+   * optionally tokenizer_config.json, and model.safetensors or the shards
+   * model.safetensors.index.json lists (F32, F16 or BF16). The bytes are
+   * streamed into GPU buffers tensor by tensor; no file is held whole in
+   * memory. `quantize: "q8_0"` quantizes a checkpoint's matrices at load.
    */
   static async load(source, options = {}) {
-    const { onProgress, signal, cache = false, wasmUrl, contextLength, prefillChunk, tokensPerSubmit, kvCache } = options;
+    const { onProgress, signal, wasmUrl } = options;
     checkWebGPU();
     setFingerprint(await init(wasmUrl));
     signal?.throwIfAborted();
-    const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache }));
     const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
-    try {
-      let parsed = false;
-      let total = 0;
-      for await (const chunk of readSource(source, { signal, onProgress, cache })) {
-        const p = call(() => loader.push(chunk));
-        total = p.total;
-        if (p.headerParsed && !parsed) {
-          parsed = true;
-          report("parse", p.loaded, p.total);
-        }
-        if (parsed) report("upload", Math.min(p.loaded, p.total), p.total);
-        // Let the page paint and the GPU queue drain between chunks.
-        if (chunk.byteLength >= 1 << 20) await new Promise((r) => setTimeout(r, 0));
-      }
-      signal?.throwIfAborted();
-      const engine = new Engine(call(() => loader.finish()));
-      // Compile every pipeline and run one step now, not on the first token.
-      report("warmup", total, total);
-      await guard(engine.#w.warmUp());
-      await engine.#describeAdapter();
-      report("ready", total, total);
-      return engine;
-    } catch (e) {
-      call(() => loader.abort());
-      throw e;
-    } finally {
-      loader.free();
-    }
+    const folder = isFolderSource(source) ? hfFolder(source, { signal }) : null;
+    const { wasm, total } = folder ? await loadCheckpoint(folder, options, report) : await loadGguf(source, options, report);
+    const engine = new Engine(wasm, folder?.name);
+    // Compile every pipeline and run one step now, not on the first token.
+    report("warmup", total, total);
+    await guard(engine.#w.warmUp());
+    await engine.#describeAdapter();
+    report("ready", total, total);
+    return engine;
   }
 
   /** Adapter, features (and whether the f16 or f32 path runs), limits, model config. */
@@ -209,6 +199,12 @@ export class Engine {
     call(() => this.#w.__testLoseDevice());
   }
 
+  #checkTools(tools, choice) {
+    this.#live();
+    const json = (v) => (v === undefined || v === null ? undefined : JSON.stringify(v));
+    call(() => this.#w.checkTools(json(tools), json(choice)));
+  }
+
   async #promptIds(messages, tools, kwargs) {
     this.#live();
     const t = tools ? JSON.stringify(tools) : undefined;
@@ -242,7 +238,7 @@ export class Engine {
         const step = await guard(gen.next());
         if (signal?.aborted) throw abortError(signal);
         if (step.done) {
-          if (step.text || step.reasoning) yield chunkOf(step, null);
+          if (step.text || step.reasoning || step.toolCalls) yield chunkOf(step, null);
           const result = { finishReason: step.finishReason, stats: step.stats, ids: ids_ };
           if (step.logprobs) result.logprobs = step.logprobs;
           onResult(result);
@@ -264,9 +260,40 @@ export class Engine {
   }
 }
 
+/** Streams a GGUF file into a WasmEngine (not warmed up yet): `{ wasm, total }`, total in bytes. */
+async function loadGguf(source, options, report) {
+  const { onProgress, signal, cache = false, contextLength, prefillChunk, tokensPerSubmit, kvCache, quantize } = options;
+  const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, quantize }));
+  try {
+    let parsed = false;
+    let total = 0;
+    for await (const chunk of readSource(source, { signal, onProgress, cache })) {
+      const p = call(() => loader.push(chunk));
+      total = p.total;
+      if (p.headerParsed && !parsed) {
+        parsed = true;
+        report("parse", p.loaded, p.total);
+      }
+      if (parsed) report("upload", Math.min(p.loaded, p.total), p.total);
+      // Let the page paint and the GPU queue drain between chunks.
+      if (chunk.byteLength >= 1 << 20) await new Promise((r) => setTimeout(r, 0));
+    }
+    signal?.throwIfAborted();
+    return { wasm: call(() => loader.finish()), total };
+  } catch (e) {
+    call(() => loader.abort());
+    throw e;
+  } finally {
+    loader.free();
+  }
+}
+
 /** A step as the iteration yields it: `reasoning` only where the chat split it off. */
 function chunkOf(step, tokenId) {
-  return step.reasoning ? { text: step.text, tokenId, reasoning: step.reasoning } : { text: step.text, tokenId };
+  const c = { text: step.text, tokenId };
+  if (step.reasoning) c.reasoning = step.reasoning;
+  if (step.toolCalls) c.toolCalls = step.toolCalls;
+  return c;
 }
 
 function startOptions(o) {
@@ -293,5 +320,8 @@ function startOptions(o) {
     jsonSchema: o.jsonSchema ?? undefined,
     regex: o.regex ?? undefined,
     lark: o.grammar ?? undefined,
+    // Chat only: OpenAI's tools and tool_choice (calls parsed, or forced).
+    tools: o.tools ?? undefined,
+    toolChoice: o.toolChoice ?? undefined,
   };
 }

@@ -35,7 +35,8 @@ export async function* readSource(source, { signal, onProgress, cache = false } 
     yield* readStream(source, null, "read", { signal, report });
   } else {
     throw new TypeError(
-      "Engine.load: source must be a URL string, URL, File, Blob, ArrayBuffer, typed array, Response or ReadableStream",
+      "Engine.load: source must be a URL string, URL, File, Blob, ArrayBuffer, typed array, Response or ReadableStream " +
+        "(a GGUF file), or a Hugging Face folder: its URL ending in \"/\", a FileList or array of Files, or { path: Blob }",
     );
   }
 }

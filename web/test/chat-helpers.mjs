@@ -2,21 +2,14 @@
 // logprobs, their comparison, and a GGUF with another chat template.
 
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
-import { MODEL, modelsDir, repoRoot } from "./harness.mjs";
+import { MODEL, modelsDir, nativeJson } from "./harness.mjs";
 
 /** The native engine's `generate --ids ... --logprobs K --json` (greedy). */
 export function nativeLogprobs(ids, maxTokens, k, ctx) {
-  const bin = path.join(repoRoot, "target/release/wick");
-  const runtime = process.env.XDG_RUNTIME_DIR || path.join("/tmp", `wick-runtime-${process.getuid()}`);
-  mkdirSync(runtime, { recursive: true, mode: 0o700 });
-  const env = { ...process.env, WGPU_BACKEND: process.env.WGPU_BACKEND || "vulkan", XDG_RUNTIME_DIR: runtime };
-  const args = ["generate", "--model", path.join(modelsDir, MODEL), "--ids", ids.join(","),
-    "--max-tokens", String(maxTokens), "--ctx-len", String(ctx), "--logprobs", String(k), "--kv-cache", "f32", "--json"];
-  const out = execFileSync(bin, args, { cwd: repoRoot, env, encoding: "utf8", maxBuffer: 1 << 26 });
-  return JSON.parse(out.slice(out.indexOf("{")));
+  return nativeJson(["generate", "--model", path.join(modelsDir, MODEL), "--ids", ids.join(","),
+    "--max-tokens", String(maxTokens), "--ctx-len", String(ctx), "--logprobs", String(k), "--kv-cache", "f32"]);
 }
 
 /**

@@ -51,31 +51,62 @@ export function checkBuilt() {
   if (!existsSync(model)) throw new Error(`${model} is missing: run scripts/fetch-models.sh smollm2`);
 }
 
+/** The native CLI's environment: Vulkan, and a runtime dir it can write. */
+function nativeEnv() {
+  const runtime = process.env.XDG_RUNTIME_DIR || path.join("/tmp", `wick-runtime-${process.getuid()}`);
+  mkdirSync(runtime, { recursive: true, mode: 0o700 });
+  return { ...process.env, WGPU_BACKEND: process.env.WGPU_BACKEND || "vulkan", XDG_RUNTIME_DIR: runtime };
+}
+
+/** `target/release/NAME` of package `pkg`, built with cargo if it is missing. */
+function releaseBinary(name, pkg, bin) {
+  const file = path.join(repoRoot, "target/release", name);
+  if (!existsSync(file)) {
+    const which = bin ? ["--bin", bin] : [];
+    execFileSync("cargo", ["build", "--release", "-q", "-p", pkg, ...which], { cwd: repoRoot, stdio: "inherit" });
+  }
+  return file;
+}
+
+/** `wick ARGS --json` (generate, usually), its JSON output parsed. */
+export function nativeJson(args) {
+  const out = execFileSync(releaseBinary("wick", "wick-cli"), [...args, "--json"], {
+    cwd: repoRoot,
+    env: nativeEnv(),
+    encoding: "utf8",
+    maxBuffer: 1 << 26,
+  });
+  return JSON.parse(out.slice(out.indexOf("{")));
+}
+
 /**
  * The native engine's greedy output for `prompt` (`wick generate --json`),
  * built with cargo if the binary is missing.
  */
 export function nativeGenerate(prompt, maxTokens, ctxLen, model = MODEL) {
-  const bin = path.join(repoRoot, "target/release/wick");
-  if (!existsSync(bin)) {
-    execFileSync("cargo", ["build", "--release", "-q", "-p", "wick-cli"], { cwd: repoRoot, stdio: "inherit" });
-  }
-  const runtime = process.env.XDG_RUNTIME_DIR || path.join("/tmp", `wick-runtime-${process.getuid()}`);
-  mkdirSync(runtime, { recursive: true, mode: 0o700 });
-  const env = { ...process.env, WGPU_BACKEND: process.env.WGPU_BACKEND || "vulkan", XDG_RUNTIME_DIR: runtime };
   const fixture = path.join(repoRoot, "tests/fixtures/models", model);
   const file = existsSync(path.join(modelsDir, model)) || !existsSync(fixture) ? path.join(modelsDir, model) : fixture;
-  const args = ["generate", "--model", file, "--prompt", prompt,
-    "--max-tokens", String(maxTokens), "--ctx-len", String(ctxLen), "--json"];
-  const out = execFileSync(bin, args, { cwd: repoRoot, env, encoding: "utf8", maxBuffer: 1 << 26 });
-  return JSON.parse(out.slice(out.indexOf("{")));
+  return nativeJson(["generate", "--model", file, "--prompt", prompt, "--max-tokens", String(maxTokens), "--ctx-len", String(ctxLen)]);
 }
 
-/** llama.cpp's reference for `model`'s case with this prompt. */
-export function llamaCppCase(prompt, model = MODEL) {
+/**
+ * Writes the Hugging Face checkpoint fixtures (tests/src/bin/write_hf_fixture.rs)
+ * into test-output/hf-fixture/, which the test server serves at
+ * /test-output/hf-fixture/: tiny models as GGUF files and checkpoint
+ * folders, and all-MiniLM-L6-v2 split into two shards. Returns the folder.
+ */
+export function hfFixture() {
+  const dir = path.join(outDir, "hf-fixture");
+  const bin = releaseBinary("write_hf_fixture", "wick-tests", "write_hf_fixture");
+  execFileSync(bin, [dir, path.join(modelsDir, "all-MiniLM-L6-v2")], { stdio: "inherit" });
+  return dir;
+}
+
+/** llama.cpp's reference for `model`'s case with this prompt, from golden file `file`. */
+export function llamaCppCase(prompt, model = MODEL, file = "llamacpp_public.json") {
   const dirs = [process.env.WICK_GOLDEN_DIR, path.join(repoRoot, "tests/fixtures/golden"), path.join(repoRoot, "../shared/golden")];
   for (const d of dirs.filter(Boolean)) {
-    const f = path.join(d, "llamacpp_public.json");
+    const f = path.join(d, file);
     if (!existsSync(f)) continue;
     const entry = JSON.parse(readFileSync(f, "utf8")).find((e) => e.model === model);
     return entry?.cases.find((c) => c.prompt === prompt) ?? null;

@@ -17,11 +17,11 @@ use crate::CliResult;
 #[derive(clap::Args)]
 pub struct EmbedArgs {
     /// A Hugging Face / sentence-transformers folder (config.json,
-    /// model.safetensors, tokenizer.json, and optionally modules.json, the
-    /// Pooling module's config.json, the Dense modules' config.json and
-    /// model.safetensors, and sentence_bert_config.json) of a BERT or
-    /// EmbeddingGemma, or a GGUF file of the nomic-bert architecture
-    /// (nomic-embed-text-v1.5).
+    /// model.safetensors or its shards, tokenizer.json, and optionally
+    /// modules.json, the Pooling module's config.json, the Dense modules'
+    /// config.json and model.safetensors, and sentence_bert_config.json) of
+    /// a BERT or EmbeddingGemma, or a GGUF file of the nomic-bert
+    /// architecture (nomic-embed-text-v1.5).
     #[arg(long)]
     pub model: PathBuf,
     /// An input (repeatable); all inputs run as one batch.
@@ -62,7 +62,8 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
     }
     let config = read(&dir.join("config.json"))?;
     let tokenizer = read(&dir.join("tokenizer.json"))?;
-    let weights = crate::load::map_file(&dir.join("model.safetensors"))?;
+    let weights = crate::hf::Weights::open(dir)?;
+    let shards = weights.slices();
     let modules = optional(&dir.join("modules.json"))?;
     let pooling = match &modules {
         Some(json) => match pooling_path(json)? {
@@ -84,9 +85,9 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
     }
     let dense: Vec<DenseFiles> = dense_files
         .iter()
-        .map(|(config, weights)| DenseFiles {
+        .map(|(config, tensors)| DenseFiles {
             config,
-            safetensors: weights,
+            safetensors: tensors,
         })
         .collect();
     let sentence_bert = optional(&dir.join("sentence_bert_config.json"))?;
@@ -94,7 +95,8 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
     let files = EmbedFiles {
         config: &config,
         tokenizer: &tokenizer,
-        safetensors: &weights,
+        shards: &shards,
+        index: weights.index.as_deref(),
         sentence: SentenceFiles {
             modules: modules.as_deref(),
             pooling: pooling.as_deref(),

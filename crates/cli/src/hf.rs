@@ -40,18 +40,7 @@ fn optional(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
 
 impl HfFolder {
     pub fn open(dir: &Path) -> Result<HfFolder, Box<dyn std::error::Error>> {
-        let index = optional(dir, INDEX)?;
-        let shard_names: Vec<String> = match &index {
-            Some(json) => ShardIndex::parse(json)?.shards,
-            None if dir.join(SINGLE).is_file() => vec![SINGLE.to_string()],
-            None => {
-                return Err(format!("'{}' has neither {SINGLE} nor {INDEX}", dir.display()).into())
-            }
-        };
-        let shards = shard_names
-            .iter()
-            .map(|n| map_file(&dir.join(n)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let Weights { index, shards } = Weights::open(dir)?;
         let (tokenizer, tokenizer_config) = tokenizer_files(dir)?;
         Ok(HfFolder {
             config: read(&dir.join("config.json"))?,
@@ -77,6 +66,40 @@ impl HfFolder {
     /// Bytes of weights to stream.
     pub fn weight_bytes(&self) -> u64 {
         self.shards.iter().map(|m| m.len() as u64).sum()
+    }
+}
+
+/// A checkpoint folder's safetensors files: `model.safetensors`, or the
+/// index and the shards it lists (mapped read-only, in its order).
+pub struct Weights {
+    pub index: Option<Vec<u8>>,
+    pub shards: Vec<Mmap>,
+}
+
+impl Weights {
+    pub fn open(dir: &Path) -> Result<Weights, Box<dyn std::error::Error>> {
+        let index = optional(dir, INDEX)?;
+        let shard_names: Vec<String> = match &index {
+            Some(json) => {
+                ShardIndex::parse(json)
+                    .map_err(|e| format!("'{}': {e}", dir.join(INDEX).display()))?
+                    .shards
+            }
+            None if dir.join(SINGLE).is_file() => vec![SINGLE.to_string()],
+            None => {
+                return Err(format!("'{}' has neither {SINGLE} nor {INDEX}", dir.display()).into())
+            }
+        };
+        let shards = shard_names
+            .iter()
+            .map(|n| map_file(&dir.join(n)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Weights { index, shards })
+    }
+
+    /// The files' bytes, in order.
+    pub fn slices(&self) -> Vec<&[u8]> {
+        self.shards.iter().map(|m| &m[..]).collect()
     }
 }
 

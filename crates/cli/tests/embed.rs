@@ -119,3 +119,35 @@ fn embed_bad_invocations_are_one_error_line() {
         );
     }
 }
+
+/// A sharded checkpoint (`model.safetensors.index.json` and its shards)
+/// loads as its one-file form does: MiniLM's tensors split over two files
+/// give the same vectors, printed digit for digit (each tensor's bytes are
+/// the same, so any difference would be a tensor read from the wrong place).
+#[test]
+fn embed_reads_a_sharded_checkpoint_as_its_one_file_form() {
+    let dir = std::env::temp_dir().join(format!("wick-embed-sharded-{}", std::process::id()));
+    wick_tests::reshard::reshard_folder(std::path::Path::new(&minilm()), &dir, 2);
+    assert!(dir.join("model-00002-of-00002.safetensors").is_file());
+    assert!(!dir.join("model.safetensors").exists());
+    let run = |model: &str| {
+        let args = [
+            "embed",
+            "--model",
+            model,
+            "--text",
+            "a sharded model",
+            "--text",
+            "b",
+        ];
+        let out = wick(&args);
+        assert!(out.status.success(), "{model}: {}", stderr(&out));
+        out.stdout
+    };
+    let sharded = run(dir.to_str().unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(
+        String::from_utf8(sharded).unwrap(),
+        String::from_utf8(run(&minilm())).unwrap()
+    );
+}

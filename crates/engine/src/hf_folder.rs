@@ -36,6 +36,13 @@ pub struct HfFiles<'a> {
     pub shards: Vec<&'a [u8]>,
 }
 
+/// A checkpoint's tokenizer and the chat template of its
+/// `tokenizer_config.json`, as `hf_tokenizer` reads them.
+pub struct HfTokenizer {
+    pub tokenizer: Tokenizer,
+    pub chat_template: Option<String>,
+}
+
 /// The tokenizer of `tokenizer.json` with `tokenizer_config.json`'s special
 /// tokens, and the chat template the latter holds.
 pub fn hf_tokenizer(
@@ -70,11 +77,33 @@ impl HfLoader {
         files: &HfConfigFiles,
         headers: &[SafetensorsHeader],
     ) -> Result<HfLoader, WickError> {
+        let (tokenizer, template) = hf_tokenizer(files.tokenizer, files.tokenizer_config)?;
+        let tokenizer = HfTokenizer {
+            tokenizer,
+            chat_template: template,
+        };
+        HfLoader::with_tokenizer(ctx, opts, hf_opts, files, headers, tokenizer)
+    }
+
+    /// As `new`, with the tokenizer files already read (`hf_tokenizer`): a
+    /// caller that reports which file failed reads them itself.
+    /// `files.tokenizer` and `files.tokenizer_config` are not read again.
+    pub fn with_tokenizer(
+        ctx: Arc<GpuContext>,
+        opts: PipelineOptions,
+        hf_opts: &HfOptions,
+        files: &HfConfigFiles,
+        headers: &[SafetensorsHeader],
+        tokenizer: HfTokenizer,
+    ) -> Result<HfLoader, WickError> {
         if let Some(index) = files.index {
             let index = ShardIndex::parse(index).map_err(ModelError::from)?;
             index.check(headers).map_err(ModelError::from)?;
         }
-        let (tokenizer, template) = hf_tokenizer(files.tokenizer, files.tokenizer_config)?;
+        let HfTokenizer {
+            tokenizer,
+            chat_template: template,
+        } = tokenizer;
         let ckpt = HfCheckpoint::new(files.config, headers, template.as_deref(), hf_opts)?;
         Ok(HfLoader {
             arch: ckpt.config.architecture,
@@ -97,6 +126,15 @@ impl HfLoader {
                 loader.push_with_progress(gguf, progress).map(|_| ())
             })
             .map_err(|e| with_hf_names(e, self.arch))
+    }
+
+    /// Checks shard `shard` has arrived whole (every tensor it holds), so
+    /// that a short file is reported when it ends, naming it, rather than
+    /// when the next shard or `finish` comes.
+    pub fn end_shard(&self, shard: usize) -> Result<(), WickError> {
+        self.stream
+            .unfinished_before(shard + 1)
+            .map_err(|e| with_hf_names(e.into(), self.arch))
     }
 
     /// Builds the engine once every shard has arrived whole.

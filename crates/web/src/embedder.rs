@@ -3,10 +3,12 @@
 //! (`web/src/embeddings.js`) fetches or reads the files; every parse is the
 //! engine's.
 //!
-//! `Embedder::load_hf` takes the weights as one slice, so the
-//! `model.safetensors` chunks are appended into one buffer in wasm memory
-//! (sized from the file's length up front): never a whole file in one JS
-//! buffer, but the file is held once in wasm memory until the upload ends.
+//! `Embedder::load_hf` takes each safetensors file as one slice (it reads
+//! the tensors by name, in any order), so the chunks of `model.safetensors`,
+//! or of each shard a `model.safetensors.index.json` lists, are appended
+//! into one buffer per file in wasm memory (sized from the file's length up
+//! front): never a whole file in one JS buffer, but the files are held once
+//! in wasm memory until the upload ends.
 //! Encoders are small (all-MiniLM-L6-v2: 90 MB), far under wasm32's 4 GiB.
 
 use std::cell::RefCell;
@@ -18,6 +20,7 @@ use wasm_bindgen::prelude::*;
 use wick::embedding::{
     pooling_path, EmbedError, EmbedFiles, EmbedOptions, Embedder, SentenceFiles,
 };
+use wick::format::ShardIndex;
 use wick::gpu::{GpuContext, GpuError};
 use wick::WickError;
 
@@ -26,16 +29,29 @@ use crate::{js_coded, js_err, js_load_err, js_wick_err, to_js};
 
 /// The folder's files that `setFile` takes; the Pooling module's
 /// `config.json` arrives as "pooling".
-const FILES: [&str; 5] = [
+const FILES: [&str; 6] = [
     "config.json",
     "tokenizer.json",
     "modules.json",
     "pooling",
     "sentence_bert_config.json",
+    INDEX,
 ];
+
+const INDEX: &str = "model.safetensors.index.json";
+const SINGLE: &str = "model.safetensors";
 
 fn load_err(message: String) -> JsValue {
     js_coded(&message, "model_load", &[])
+}
+
+/// One safetensors file as it arrives.
+#[derive(Default)]
+struct Shard {
+    name: String,
+    bytes: Vec<u8>,
+    /// The file's length where the source announced it.
+    len: Option<usize>,
 }
 
 /// Collects a folder's files, then builds a [`WasmEmbedder`].
@@ -43,8 +59,7 @@ fn load_err(message: String) -> JsValue {
 pub struct WasmEmbedLoader {
     ctx: Arc<GpuContext>,
     small: Vec<(String, Vec<u8>)>,
-    weights: Vec<u8>,
-    weights_len: Option<usize>,
+    shards: Vec<Shard>,
 }
 
 #[wasm_bindgen]
@@ -61,8 +76,7 @@ impl WasmEmbedLoader {
         Ok(WasmEmbedLoader {
             ctx,
             small: Vec::new(),
-            weights: Vec::new(),
-            weights_len: None,
+            shards: Vec::new(),
         })
     }
 
@@ -92,70 +106,107 @@ impl WasmEmbedLoader {
         Ok(())
     }
 
-    /// The next bytes of `model.safetensors`, in order; `total`: the file's
-    /// length where the source knows it (the buffer is then sized once).
-    /// Returns how many bytes are in.
+    /// The safetensors files to push, in order: the shards the index
+    /// (`model.safetensors.index.json`, given with `setFile`) lists, or
+    /// `model.safetensors` alone.
+    pub fn shards(&mut self) -> Result<Vec<String>, JsValue> {
+        let names = match self.file(INDEX) {
+            Some(json) => {
+                ShardIndex::parse(json)
+                    .map_err(|e| load_err(format!("{INDEX}: {e}")))?
+                    .shards
+            }
+            None => vec![SINGLE.to_string()],
+        };
+        self.shards = names
+            .iter()
+            .map(|name| Shard {
+                name: name.clone(),
+                ..Default::default()
+            })
+            .collect();
+        Ok(names)
+    }
+
+    /// The next bytes of safetensors file `shard` (of `shards()`), in
+    /// order; `total`: the file's length where the source knows it (the
+    /// buffer is then sized once). Returns how many bytes of it are in.
     #[wasm_bindgen(js_name = pushWeights)]
-    pub fn push_weights(&mut self, chunk: &[u8], total: Option<f64>) -> Result<f64, JsValue> {
-        if self.weights_len.is_none() {
+    pub fn push_weights(
+        &mut self,
+        shard: usize,
+        chunk: &[u8],
+        total: Option<f64>,
+    ) -> Result<f64, JsValue> {
+        let s = self
+            .shards
+            .get_mut(shard)
+            .ok_or_else(|| js_err(format!("no safetensors file {shard} (call shards() first)")))?;
+        let name = &s.name;
+        if s.len.is_none() {
             if let Some(t) = total.filter(|&t| t > 0.0) {
                 if !(t.is_finite() && t <= u32::MAX as f64) {
                     return Err(load_err(format!(
-                        "model.safetensors: {t} bytes do not fit WebAssembly memory"
+                        "{name}: {t} bytes do not fit WebAssembly memory"
                     )));
                 }
                 let len = t as usize;
-                self.weights.try_reserve_exact(len).map_err(|_| {
-                    load_err(format!("model.safetensors: no memory for its {len} bytes"))
-                })?;
-                self.weights_len = Some(len);
+                s.bytes
+                    .try_reserve_exact(len)
+                    .map_err(|_| load_err(format!("{name}: no memory for its {len} bytes")))?;
+                s.len = Some(len);
             }
         }
-        let len = self.weights_len.unwrap_or(usize::MAX);
-        if self.weights.len() + chunk.len() > len {
+        let len = s.len.unwrap_or(usize::MAX);
+        if s.bytes.len() + chunk.len() > len {
             return Err(load_err(format!(
-                "model.safetensors: more bytes than its announced length of {len}"
+                "{name}: more bytes than its announced length of {len}"
             )));
         }
-        self.weights
+        s.bytes
             .try_reserve(chunk.len())
-            .map_err(|_| load_err("model.safetensors: out of WebAssembly memory".to_string()))?;
-        self.weights.extend_from_slice(chunk);
-        Ok(self.weights.len() as f64)
+            .map_err(|_| load_err(format!("{name}: out of WebAssembly memory")))?;
+        s.bytes.extend_from_slice(chunk);
+        Ok(s.bytes.len() as f64)
     }
 
     /// Checks the config and every tensor, uploads the weights, and frees
     /// the loader's copy of them.
     pub fn finish(&mut self) -> Result<WasmEmbedder, JsValue> {
-        let weights = std::mem::take(&mut self.weights);
-        if weights.is_empty() {
-            return Err(load_err("model.safetensors is missing or empty".into()));
+        let shards = std::mem::take(&mut self.shards);
+        if shards.is_empty() {
+            return Err(load_err(format!("{SINGLE} is missing")));
         }
-        if let Some(len) = self.weights_len.take().filter(|&l| l != weights.len()) {
-            return Err(load_err(format!(
-                "model.safetensors: {} of its {len} bytes arrived",
-                weights.len()
-            )));
+        for s in &shards {
+            if s.bytes.is_empty() {
+                return Err(load_err(format!("{} is missing or empty", s.name)));
+            }
+            if let Some(len) = s.len.filter(|&l| l != s.bytes.len()) {
+                return Err(load_err(format!(
+                    "{}: {} of its {len} bytes arrived",
+                    s.name,
+                    s.bytes.len()
+                )));
+            }
         }
-        let file = |name: &str| {
-            self.small
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, b)| b.as_slice())
+        let need = |name: &str| {
+            self.file(name)
+                .ok_or_else(|| load_err(format!("{name} is missing")))
         };
-        let need = |name: &str| file(name).ok_or_else(|| load_err(format!("{name} is missing")));
+        let slices: Vec<&[u8]> = shards.iter().map(|s| s.bytes.as_slice()).collect();
         let files = EmbedFiles {
             config: need("config.json")?,
             tokenizer: need("tokenizer.json")?,
-            safetensors: &weights,
+            shards: &slices,
+            index: self.file(INDEX),
             sentence: SentenceFiles {
-                modules: file("modules.json"),
-                pooling: file("pooling"),
+                modules: self.file("modules.json"),
+                pooling: self.file("pooling"),
                 // Dense modules (EmbeddingGemma's) are not loaded here yet: a
                 // folder with them is refused by name when its modules.json
                 // is parsed.
                 dense: &[],
-                sentence_bert: file("sentence_bert_config.json"),
+                sentence_bert: self.file("sentence_bert_config.json"),
             },
         };
         let embedder = Embedder::load_hf(self.ctx.clone(), &files).map_err(js_load_err)?;
@@ -163,6 +214,15 @@ impl WasmEmbedLoader {
         Ok(WasmEmbedder {
             inner: Rc::new(RefCell::new(Some(Rc::new(embedder)))),
         })
+    }
+}
+
+impl WasmEmbedLoader {
+    fn file(&self, name: &str) -> Option<&[u8]> {
+        self.small
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.as_slice())
     }
 }
 

@@ -15,12 +15,14 @@ use wick::pipeline::stopping::StopCriteria;
 use wick::pipeline::Pipeline;
 use wick::tokenizer::chat_template::{ChatTemplate, ChatTemplateError};
 use wick::tokenizer::Tokenizer;
+use wick::tools::messages_for_template;
 use wick::Engine;
 
 use crate::generation::{Output, WasmGeneration};
 use crate::info::{self, Info};
 use crate::logprobs::MAX_TOP_LOGPROBS;
 use crate::run::Run;
+use crate::tool_calls::{tool_set, ToolSplit};
 use crate::{from_js, js_coded, js_err, js_wick_err, to_js};
 
 /// What the engine and its generations share. The pipeline is borrowed for
@@ -41,19 +43,21 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The grammar compiler over this model's vocabulary, built once.
+    fn compiler(&self) -> Result<&GrammarCompiler, JsValue> {
+        if let Some(c) = self.grammars.get() {
+            return Ok(c);
+        }
+        let vocab = self.info.model.vocab_size;
+        let c = GrammarCompiler::new(&self.tokenizer, vocab)
+            .map_err(|e| js_err(format!("building the grammar vocabulary: {e}")))?;
+        Ok(self.grammars.get_or_init(|| c))
+    }
+
     /// `grammar` compiled against this model's vocabulary; a grammar that
     /// does not compile is an `InvalidRequestError` on `grammar`.
     fn constraint(&self, grammar: &Grammar) -> Result<Constraint, JsValue> {
-        let compiler = match self.grammars.get() {
-            Some(c) => c,
-            None => {
-                let vocab = self.info.model.vocab_size;
-                let c = GrammarCompiler::new(&self.tokenizer, vocab)
-                    .map_err(|e| js_err(format!("building the grammar vocabulary: {e}")))?;
-                self.grammars.get_or_init(|| c)
-            }
-        };
-        compiler.compile(grammar).map_err(|e| {
+        self.compiler()?.compile(grammar).map_err(|e| {
             field_err(
                 "grammar",
                 &format!("the {} does not compile: {e}", grammar.kind()),
@@ -91,6 +95,11 @@ struct GenerateOptions {
     json_schema: Option<serde_json::Value>,
     regex: Option<String>,
     lark: Option<String>,
+    /// A chat reply with tools (OpenAI's `tools` and `tool_choice`): calls
+    /// parsed from the text; `"required"` or a named function decode under
+    /// the tools' grammar.
+    tools: Option<serde_json::Value>,
+    tool_choice: Option<serde_json::Value>,
 }
 
 impl GenerateOptions {
@@ -134,6 +143,8 @@ impl Default for GenerateOptions {
             json_schema: None,
             regex: None,
             lark: None,
+            tools: None,
+            tool_choice: None,
         }
     }
 }
@@ -294,9 +305,40 @@ impl WasmEngine {
         tools_json: Option<String>,
         kwargs_json: Option<String>,
     ) -> Result<Vec<u32>, JsValue> {
+        // An assistant turn's `tool_calls[].function.arguments` (JSON text in
+        // OpenAI's messages) become objects, which templates print with
+        // `tojson`; `content: null` becomes "". Not JSON: the template's own
+        // parse names the problem.
+        let readied = serde_json::from_str::<Vec<serde_json::Value>>(messages_json)
+            .ok()
+            .map(|m| serde_json::Value::from(messages_for_template(&m)).to_string());
+        let messages_json = readied.as_deref().unwrap_or(messages_json);
         let text = self.render(messages_json, true, tools_json, kwargs_json)?;
         let t = self.template()?;
         t.encode(&self.shared.tokenizer, &text).map_err(js_err)
+    }
+
+    /// Checks a chat request's `tools` and `tool_choice` (JSON texts) against
+    /// each other and the chat template's call format, so a bad request fails
+    /// before anything runs: an `InvalidRequestError` naming the field.
+    #[wasm_bindgen(js_name = checkTools)]
+    pub fn check_tools(
+        &self,
+        tools_json: Option<String>,
+        choice_json: Option<String>,
+    ) -> Result<(), JsValue> {
+        let parse =
+            |field: &str, text: Option<String>| -> Result<Option<serde_json::Value>, JsValue> {
+                text.map(|t| serde_json::from_str(&t))
+                    .transpose()
+                    .map_err(|e| field_err(field, &format!("is not valid JSON ({e})")))
+            };
+        let tools = parse("tools", tools_json)?;
+        let choice = parse("tool_choice", choice_json)?;
+        let source = self.shared.template.as_ref().ok().map(|t| t.source());
+        tool_set(tools.as_ref(), choice.as_ref(), source)
+            .map(|_| ())
+            .map_err(|(field, why)| field_err(field, &why))
     }
 
     /// Prefills `prompt_ids` (a fresh sequence) and resolves to a
@@ -311,11 +353,25 @@ impl WasmEngine {
         wasm_bindgen_futures::future_to_promise(async move {
             let mut o = o?;
             check_prompt(&shared, &prompt_ids)?;
-            let grammar = o.grammar()?;
+            let source = shared.template.as_ref().ok().map(|t| t.source());
+            let tools = tool_set(o.tools.as_ref(), o.tool_choice.as_ref(), source)
+                .map_err(|(field, why)| field_err(field, &why))?;
+            let mut grammar = o.grammar()?;
+            if let Some(t) = tools.as_ref().filter(|t| t.constrained()) {
+                if grammar.is_some() {
+                    return Err(field_err(
+                        "tool_choice",
+                        "a forced tool call cannot also follow response_format or another grammar",
+                    ));
+                }
+                grammar = t
+                    .grammar(shared.compiler()?, &shared.tokenizer)
+                    .map_err(|e| field_err("tools", &e.to_string()))?;
+            }
             if grammar.is_some() && o.logprobs.is_some() {
                 return Err(coded_field_err(
                     "logprobs",
-                    "not supported with a grammar (response_format) yet",
+                    "not supported with a grammar (response_format, or a forced tool call) yet",
                     "unsupported_field",
                 ));
             }
@@ -388,6 +444,7 @@ impl WasmEngine {
                 split,
                 prompt: prompt_ids,
                 logprobs: o.logprobs,
+                tools: ToolSplit::new(tools.as_ref()),
             };
             Ok(WasmGeneration::new(shared.clone(), gen, out, epoch).into())
         })
@@ -425,7 +482,7 @@ fn check_prompt(shared: &Shared, ids: &[u32]) -> Result<(), JsValue> {
 
 /// An `InvalidRequestError` naming the request field (errors.js writes the
 /// message as `field: why`).
-fn field_err(field: &str, why: &str) -> JsValue {
+pub(crate) fn field_err(field: &str, why: &str) -> JsValue {
     coded_field_err(field, why, "invalid_request")
 }
 

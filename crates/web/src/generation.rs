@@ -15,6 +15,7 @@ use wick::tokenizer::StreamState;
 use crate::engine::Shared;
 use crate::logprobs::{self, Entry};
 use crate::run::Run;
+use crate::tool_calls::{CallDelta, ToolSplit};
 use crate::{js_err, js_wick_err, to_js};
 
 #[wasm_bindgen]
@@ -33,6 +34,8 @@ struct State {
     /// Then the reasoning split (chat replies whose template thinks): text
     /// inside `<think>` goes to `reasoning`, not `text`.
     split: RefCell<Option<ReasoningSplit>>,
+    /// Then, with tools, content and tool calls apart.
+    tools: RefCell<ToolSplit>,
     /// The prompt, for the log-probabilities computed once it ends.
     prompt: Vec<u32>,
     /// `top_logprobs` where log-probabilities were asked for.
@@ -51,6 +54,9 @@ struct Step {
     /// reasoning, which goes to `reasoning` (empty unless the split is on).
     text: String,
     reasoning: String,
+    /// The tool-call deltas this step completes, in OpenAI's stream shape.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<CallDelta>,
     /// When done, if asked for: each generated token's log-probability and
     /// its `top_logprobs` alternatives, in OpenAI's shape.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,6 +116,7 @@ pub(crate) struct Output {
     pub split: Option<ReasoningSplit>,
     pub prompt: Vec<u32>,
     pub logprobs: Option<usize>,
+    pub tools: ToolSplit,
 }
 
 impl WasmGeneration {
@@ -122,6 +129,7 @@ impl WasmGeneration {
                 text: RefCell::new(text),
                 stops: RefCell::new(out.stops),
                 split: RefCell::new(out.split),
+                tools: RefCell::new(out.tools),
                 prompt: out.prompt,
                 logprobs: out.logprobs,
                 epoch,
@@ -182,6 +190,7 @@ impl WasmGeneration {
             let mut text = st.text.borrow_mut();
             let mut stops = st.stops.borrow_mut();
             let mut split = st.split.borrow_mut();
+            let mut tools = st.tools.borrow_mut();
             let step = match token {
                 Some(id) => {
                     let piece = stops.push(&text.push(tok, id).map_err(js_err)?);
@@ -189,11 +198,13 @@ impl WasmGeneration {
                         gen.stop_at_string();
                     }
                     let piece = split_text(&mut split, &piece, false);
+                    let parted = tools.push(&piece.content, false);
                     Step {
                         done: false,
                         token_id: Some(id),
-                        text: piece.content,
+                        text: parted.content,
                         reasoning: piece.reasoning,
+                        tool_calls: parted.calls,
                         logprobs: None,
                         finish_reason: None,
                         stats: gen.stats().into(),
@@ -212,13 +223,20 @@ impl WasmGeneration {
                         tail.push_str(&stops.finish());
                     }
                     let tail = split_text(&mut split, &tail, true);
+                    let parted = tools.push(&tail.content, true);
+                    // As OpenAI: a reply that ended on its own after calls.
+                    let finish = match finish {
+                        Some(FinishReason::Stop) if tools.called => Some("tool_calls"),
+                        f => f.map(|r| r.as_str()),
+                    };
                     Step {
                         done: true,
                         token_id: None,
-                        text: tail.content,
+                        text: parted.content,
                         reasoning: tail.reasoning,
+                        tool_calls: parted.calls,
                         logprobs,
-                        finish_reason: finish.map(|r| r.as_str()),
+                        finish_reason: finish,
                         stats: gen.stats().into(),
                     }
                 }

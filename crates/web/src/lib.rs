@@ -6,6 +6,8 @@
 //! - [`WasmLoader`]: opens the GPU, takes a GGUF file's bytes chunk by chunk
 //!   (each tensor is uploaded once its bytes are in), then builds a
 //!   [`WasmEngine`];
+//! - [`WasmHfLoader`]: the same from a Hugging Face checkpoint's files
+//!   (config, tokenizer, index, then each safetensors shard chunk by chunk);
 //! - [`WasmEngine`]: info, tokenize/decode, chat templates, and
 //!   [`WasmEngine::start`] which prefills a prompt and returns a
 //!   [`WasmGeneration`];
@@ -26,14 +28,17 @@ use wick::WickError;
 mod embedder;
 mod engine;
 mod generation;
+mod hf_loader;
 mod info;
 mod loader;
 mod logprobs;
 mod run;
+mod tool_calls;
 
 pub use embedder::{WasmEmbedLoader, WasmEmbedder};
 pub use engine::WasmEngine;
 pub use generation::WasmGeneration;
+pub use hf_loader::WasmHfLoader;
 pub use loader::WasmLoader;
 
 use std::cell::RefCell;
@@ -146,6 +151,12 @@ pub(crate) fn js_wick_err(e: WickError) -> JsValue {
 /// the file is the cause `WebGPUUnavailableError`, `OutOfMemoryError` or
 /// `GpuValidationError`.
 pub(crate) fn js_load_err(e: WickError) -> JsValue {
+    js_load_err_in(None, e)
+}
+
+/// `js_load_err` for a model of several files: a `ModelLoadError` about
+/// one of them names it in its message and in its `file` property.
+pub(crate) fn js_load_err_in(file: Option<&str>, e: WickError) -> JsValue {
     // The loader reports GPU failures inside its own error type.
     let e = match e {
         WickError::Model(ModelError::Gpu(g)) => WickError::Gpu(g),
@@ -158,7 +169,22 @@ pub(crate) fn js_load_err(e: WickError) -> JsValue {
             | GpuError::OutOfMemory { .. }
             | GpuError::Validation { .. },
         ) => js_wick_err(e),
-        e => js_coded(&format!("loading the model failed: {e}"), "model_load", &[]),
+        e => {
+            let Some(file) = file else {
+                return js_coded(&format!("loading the model failed: {e}"), "model_load", &[]);
+            };
+            let e = e.to_string();
+            // Some messages (the index's) start with the file already.
+            let message = if e.starts_with(file) {
+                format!("loading the model failed: {e}")
+            } else {
+                format!("loading the model failed: {file}: {e}")
+            };
+            let err = js_coded(&message, "model_load", &[]);
+            // Setting a property on a fresh Error object cannot fail.
+            let _ = js_sys::Reflect::set(&err, &JsValue::from_str("file"), &file.into());
+            err
+        }
     }
 }
 

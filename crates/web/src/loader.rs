@@ -8,7 +8,7 @@ use wick::engine::ModelLoader;
 use wick::gpu::{GpuContext, GpuError};
 use wick::pipeline::PipelineOptions;
 
-use crate::engine::WasmEngine;
+use crate::engine::{field_err, WasmEngine};
 use crate::{from_js, js_coded, js_err, js_load_err, js_wick_err, to_js};
 
 /// The message a page without WebGPU gets.
@@ -17,7 +17,7 @@ WebGPU enabled (Chrome/Edge 113+, or Firefox/Safari with WebGPU turned on) and a
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
-struct LoadOptions {
+pub(crate) struct LoadOptions {
     /// KV cache positions (default: the model's context, capped by the GPU and 4096).
     context_length: Option<usize>,
     /// Most prompt tokens per prefill step.
@@ -26,6 +26,42 @@ struct LoadOptions {
     tokens_per_submit: Option<usize>,
     /// How the KV cache stores K and V: "f16" (default) or "f32".
     kv_cache: Option<String>,
+    /// Quantize a Hugging Face checkpoint's matrices at load ("q8_0").
+    pub quantize: Option<String>,
+}
+
+impl LoadOptions {
+    /// The pipeline's settings these options ask for.
+    pub fn pipeline(&self) -> Result<PipelineOptions, JsValue> {
+        let mut opts = PipelineOptions {
+            ctx_len: self.context_length,
+            ..Default::default()
+        };
+        if let Some(n) = self.prefill_chunk {
+            opts.prefill_chunk = n;
+        }
+        if let Some(n) = self.tokens_per_submit {
+            opts.tokens_per_submit = n;
+        }
+        if let Some(kv) = &self.kv_cache {
+            opts.kv_dtype = kv
+                .parse()
+                .map_err(|e: String| js_err(format!("kvCache: {e}")))?;
+        }
+        Ok(opts)
+    }
+}
+
+/// Opens the GPU: a clear error where the browser has no WebGPU.
+pub(crate) async fn open_gpu() -> Result<Arc<GpuContext>, JsValue> {
+    let ctx = GpuContext::new().await.map_err(|e| match e {
+        GpuError::NoAdapter { .. } => js_coded(NO_WEBGPU, "webgpu_unavailable", &[]),
+        e => js_wick_err(e.into()),
+    })?;
+    // The engine's API takes an Arc; on wasm32 (one thread) wgpu's types are not Send.
+    #[allow(clippy::arc_with_non_send_sync)]
+    let ctx = Arc::new(ctx);
+    Ok(ctx)
 }
 
 #[derive(serde::Serialize)]
@@ -49,28 +85,14 @@ impl WasmLoader {
     /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache? }`.
     pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
         let o: LoadOptions = from_js("load options", options)?;
-        let mut opts = PipelineOptions {
-            ctx_len: o.context_length,
-            ..Default::default()
-        };
-        if let Some(n) = o.prefill_chunk {
-            opts.prefill_chunk = n;
+        if o.quantize.is_some() {
+            return Err(field_err(
+                "quantize",
+                "applies to Hugging Face checkpoints only: a GGUF file is loaded in its own types",
+            ));
         }
-        if let Some(n) = o.tokens_per_submit {
-            opts.tokens_per_submit = n;
-        }
-        if let Some(kv) = &o.kv_cache {
-            opts.kv_dtype = kv
-                .parse()
-                .map_err(|e: String| js_err(format!("kvCache: {e}")))?;
-        }
-        let ctx = GpuContext::new().await.map_err(|e| match e {
-            GpuError::NoAdapter { .. } => js_coded(NO_WEBGPU, "webgpu_unavailable", &[]),
-            e => js_wick_err(e.into()),
-        })?;
-        // The engine's API takes an Arc; on wasm32 (one thread) wgpu's types are not Send.
-        #[allow(clippy::arc_with_non_send_sync)]
-        let ctx = Arc::new(ctx);
+        let opts = o.pipeline()?;
+        let ctx = open_gpu().await?;
         Ok(WasmLoader {
             inner: Some(ModelLoader::new(ctx.clone(), opts)),
             ctx,

@@ -5,7 +5,7 @@
 //! gives the rows attention reads.
 
 use crate::format::quant::GgmlType;
-use crate::format::safetensors::{Dtype, SafetensorsHeader};
+use crate::format::safetensors::{Dtype, SafeTensor, SafetensorsHeader};
 use crate::gpu::{BufferRef, GpuContext};
 use crate::kernels::weights::QuantMatrix;
 use crate::model::ModelError;
@@ -80,12 +80,22 @@ pub struct BertWeights {
     pub layers: Vec<BertLayer>,
 }
 
-/// Reads tensors from one safetensors file's bytes, checking each one's
-/// presence, shape and type before converting it.
+/// A safetensors file: its header and its bytes.
+pub type Shard<'a> = (SafetensorsHeader, &'a [u8]);
+
+/// Reads tensors from a checkpoint's safetensors files (one, or a sharded
+/// checkpoint's), checking each one's presence, shape and type before
+/// converting it.
 pub(super) struct Reader<'a> {
-    pub header: &'a SafetensorsHeader,
-    pub bytes: &'a [u8],
+    pub shards: &'a [Shard<'a>],
     pub prefix: &'static str,
+}
+
+/// The shard holding tensor `name`, and its entry there.
+fn find<'a>(shards: &'a [Shard<'a>], name: &str) -> Option<(&'a SafeTensor, &'a [u8])> {
+    shards
+        .iter()
+        .find_map(|(h, bytes)| h.tensor(name).map(|t| (t, *bytes)))
 }
 
 impl Reader<'_> {
@@ -93,10 +103,8 @@ impl Reader<'_> {
     /// checkpoint lists it).
     pub fn f32s(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
         let full = format!("{}{name}", self.prefix);
-        let t = self
-            .header
-            .tensor(&full)
-            .ok_or_else(|| ModelError::MissingTensor(full.clone()))?;
+        let (t, bytes) =
+            find(self.shards, &full).ok_or_else(|| ModelError::MissingTensor(full.clone()))?;
         let expected: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
         if t.shape != expected {
             return Err(ModelError::TensorShape {
@@ -107,8 +115,7 @@ impl Reader<'_> {
         }
         // Absolute offsets in the file (SafeTensor's start and end).
         let (start, end) = (t.start as usize, t.end as usize);
-        let raw = self
-            .bytes
+        let raw = bytes
             .get(start..end)
             .ok_or_else(|| ModelError::Truncated(format!("tensor '{full}' ends past the file")))?;
         let n = t.n_elements() as usize;
@@ -143,25 +150,21 @@ impl Reader<'_> {
 }
 
 impl BertWeights {
-    /// Checks and uploads every tensor of the encoder `cfg` describes.
+    /// Checks and uploads every tensor of the encoder `cfg` describes, each
+    /// from whichever of the checkpoint's files holds it.
     pub fn upload(
         ctx: &GpuContext,
         cfg: &BertConfig,
-        header: &SafetensorsHeader,
-        bytes: &[u8],
+        shards: &[Shard],
     ) -> Result<BertWeights, ModelError> {
-        let prefix = if header.tensor(names::WORD).is_none()
-            && header.tensor(&format!("bert.{}", names::WORD)).is_some()
+        let prefix = if find(shards, names::WORD).is_none()
+            && find(shards, &format!("bert.{}", names::WORD)).is_some()
         {
             "bert."
         } else {
             ""
         };
-        let r = Reader {
-            header,
-            bytes,
-            prefix,
-        };
+        let r = Reader { shards, prefix };
         let d = cfg.dim;
         let vector = |name: &str, shape: &[usize]| -> Result<BufferRef, ModelError> {
             let v = r.f32s(name, shape)?;

@@ -18,7 +18,6 @@
 //! queries and windows, head_norm, pool).
 
 use crate::format::quant::GgmlType;
-use crate::format::safetensors::SafetensorsHeader;
 use crate::gpu::{BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
 use crate::kernels::activation::Activation;
 use crate::kernels::attention_bidir::{attention_bidir, BidirArgs};
@@ -32,7 +31,7 @@ use crate::kernels::rope_bidir::{rope_bidir, RopeBidir};
 use crate::kernels::weights::QuantMatrix;
 use crate::model::ModelError;
 
-use super::bert_weights::Reader;
+use super::bert_weights::{Reader, Shard};
 use super::gemma_config::GemmaConfig;
 
 pub struct GemmaLayerWeights {
@@ -64,22 +63,16 @@ impl GemmaWeights {
     pub fn upload(
         ctx: &GpuContext,
         cfg: &GemmaConfig,
-        header: &SafetensorsHeader,
-        bytes: &[u8],
+        shards: &[Shard],
     ) -> Result<GemmaWeights, ModelError> {
         // Checkpoints saved from a task model put the encoder under "model.".
-        let prefix = if header.tensor("embed_tokens.weight").is_none()
-            && header.tensor("model.embed_tokens.weight").is_some()
-        {
+        let has = |name: &str| shards.iter().any(|(h, _)| h.tensor(name).is_some());
+        let prefix = if !has("embed_tokens.weight") && has("model.embed_tokens.weight") {
             "model."
         } else {
             ""
         };
-        let r = Reader {
-            header,
-            bytes,
-            prefix,
-        };
+        let r = Reader { shards, prefix };
         // Names read, to refuse any other tensor at the end.
         let read = std::cell::RefCell::new(Vec::new());
         let f32s = |name: &str, shape: &[usize]| {
@@ -140,7 +133,8 @@ impl GemmaWeights {
         let table = f32s("embed_tokens.weight", &[cfg.vocab, d])?;
         let embed = matrix("embed_tokens", cfg.vocab, d, &table)?;
         let read = read.into_inner();
-        if let Some(t) = header.tensors.iter().find(|t| !read.contains(&t.name)) {
+        let all = shards.iter().flat_map(|(h, _)| &h.tensors);
+        if let Some(t) = all.into_iter().find(|t| !read.contains(&t.name)) {
             return Err(ModelError::Config(format!(
                 "tensor '{}', which wick's Gemma encoder does not read (a bias or a layer it does not implement)",
                 t.name

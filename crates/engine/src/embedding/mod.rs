@@ -6,10 +6,11 @@
 //!
 //! `Embedder::load_hf` takes a Hugging Face / sentence-transformers folder's
 //! files as bytes (the engine has no filesystem): `config.json`,
-//! `model.safetensors`, `tokenizer.json` (through the `tokenizers` crate),
-//! and optionally `modules.json`, the Pooling module's `config.json`, the
-//! Dense modules' files and `sentence_bert_config.json`. The folder is a
-//! BERT (`model_type: "bert"`) or EmbeddingGemma (`"gemma3_text"` with
+//! `model.safetensors` (or the shards `model.safetensors.index.json`
+//! lists), `tokenizer.json` (through the `tokenizers` crate), and optionally
+//! `modules.json`, the Pooling module's `config.json`, the Dense modules'
+//! files and `sentence_bert_config.json`. The folder is a BERT
+//! (`model_type: "bert"`) or EmbeddingGemma (`"gemma3_text"` with
 //! bidirectional attention, `gemma`). `Embedder::load_gguf`
 //! takes a GGUF of the `nomic-bert` architecture (nomic-embed-text-v1.5):
 //! rotary positions and SwiGLU in the same encoder, its WordPiece
@@ -33,6 +34,7 @@ use crate::error::WickError;
 use crate::format::gguf::GgufFile;
 use crate::format::quant::GgmlType;
 use crate::format::safetensors::SafetensorsHeader;
+use crate::format::safetensors_index::ShardIndex;
 use crate::gpu::{BufferRef, GpuContext, Recorder};
 use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
 use crate::kernels::weights::QuantMatrix;
@@ -53,7 +55,12 @@ pub use sentence::{
 pub struct EmbedFiles<'a> {
     pub config: &'a [u8],
     pub tokenizer: &'a [u8],
-    pub safetensors: &'a [u8],
+    /// The safetensors files: `model.safetensors` alone, or a sharded
+    /// checkpoint's shards in its index's order (`ShardIndex::shards`).
+    pub shards: &'a [&'a [u8]],
+    /// `model.safetensors.index.json` of a sharded checkpoint: checked
+    /// against the shards' headers.
+    pub index: Option<&'a [u8]>,
     pub sentence: SentenceFiles<'a>,
 }
 
@@ -71,6 +78,33 @@ pub struct EmbedOptions {
     /// Cut them to the limit (keeping the special tokens, as
     /// sentence-transformers does) instead of refusing them.
     pub truncate: bool,
+}
+
+/// Each safetensors file's header, checked against its length and, for a
+/// sharded checkpoint, against the index.
+fn shard_headers<'a>(
+    files: &EmbedFiles<'a>,
+) -> Result<Vec<(SafetensorsHeader, &'a [u8])>, ModelError> {
+    let mut shards = Vec::with_capacity(files.shards.len());
+    for &bytes in files.shards {
+        let header = SafetensorsHeader::parse(bytes)?;
+        header.check_file_len(bytes.len() as u64)?;
+        shards.push((header, bytes));
+    }
+    match files.index {
+        Some(index) => {
+            let headers: Vec<SafetensorsHeader> = shards.iter().map(|(h, _)| h.clone()).collect();
+            ShardIndex::parse(index)?.check(&headers)?;
+        }
+        None if shards.len() != 1 => {
+            return Err(ModelError::Config(format!(
+                "{} safetensors files without an index (model.safetensors.index.json)",
+                shards.len()
+            )))
+        }
+        None => {}
+    }
+    Ok(shards)
 }
 
 /// Most sequences in one step: bounds the step's buffers together with
@@ -169,10 +203,9 @@ fn upload_dense(
                 spec.in_features
             )));
         }
-        let header = safetensors(f.safetensors)?;
+        let shards = [(safetensors(f.safetensors)?, f.safetensors)];
         let r = Reader {
-            header: &header,
-            bytes: f.safetensors,
+            shards: &shards,
             prefix: "",
         };
         let (rows, cols) = (spec.out_features, spec.in_features);
@@ -184,10 +217,10 @@ fn upload_dense(
             None
         };
         let expected = 1 + spec.bias as usize;
-        if header.tensors.len() != expected {
+        let found = shards[0].0.tensors.len();
+        if found != expected {
             return Err(ModelError::Config(format!(
-                "Dense module {i}: {} tensors where its config says {expected}",
-                header.tensors.len()
+                "Dense module {i}: {found} tensors where its config says {expected}"
             )));
         }
         layers.push(DenseLayer {
@@ -226,14 +259,14 @@ impl Embedder {
         // (all-MiniLM-L6-v2's: both at 128); lengths are this code's to decide.
         tokenizer.with_truncation(None).map_err(tok_err)?;
         tokenizer.with_padding(None);
-        let header = safetensors(files.safetensors)?;
+        let shards = shard_headers(files)?;
         let encoder = match arch {
             Arch::Gemma(cfg) => {
-                let weights = GemmaWeights::upload(&ctx, &cfg, &header, files.safetensors)?;
+                let weights = GemmaWeights::upload(&ctx, &cfg, &shards)?;
                 Encoder::Gemma { cfg, weights }
             }
             Arch::Bert(cfg) => {
-                let weights = BertWeights::upload(&ctx, &cfg, &header, files.safetensors)?;
+                let weights = BertWeights::upload(&ctx, &cfg, &shards)?;
                 Encoder::Bert { cfg, weights }
             }
         };

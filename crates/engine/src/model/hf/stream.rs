@@ -119,7 +119,7 @@ impl HfStream {
 
     /// Fails naming the first tensor of a shard before `shard` that has not
     /// arrived whole.
-    fn unfinished_before(&self, shard: usize) -> Result<(), ModelError> {
+    pub fn unfinished_before(&self, shard: usize) -> Result<(), ModelError> {
         match self.ckpt.jobs.get(self.next) {
             Some(job) if job.shard < shard => Err(ModelError::Truncated(format!(
                 "shard {} ended after {} bytes; tensor `{}` needs bytes up to {}",

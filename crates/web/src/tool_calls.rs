@@ -1,0 +1,149 @@
+//! Tool calls in a chat generation: the request's `tools` / `tool_choice`
+//! checked into the engine's `ToolSet`, and the generated content split into
+//! content and OpenAI-shaped tool-call deltas as it streams (the engine's
+//! `ToolCallStream`; everything about formats and parsing lives there).
+
+use serde::Serialize;
+use serde_json::Value;
+use wick::tools::{ToolCallDelta, ToolCallStream, ToolChoice, ToolError, ToolEvent, ToolSet};
+
+/// The tools of a request, or `None` when there is nothing to do (no tools,
+/// or `tool_choice` `"none"`). Errors name the field they come from.
+pub(crate) fn tool_set(
+    tools: Option<&Value>,
+    choice: Option<&Value>,
+    template_source: Option<&str>,
+) -> Result<Option<ToolSet>, (&'static str, String)> {
+    let choice = match choice {
+        None | Some(Value::Null) => ToolChoice::Auto,
+        Some(v) => ToolChoice::from_json(v).map_err(|e| ("tool_choice", e.to_string()))?,
+    };
+    let tools = tools.unwrap_or(&Value::Null);
+    let no_tools = tools.is_null() || tools.as_array().is_some_and(|a| a.is_empty());
+    // Checks that need no template first: without tools there is no format
+    // to look for, so a model without a template still gets "needs a tool".
+    let source = match template_source {
+        Some(s) => s,
+        None if no_tools || choice == ToolChoice::None => "",
+        None => {
+            return Err((
+                "tools",
+                "the model has no chat template, so it has no tool-call format".into(),
+            ))
+        }
+    };
+    ToolSet::new(tools, choice, source).map_err(|e| (field_of(&e), e.to_string()))
+}
+
+/// The request field a tool error is about.
+fn field_of(e: &ToolError) -> &'static str {
+    match e {
+        ToolError::BadChoice(_) | ToolError::UnknownFunction(_) | ToolError::NoTools(_) => {
+            "tool_choice"
+        }
+        _ => "tools",
+    }
+}
+
+/// One delta of `choices[0].delta.tool_calls`, as OpenAI streams them: the
+/// first of a call carries `id`, `type` and the name, later ones append to
+/// `arguments`.
+#[derive(Serialize)]
+pub(crate) struct CallDelta {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: FunctionDelta,
+}
+
+#[derive(Serialize)]
+struct FunctionDelta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    arguments: String,
+}
+
+impl From<ToolCallDelta> for CallDelta {
+    fn from(d: ToolCallDelta) -> CallDelta {
+        CallDelta {
+            index: d.index,
+            kind: d.id.as_ref().map(|_| "function"),
+            id: d.id,
+            function: FunctionDelta {
+                name: d.name,
+                arguments: d.arguments,
+            },
+        }
+    }
+}
+
+/// Content and call deltas of one generation step.
+#[derive(Default)]
+pub(crate) struct Parted {
+    pub content: String,
+    pub calls: Vec<CallDelta>,
+}
+
+/// A reply's text split into content and calls (everything is content when
+/// the request has no tools).
+pub(crate) struct ToolSplit {
+    stream: Option<ToolCallStream>,
+    /// Whether any call was made: `finish_reason` is then `"tool_calls"`.
+    pub called: bool,
+    /// Content held while all of it so far is whitespace: a reply of calls
+    /// has no content (`ToolReply::finish`), so the newlines around its
+    /// calls are not streamed as content either.
+    blank: String,
+    /// Some content was not whitespace: everything streams from then on.
+    spoke: bool,
+}
+
+impl ToolSplit {
+    pub fn new(tools: Option<&ToolSet>) -> ToolSplit {
+        ToolSplit {
+            stream: tools.map(ToolSet::stream),
+            called: false,
+            blank: String::new(),
+            spoke: false,
+        }
+    }
+
+    /// The content and calls `text` completes; `last` releases what the
+    /// parser held back (the reply is over).
+    pub fn push(&mut self, text: &str, last: bool) -> Parted {
+        let Some(stream) = &mut self.stream else {
+            return Parted {
+                content: text.to_string(),
+                calls: Vec::new(),
+            };
+        };
+        let mut events = stream.push(text);
+        if last {
+            events.extend(stream.finish());
+        }
+        let mut out = Parted::default();
+        for e in events {
+            match e {
+                ToolEvent::Content(t) if self.spoke => out.content.push_str(&t),
+                ToolEvent::Content(t) => {
+                    self.blank.push_str(&t);
+                    if !self.blank.trim().is_empty() {
+                        self.spoke = true;
+                        out.content = std::mem::take(&mut self.blank);
+                    }
+                }
+                ToolEvent::Call(d) => {
+                    self.called = true;
+                    out.calls.push(d.into());
+                }
+            }
+        }
+        if last && !self.called {
+            // A reply without calls keeps its text as it is, blank or not.
+            out.content.insert_str(0, &std::mem::take(&mut self.blank));
+        }
+        out
+    }
+}
