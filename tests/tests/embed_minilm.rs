@@ -48,6 +48,7 @@ pub fn load_minilm() -> Embedder {
             sentence: SentenceFiles {
                 modules: Some(&modules),
                 pooling: Some(&pooling),
+                dense: &[],
                 sentence_bert: Some(&files.3),
             },
         },

@@ -1,12 +1,15 @@
-//! `wick embed`: text embeddings from a sentence-transformers (BERT) folder
-//! or a `nomic-bert` GGUF file, printed one vector a line, or with `--json` as OpenAI's embeddings
-//! response.
+//! `wick embed`: text embeddings from a sentence-transformers folder (BERT,
+//! EmbeddingGemma) or a `nomic-bert` GGUF file, printed one vector a line,
+//! or with `--json` as OpenAI's embeddings response.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
-use wick::embedding::{pooling_path, EmbedFiles, EmbedOptions, Embedder, Embedding, SentenceFiles};
+use wick::embedding::{
+    dense_paths, pooling_path, DenseFiles, EmbedFiles, EmbedOptions, Embedder, Embedding,
+    SentenceFiles,
+};
 use wick::gpu::GpuContext;
 
 use crate::CliResult;
@@ -14,9 +17,11 @@ use crate::CliResult;
 #[derive(clap::Args)]
 pub struct EmbedArgs {
     /// A Hugging Face / sentence-transformers folder (config.json,
-    /// model.safetensors or its shards, tokenizer.json, and optionally modules.json, the
-    /// Pooling module's config.json and sentence_bert_config.json), or a
-    /// GGUF file of the nomic-bert architecture (nomic-embed-text-v1.5).
+    /// model.safetensors or its shards, tokenizer.json, and optionally
+    /// modules.json, the Pooling module's config.json, the Dense modules'
+    /// config.json and model.safetensors, and sentence_bert_config.json) of
+    /// a BERT or EmbeddingGemma, or a GGUF file of the nomic-bert
+    /// architecture (nomic-embed-text-v1.5).
     #[arg(long)]
     pub model: PathBuf,
     /// An input (repeatable); all inputs run as one batch.
@@ -67,6 +72,24 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
         },
         None => None,
     };
+    // Each Dense module's config.json and weights (mapped).
+    let mut dense_files = Vec::new();
+    if let Some(json) = &modules {
+        for sub in dense_paths(json)? {
+            let sub = dir.join(sub);
+            dense_files.push((
+                read(&sub.join("config.json"))?,
+                crate::load::map_file(&sub.join("model.safetensors"))?,
+            ));
+        }
+    }
+    let dense: Vec<DenseFiles> = dense_files
+        .iter()
+        .map(|(config, tensors)| DenseFiles {
+            config,
+            safetensors: tensors,
+        })
+        .collect();
     let sentence_bert = optional(&dir.join("sentence_bert_config.json"))?;
     let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
     let files = EmbedFiles {
@@ -77,6 +100,7 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
         sentence: SentenceFiles {
             modules: modules.as_deref(),
             pooling: pooling.as_deref(),
+            dense: &dense,
             sentence_bert: sentence_bert.as_deref(),
         },
     };

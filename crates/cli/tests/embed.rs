@@ -151,3 +151,45 @@ fn embed_reads_a_sharded_checkpoint_as_its_one_file_form() {
         String::from_utf8(run(&minilm())).unwrap()
     );
 }
+
+#[test]
+fn embed_runs_embeddinggemma_with_its_dense_modules() {
+    // The folder's two Dense modules (768 -> 3072 -> 768) come from the
+    // subfolders modules.json names; the vectors equal sentence-transformers'
+    // (tests/fixtures/embed/embeddinggemma_reference.json, inputs 0 and 1)
+    // to the embedding tests' bar.
+    let path = wick_tests::model_path("embeddinggemma-300m");
+    let reference: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            wick_tests::workspace_root().join("tests/fixtures/embed/embeddinggemma_reference.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let want = &reference["inputs"].as_array().unwrap()[..2];
+    let mut args = vec!["embed", "--model", path.to_str().unwrap(), "--json"];
+    for w in want {
+        args.extend(["--text", w["text"].as_str().unwrap()]);
+    }
+    let out = wick(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["model"], "embeddinggemma-300m");
+    let vector = |x: &serde_json::Value| -> Vec<f64> {
+        x.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let mut tokens = 0;
+    for (i, (d, w)) in v["data"].as_array().unwrap().iter().zip(want).enumerate() {
+        let (got, expected) = (vector(&d["embedding"]), vector(&w["embedding"]));
+        assert_eq!(got.len(), 768, "input {i}");
+        // Both are unit vectors: the dot product is the cosine.
+        let cosine: f64 = got.iter().zip(&expected).map(|(a, b)| a * b).sum();
+        assert!(cosine >= 0.999, "input {i}: cosine {cosine}");
+        tokens += w["ids"].as_array().unwrap().len();
+    }
+    assert_eq!(v["usage"]["prompt_tokens"], tokens);
+}

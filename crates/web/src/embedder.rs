@@ -202,6 +202,10 @@ impl WasmEmbedLoader {
             sentence: SentenceFiles {
                 modules: self.file("modules.json"),
                 pooling: self.file("pooling"),
+                // Dense modules (EmbeddingGemma's) are not loaded here yet: a
+                // folder with them is refused by name when its modules.json
+                // is parsed.
+                dense: &[],
                 sentence_bert: self.file("sentence_bert_config.json"),
             },
         };
@@ -249,8 +253,8 @@ impl WasmEmbedder {
         to_js(&EmbedInfo {
             dimensions: e.dim(),
             max_tokens: e.max_tokens(),
-            vocab_size: e.config().vocab,
-            layers: e.config().layers,
+            vocab_size: e.vocab(),
+            layers: e.layers(),
             pooling: format!("{:?}", s.pooling).to_lowercase(),
             normalize: s.normalize,
         })

@@ -86,9 +86,9 @@ pub type Shard<'a> = (SafetensorsHeader, &'a [u8]);
 /// Reads tensors from a checkpoint's safetensors files (one, or a sharded
 /// checkpoint's), checking each one's presence, shape and type before
 /// converting it.
-struct Reader<'a> {
-    shards: &'a [Shard<'a>],
-    prefix: &'static str,
+pub(super) struct Reader<'a> {
+    pub shards: &'a [Shard<'a>],
+    pub prefix: &'static str,
 }
 
 /// The shard holding tensor `name`, and its entry there.
@@ -101,7 +101,7 @@ fn find<'a>(shards: &'a [Shard<'a>], name: &str) -> Option<(&'a SafeTensor, &'a 
 impl Reader<'_> {
     /// The tensor `name` as f32, which must have `shape` (row-major, as the
     /// checkpoint lists it).
-    fn f32s(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
+    pub fn f32s(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
         let full = format!("{}{name}", self.prefix);
         let (t, bytes) =
             find(self.shards, &full).ok_or_else(|| ModelError::MissingTensor(full.clone()))?;
@@ -135,7 +135,7 @@ impl Reader<'_> {
             other => {
                 return Err(ModelError::UnsupportedQuant {
                     tensor: full,
-                    dtype: format!("{other:?} (wick's BERT reads F32, F16 and BF16)"),
+                    dtype: format!("{other:?} (wick's encoders read F32, F16 and BF16)"),
                 })
             }
         };

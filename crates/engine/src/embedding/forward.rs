@@ -136,6 +136,8 @@ pub fn record_forward(
         k_col: d,
         v_col: 2 * d,
         scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+        kv_heads: cfg.heads,
+        window: None,
     };
     for layer in &w.layers {
         project(

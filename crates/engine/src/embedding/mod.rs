@@ -7,9 +7,11 @@
 //! `Embedder::load_hf` takes a Hugging Face / sentence-transformers folder's
 //! files as bytes (the engine has no filesystem): `config.json`,
 //! `model.safetensors` (or the shards `model.safetensors.index.json`
-//! lists), `tokenizer.json` (WordPiece, through the
-//! `tokenizers` crate), and optionally `modules.json`, the Pooling module's
-//! `config.json` and `sentence_bert_config.json`. `Embedder::load_gguf`
+//! lists), `tokenizer.json` (through the `tokenizers` crate), and optionally
+//! `modules.json`, the Pooling module's `config.json`, the Dense modules'
+//! files and `sentence_bert_config.json`. The folder is a BERT
+//! (`model_type: "bert"`) or EmbeddingGemma (`"gemma3_text"` with
+//! bidirectional attention, `gemma`). `Embedder::load_gguf`
 //! takes a GGUF of the `nomic-bert` architecture (nomic-embed-text-v1.5):
 //! rotary positions and SwiGLU in the same encoder, its WordPiece
 //! vocabulary from the GGUF's metadata, the pooling its `pooling_type`
@@ -20,6 +22,8 @@ pub mod bert_config;
 pub mod bert_weights;
 pub mod error;
 pub mod forward;
+pub mod gemma;
+pub mod gemma_config;
 pub mod nomic;
 pub mod sentence;
 pub mod wordpiece;
@@ -28,16 +32,23 @@ use std::sync::Arc;
 
 use crate::error::WickError;
 use crate::format::gguf::GgufFile;
+use crate::format::quant::GgmlType;
 use crate::format::safetensors::SafetensorsHeader;
 use crate::format::safetensors_index::ShardIndex;
-use crate::gpu::{GpuContext, Recorder};
+use crate::gpu::{BufferRef, GpuContext, Recorder};
+use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::weights::QuantMatrix;
 use crate::model::ModelError;
 
 use bert_config::{BertConfig, Ffn};
-use bert_weights::BertWeights;
+use bert_weights::{BertWeights, Reader};
 pub use error::EmbedError;
 use forward::{record_forward, Batch};
-pub use sentence::{pooling_path, SentenceConfig, SentenceFiles};
+use gemma::{record_gemma, GemmaBatch, GemmaWeights};
+use gemma_config::GemmaConfig;
+pub use sentence::{
+    dense_paths, pooling_path, DenseFiles, DenseSpec, SentenceConfig, SentenceFiles,
+};
 
 /// A checkpoint's files, whole in memory (or mapped).
 #[derive(Clone, Copy)]
@@ -100,10 +111,67 @@ fn shard_headers<'a>(
 /// the binding limit (see `batches`).
 const MAX_BATCH: usize = 64;
 
+/// The network that turns token ids into pooled rows.
+enum Encoder {
+    /// BERT and nomic-bert.
+    Bert {
+        cfg: BertConfig,
+        weights: BertWeights,
+    },
+    /// EmbeddingGemma (Gemma 3, bidirectional).
+    Gemma {
+        cfg: GemmaConfig,
+        weights: GemmaWeights,
+    },
+}
+
+impl Encoder {
+    fn dim(&self) -> usize {
+        match self {
+            Encoder::Bert { cfg, .. } => cfg.dim,
+            Encoder::Gemma { cfg, .. } => cfg.dim,
+        }
+    }
+
+    fn vocab(&self) -> usize {
+        match self {
+            Encoder::Bert { cfg, .. } => cfg.vocab,
+            Encoder::Gemma { cfg, .. } => cfg.vocab,
+        }
+    }
+
+    fn max_positions(&self) -> usize {
+        match self {
+            Encoder::Bert { cfg, .. } => cfg.max_positions,
+            Encoder::Gemma { cfg, .. } => cfg.max_positions,
+        }
+    }
+
+    /// f32 elements of a token's widest row in a step: the MLP's inner rows
+    /// (SwiGLU's and Gemma's gate/up rows are twice the inner rows).
+    fn widest_row(&self) -> usize {
+        match self {
+            Encoder::Bert { cfg, .. } => match cfg.ffn_kind {
+                Ffn::Gelu => cfg.ffn,
+                Ffn::SwiGlu => 2 * cfg.ffn,
+            },
+            Encoder::Gemma { cfg, .. } => {
+                (2 * cfg.ffn).max((cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim)
+            }
+        }
+    }
+}
+
+/// A Dense module's weights, uploaded.
+struct DenseLayer {
+    w: QuantMatrix,
+    bias: Option<BufferRef>,
+}
+
 pub struct Embedder {
     ctx: Arc<GpuContext>,
-    cfg: BertConfig,
-    weights: BertWeights,
+    encoder: Encoder,
+    dense: Vec<DenseLayer>,
     tokenizer: tokenizers::Tokenizer,
     sentence: SentenceConfig,
 }
@@ -112,10 +180,79 @@ fn tok_err(e: impl std::fmt::Display) -> WickError {
     EmbedError::Tokenizer(e.to_string()).into()
 }
 
+fn safetensors(bytes: &[u8]) -> Result<SafetensorsHeader, ModelError> {
+    let header = SafetensorsHeader::parse(bytes)?;
+    header.check_file_len(bytes.len() as u64)?;
+    Ok(header)
+}
+
+/// Checks the Dense modules' shapes against the encoder and each other,
+/// then uploads their weights.
+fn upload_dense(
+    ctx: &GpuContext,
+    dim: usize,
+    specs: &[DenseSpec],
+    files: &[DenseFiles],
+) -> Result<Vec<DenseLayer>, ModelError> {
+    let mut width = dim;
+    let mut layers = Vec::with_capacity(specs.len());
+    for (i, (spec, f)) in specs.iter().zip(files).enumerate() {
+        if spec.in_features != width {
+            return Err(ModelError::Config(format!(
+                "Dense module {i} takes {} features, the rows before it have {width}",
+                spec.in_features
+            )));
+        }
+        let shards = [(safetensors(f.safetensors)?, f.safetensors)];
+        let r = Reader {
+            shards: &shards,
+            prefix: "",
+        };
+        let (rows, cols) = (spec.out_features, spec.in_features);
+        let w = r.f32s("linear.weight", &[rows, cols])?;
+        let label = format!("dense {i}");
+        let bias = if spec.bias {
+            Some(ctx.upload_f32(&label, &r.f32s("linear.bias", &[rows])?)?)
+        } else {
+            None
+        };
+        let expected = 1 + spec.bias as usize;
+        let found = shards[0].0.tensors.len();
+        if found != expected {
+            return Err(ModelError::Config(format!(
+                "Dense module {i}: {found} tensors where its config says {expected}"
+            )));
+        }
+        layers.push(DenseLayer {
+            w: QuantMatrix::upload(
+                ctx,
+                &label,
+                GgmlType::F32,
+                rows,
+                cols,
+                bytemuck::cast_slice(&w),
+            )?,
+            bias,
+        });
+        width = rows;
+    }
+    Ok(layers)
+}
+
 impl Embedder {
     /// Checks the config and every tensor, then uploads the weights.
     pub fn load_hf(ctx: Arc<GpuContext>, files: &EmbedFiles) -> Result<Embedder, WickError> {
-        let cfg = BertConfig::parse(files.config)?;
+        // The architecture first, so that a model wick does not run is
+        // refused before the tokenizer and weights are read.
+        enum Arch {
+            Bert(BertConfig),
+            Gemma(GemmaConfig),
+        }
+        let arch = if GemmaConfig::is_gemma(files.config) {
+            Arch::Gemma(GemmaConfig::parse(files.config)?)
+        } else {
+            Arch::Bert(BertConfig::parse(files.config)?)
+        };
         let sentence = SentenceConfig::parse(&files.sentence)?;
         let mut tokenizer = tokenizers::Tokenizer::from_bytes(files.tokenizer).map_err(tok_err)?;
         // tokenizer.json may carry a truncation and a fixed padding
@@ -123,11 +260,21 @@ impl Embedder {
         tokenizer.with_truncation(None).map_err(tok_err)?;
         tokenizer.with_padding(None);
         let shards = shard_headers(files)?;
-        let weights = BertWeights::upload(&ctx, &cfg, &shards)?;
+        let encoder = match arch {
+            Arch::Gemma(cfg) => {
+                let weights = GemmaWeights::upload(&ctx, &cfg, &shards)?;
+                Encoder::Gemma { cfg, weights }
+            }
+            Arch::Bert(cfg) => {
+                let weights = BertWeights::upload(&ctx, &cfg, &shards)?;
+                Encoder::Bert { cfg, weights }
+            }
+        };
+        let dense = upload_dense(&ctx, encoder.dim(), &sentence.dense, files.sentence.dense)?;
         Ok(Embedder {
             ctx,
-            cfg,
-            weights,
+            encoder,
+            dense,
             tokenizer,
             sentence,
         })
@@ -154,24 +301,34 @@ impl Embedder {
         let weights = nomic::upload(&ctx, &cfg, &file, gguf)?;
         Ok(Embedder {
             ctx,
-            cfg,
-            weights,
+            encoder: Encoder::Bert { cfg, weights },
+            dense: Vec::new(),
             tokenizer,
             sentence: SentenceConfig {
                 pooling,
+                dense: Vec::new(),
                 normalize: true,
                 max_seq_length: None,
             },
         })
     }
 
-    /// Length of the embeddings.
+    /// Length of the embeddings (after any Dense modules).
     pub fn dim(&self) -> usize {
-        self.cfg.dim
+        self.dense.last().map_or(self.encoder.dim(), |d| d.w.rows)
     }
 
-    pub fn config(&self) -> &BertConfig {
-        &self.cfg
+    /// Tokens in the vocabulary.
+    pub fn vocab(&self) -> usize {
+        self.encoder.vocab()
+    }
+
+    /// The encoder's layers.
+    pub fn layers(&self) -> usize {
+        match &self.encoder {
+            Encoder::Bert { cfg, .. } => cfg.layers,
+            Encoder::Gemma { cfg, .. } => cfg.layers.len(),
+        }
     }
 
     pub fn sentence_config(&self) -> &SentenceConfig {
@@ -181,15 +338,15 @@ impl Embedder {
     /// The longest input in tokens, special tokens included: the model's
     /// positions, or less where sentence-transformers' config says so.
     pub fn max_tokens(&self) -> usize {
-        let positions = self.cfg.max_positions;
+        let positions = self.encoder.max_positions();
         self.sentence
             .max_seq_length
             .map_or(positions, |n| n.min(positions))
     }
 
     /// Each text's token ids, with the tokenizer's special tokens (`[CLS]`
-    /// ... `[SEP]`); an input over `max_tokens` is refused naming it, or
-    /// cut when `opts.truncate`.
+    /// ... `[SEP]`, `<bos>` ... `<eos>`); an input over `max_tokens` is
+    /// refused naming it, or cut when `opts.truncate`.
     pub fn tokenize(&self, texts: &[&str], opts: EmbedOptions) -> Result<Vec<Vec<u32>>, WickError> {
         let max = self.max_tokens();
         let mut out = Vec::with_capacity(texts.len());
@@ -205,7 +362,7 @@ impl Embedder {
                     }
                     .into());
                 }
-                // The last token is the closing special token ([SEP]): keep it.
+                // The last token is the closing special token ([SEP], <eos>): keep it.
                 let last = ids[ids.len() - 1];
                 ids.truncate(max);
                 ids[max - 1] = last;
@@ -241,13 +398,9 @@ impl Embedder {
                 }
                 .into());
             }
-            if let Some(&id) = ids.iter().find(|&&id| id as usize >= self.cfg.vocab) {
-                return Err(EmbedError::TokenOutOfRange {
-                    index,
-                    id,
-                    vocab: self.cfg.vocab,
-                }
-                .into());
+            let vocab = self.encoder.vocab();
+            if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+                return Err(EmbedError::TokenOutOfRange { index, id, vocab }.into());
             }
         }
         let mut out = Vec::with_capacity(inputs.len());
@@ -262,11 +415,7 @@ impl Embedder {
     /// (the largest buffer) within one storage binding.
     fn batches(&self, inputs: &[Vec<u32>]) -> Vec<std::ops::Range<usize>> {
         let max_elems = (self.ctx.max_binding_bytes() / 4) as usize;
-        // SwiGLU's gate/up rows are twice the inner rows.
-        let widest = match self.cfg.ffn_kind {
-            Ffn::Gelu => self.cfg.ffn,
-            Ffn::SwiGlu => 2 * self.cfg.ffn,
-        };
+        let widest = self.encoder.widest_row();
         let mut runs = Vec::new();
         let (mut start, mut longest) = (0, 0);
         for (i, ids) in inputs.iter().enumerate() {
@@ -286,18 +435,50 @@ impl Embedder {
 
     async fn run_batch(&self, inputs: &[Vec<u32>]) -> Result<Vec<Embedding>, WickError> {
         let ctx = &*self.ctx;
-        let batch = Batch::new(ctx, &self.cfg, inputs)?;
+        let seqs = inputs.len();
         let mut rec = Recorder::new(ctx);
-        record_forward(
-            &mut rec,
-            &self.cfg,
-            &self.weights,
-            &batch,
-            self.sentence.pooling,
-        )?;
+        let pooling = self.sentence.pooling;
+        let mut rows = match &self.encoder {
+            Encoder::Bert { cfg, weights } => {
+                let batch = Batch::new(ctx, cfg, inputs)?;
+                record_forward(&mut rec, cfg, weights, &batch, pooling)?;
+                batch.pooled
+            }
+            Encoder::Gemma { cfg, weights } => {
+                let batch = GemmaBatch::new(ctx, cfg, inputs)?;
+                record_gemma(&mut rec, cfg, weights, &batch, pooling)?;
+                batch.pooled
+            }
+        };
+        // sentence-transformers' Dense modules, on the pooled rows.
+        for (i, layer) in self.dense.iter().enumerate() {
+            let out =
+                ctx.create_storage(&format!("dense {i} out"), (seqs * layer.w.rows * 4) as u64)?;
+            linear(
+                &mut rec,
+                &Linear {
+                    x: &rows,
+                    x_offset: 0,
+                    norm: None,
+                    w: &layer.w,
+                    bias: layer.bias.as_ref().map(|b| (&**b, 0)),
+                    out: &out,
+                    out_offset: 0,
+                    out_stride: layer.w.rows,
+                    epilogue: Epilogue::Store,
+                    m: seqs,
+                },
+                // Read only by normalising or gating projections.
+                &LinearScratch {
+                    normed: &rows,
+                    wide: &rows,
+                },
+            )?;
+            rows = out;
+        }
         rec.submit().await?;
-        let dim = self.cfg.dim;
-        let pooled = ctx.read_f32(&batch.pooled, 0, batch.seqs * dim).await?;
+        let dim = self.dim();
+        let pooled = ctx.read_f32(&rows, 0, seqs * dim).await?;
         Ok(pooled
             .chunks_exact(dim)
             .zip(inputs)

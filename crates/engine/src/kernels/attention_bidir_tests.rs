@@ -26,7 +26,7 @@ fn run(a: &BidirArgs, lens: &[u32], out_offset: usize, seed: u64) {
         *dst = v as f32;
     }
     // Outputs are convex combinations of values in [-2, 2]; f32 dot products
-    // of head_dim <= 64 terms and an online softmax over <= 40 keys stay
+    // of head_dim <= 256 terms and an online softmax over <= 40 keys stay
     // within ~1e-6 of them. A key seen across a sequence boundary or a
     // padded key counted moves an output by ~1e-2.
     assert_close(
@@ -52,6 +52,8 @@ fn bidirectional_attention_matches_reference_on_awkward_shapes() {
             k_col: width,
             v_col: 2 * width,
             scale: 1.0 / (head_dim as f32).sqrt(),
+            kv_heads: heads,
+            window: None,
         }
     };
     run(&fused(1, 1, 1, 4), &[1], 0, 1);
@@ -70,8 +72,80 @@ fn bidirectional_attention_matches_reference_on_awkward_shapes() {
         k_col: 0,
         v_col: 24,
         scale: 0.3,
+        kv_heads: 2,
+        window: None,
     };
     run(&a, &[6, 4], 1, 5);
+}
+
+/// Grouped queries and a symmetric window: q heads in groups over k/v
+/// heads, columns q | k | v as one projection writes them (EmbeddingGemma:
+/// 3 q heads over 1 k/v head of 256, window 512).
+fn grouped(
+    seqs: usize,
+    seq_len: usize,
+    heads: usize,
+    kv_heads: usize,
+    hd: usize,
+    window: Option<usize>,
+) -> BidirArgs {
+    let (q, kv) = (heads * hd, kv_heads * hd);
+    BidirArgs {
+        seqs,
+        seq_len,
+        heads,
+        head_dim: hd,
+        row_stride: q + 2 * kv,
+        q_col: 0,
+        k_col: q,
+        v_col: q + kv,
+        scale: 1.0 / (hd as f32).sqrt(),
+        kv_heads,
+        window,
+    }
+}
+
+#[test]
+fn grouped_queries_and_sliding_windows_match_reference() {
+    // GQA ratio 1 and > 1, with the window smaller than, equal to and
+    // larger than the sequences, in padded batches of mixed lengths.
+    run(&grouped(1, 9, 3, 1, 8, None), &[9], 0, 11);
+    run(&grouped(3, 12, 4, 2, 12, Some(3)), &[12, 5, 1], 2, 12);
+    run(&grouped(2, 10, 2, 2, 16, Some(1)), &[10, 7], 0, 13);
+    run(&grouped(2, 11, 6, 3, 8, Some(11)), &[11, 4], 1, 14);
+    run(&grouped(2, 8, 3, 1, 4, Some(20)), &[8, 6], 0, 15);
+    // EmbeddingGemma's head (256) with a window that cuts a sequence of 9.
+    run(&grouped(2, 9, 3, 1, 256, Some(4)), &[9, 3], 0, 16);
+}
+
+#[test]
+fn a_window_changes_what_a_query_sees_only_when_it_cuts() {
+    // A window at least the sequence's length is no window; one shorter is
+    // a different answer (so the window is really applied).
+    let ctx = ctx();
+    let lens = [9u32, 6];
+    let go = |a: &BidirArgs| {
+        let qkv = random_vec(a.seqs * a.seq_len * a.row_stride, 21);
+        let gq = ctx.upload_f32("qkv", &qkv).unwrap();
+        let gl = ctx.upload_u32("lens", &lens).unwrap();
+        let n = a.seqs * a.seq_len * a.heads * a.head_dim;
+        let out = ctx.create_storage("out", (n * 4) as u64).unwrap();
+        let mut rec = Recorder::new(ctx);
+        attention_bidir(&mut rec, a, &gq, &gl, &out, 0).unwrap();
+        pollster::block_on(rec.submit()).unwrap();
+        pollster::block_on(ctx.read_f32(&out, 0, n)).unwrap()
+    };
+    let all = go(&grouped(2, 9, 2, 1, 8, None));
+    assert_eq!(all, go(&grouped(2, 9, 2, 1, 8, Some(9))));
+    assert_eq!(all, go(&grouped(2, 9, 2, 1, 8, Some(1000))));
+    let cut = go(&grouped(2, 9, 2, 1, 8, Some(8)));
+    // Only the first and last query rows of sequence 0 lose a key (0 and 8
+    // are 8 apart); sequence 1 (6 long) is untouched.
+    let row = 2 * 8;
+    for t in 0..18 {
+        let same = all[t * row..][..row] == cut[t * row..][..row];
+        assert_eq!(same, t != 0 && t != 8, "token {t}");
+    }
 }
 
 #[test]
@@ -91,6 +165,8 @@ fn a_sequence_attends_the_same_alone_and_in_a_padded_batch() {
         k_col: width,
         v_col: 2 * width,
         scale: 0.25,
+        kv_heads: heads,
+        window: None,
     };
     let alone = random_vec(len * 3 * width, 9);
     // In the batch: sequence 1 of 3, padded to 11 with other data around it.
@@ -128,6 +204,8 @@ fn attention_bidir_rejects_bad_shapes() {
         k_col: 16,
         v_col: 32,
         scale: 0.5,
+        kv_heads: 2,
+        window: None,
     };
     let mut rec = Recorder::new(ctx);
     attention_bidir(&mut rec, &good, &qkv, &lens, &out, 0).unwrap();
@@ -149,6 +227,22 @@ fn attention_bidir_rejects_bad_shapes() {
             scale: f32::INFINITY,
             ..good
         },
+        BidirArgs {
+            kv_heads: 0,
+            ..good
+        },
+        // 2 query heads do not split over 3 k/v heads (whose columns fit).
+        BidirArgs {
+            kv_heads: 3,
+            row_stride: 64,
+            k_col: 16,
+            v_col: 40,
+            ..good
+        },
+        BidirArgs {
+            window: Some(0),
+            ..good
+        },
     ];
     for (i, a) in bad.iter().enumerate() {
         let err = attention_bidir(&mut rec, a, &qkv, &lens, &out, 0).unwrap_err();
@@ -159,4 +253,13 @@ fn attention_bidir_rejects_bad_shapes() {
     }
     let err = attention_bidir(&mut rec, &good, &qkv, &lens, &out, 1).unwrap_err();
     assert!(matches!(err, GpuError::Shape { .. }), "out offset: {err}");
+}
+
+#[test]
+fn long_rows_of_wide_heads_see_every_key() {
+    // 548 keys of 256 (EmbeddingGemma's head): with the head's loops nested
+    // in the key loop, llvmpipe's cap of 65535 loop trips in all dropped
+    // the keys past ~500 (and a windowed row's past its 508th), silently.
+    run(&grouped(1, 548, 3, 1, 256, None), &[548], 0, 32);
+    run(&grouped(1, 548, 3, 1, 256, Some(257)), &[548], 0, 31);
 }

@@ -11,6 +11,7 @@ pub mod bias;
 pub mod embed;
 pub mod encoder_embed;
 pub mod gelu;
+pub mod head_norm;
 pub mod kv;
 pub mod layer_norm;
 pub mod layout;
