@@ -229,7 +229,10 @@ fn constrained_turns_reuse_the_cached_prefix() {
     let vocab = engine.pipeline.model().config.vocab_size;
     let compiler = GrammarCompiler::new(&engine.tokenizer, vocab).unwrap();
     let grammar = Grammar::Regex("(yes|no), because [a-z ]{1,24}\\.".into());
-    let messages = [ChatMessage::new("user", "Is the sky blue? Answer yes or no.")];
+    let messages = [ChatMessage::new(
+        "user",
+        "Is the sky blue? Answer yes or no.",
+    )];
     let prompt = prompt_of(&engine, &template, &messages);
     let constrained = |engine: &mut Engine| {
         let stop = StopCriteria {

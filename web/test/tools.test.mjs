@@ -3,8 +3,9 @@
 // "required" and a named function decode under the tools' grammar, so the
 // call's arguments must validate against its tool's schema (checked here by
 // Ajv, an independent validator); "auto" with a greeting gives plain
-// content. Each reply is also compared with the native engine's
-// (`wick chat --messages --tools --json`, greedy): the same calls and text.
+// content. The "required" call and the "auto" reply are also compared with
+// the native engine's (`wick chat --messages --tools --json`, greedy): the
+// same call and the same text.
 //
 // run: npm test   (after npm run build)
 
@@ -109,65 +110,7 @@ after(async () => {
 });
 
 describe("tool calls (Qwen2.5)", () => {
-  test("tool_choice required: a parsed call whose arguments validate, streamed and not", { timeout: 900_000 }, async () => {
-    const r = await within(800_000, page.evaluate(async ([messages, tools, max]) => {
-      const create = (body) => window.engine.chat.completions.create({ messages, tools, max_tokens: max, temperature: 0, ...body });
-      const whole = await create({ tool_choice: "required" });
-      const chunks = [];
-      for await (const c of await create({ tool_choice: "required", stream: true })) chunks.push(c);
-      const named = await create({ tool_choice: { type: "function", function: { name: "add" } } });
-      return { whole, chunks, named };
-    }, [WEATHER, TOOLS, MAX_TOKENS]), "required");
-    const choice = r.whole.choices[0];
-    log(`required: ${JSON.stringify(choice.message)}`);
-    assert.equal(choice.finish_reason, "tool_calls");
-    assert.equal(choice.message.content, null);
-    assertValidCalls(choice.message.tool_calls);
-    const native = nativeChat(WEATHER, "required", MAX_TOKENS).choices[0];
-    assert.deepEqual(named(choice.message.tool_calls), named(native.message.tool_calls));
-
-    // The stream: OpenAI's deltas, which add up to the same calls.
-    const deltas = r.chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []);
-    assert.ok(deltas.length > 0);
-    const first = deltas[0];
-    assert.equal(first.index, 0);
-    assert.match(first.id, /^call_/);
-    assert.equal(first.type, "function");
-    assert.equal(typeof first.function.name, "string");
-    assert.ok(deltas.slice(1).every((d) => d.id === undefined || d.index > 0), "an id only on a call's first delta");
-    const calls = [];
-    for (const d of deltas) {
-      if (d.index === calls.length) calls.push({ id: d.id, type: d.type, function: { name: d.function.name, arguments: "" } });
-      calls[d.index].function.arguments += d.function.arguments;
-    }
-    assertValidCalls(calls);
-    assert.deepEqual(named(calls), named(choice.message.tool_calls));
-    assert.ok(r.chunks.every((c) => !c.choices[0]?.delta?.content), "no content in a reply of calls");
-    assert.equal(r.chunks.at(-1).choices[0].finish_reason, "tool_calls");
-
-    // A named function is the one called, once, even where it fits badly.
-    const byName = r.named.choices[0];
-    log(`named add: ${JSON.stringify(byName.message)}`);
-    assert.equal(byName.finish_reason, "tool_calls");
-    assertValidCalls(byName.message.tool_calls, "add");
-    assert.equal(byName.message.tool_calls.length, 1);
-  });
-
-  test("tool_choice auto and a question no tool answers: plain content", { timeout: 600_000 }, async () => {
-    const max = 12;
-    const r = await within(500_000, page.evaluate(async ([messages, tools, max]) => (
-      window.engine.chat.completions.create({ messages, tools, tool_choice: "auto", max_tokens: max, temperature: 0 })
-    ), [HELLO, TOOLS, max]), "auto");
-    const choice = r.choices[0];
-    log(`auto: ${JSON.stringify(choice.message)}`);
-    assert.equal(choice.message.tool_calls, undefined);
-    assert.equal(typeof choice.message.content, "string");
-    assert.ok(choice.message.content.length > 0);
-    assert.equal(choice.finish_reason, "length");
-    const native = nativeChat(HELLO, "auto", max).choices[0];
-    assert.equal(choice.message.content, native.message.content);
-  });
-
+  // First, as it runs nothing: every refusal happens before a prefill.
   test("bad tools and tool_choice are refused by field, before anything runs", { timeout: 120_000 }, async () => {
     const r = await page.evaluate(async ([messages, tools]) => {
       const typed = (p) => p.then(() => null, (e) => ({ name: e.name, field: e.field, message: e.message }));
@@ -181,7 +124,7 @@ describe("tool calls (Qwen2.5)", () => {
         withLogprobs: await create({ tools, tool_choice: "required", logprobs: true }),
         streamed: await typed((async () => {
           for await (const _ of await window.engine.chat.completions.create({ messages, tools, tool_choice: "sometimes", stream: true })) {
-            // never reached
+            // never reached: create() itself throws
           }
         })()),
       };
@@ -196,5 +139,65 @@ describe("tool calls (Qwen2.5)", () => {
     assert.match(r.duplicate.message, /get_weather/);
     assert.equal(r.withLogprobs?.name, "UnsupportedFieldError", JSON.stringify(r.withLogprobs));
     assert.equal(r.withLogprobs.field, "logprobs");
+  });
+
+  test("tool_choice required: a parsed call whose arguments validate, as the native engine makes it", { timeout: 900_000 }, async () => {
+    const r = await within(800_000, page.evaluate(async ([messages, tools, max]) => (
+      window.engine.chat.completions.create({ messages, tools, tool_choice: "required", max_tokens: max, temperature: 0 })
+    ), [WEATHER, TOOLS, MAX_TOKENS]), "required");
+    const choice = r.choices[0];
+    log(`required: ${JSON.stringify(choice.message)}`);
+    assert.equal(choice.finish_reason, "tool_calls");
+    assert.equal(choice.message.content, null);
+    assertValidCalls(choice.message.tool_calls);
+    const native = nativeChat(WEATHER, "required", MAX_TOKENS).choices[0];
+    assert.deepEqual(named(choice.message.tool_calls), named(native.message.tool_calls));
+  });
+
+  test("a named function, streamed: OpenAI's tool-call deltas add up to one valid call of it", { timeout: 900_000 }, async () => {
+    const r = await within(800_000, page.evaluate(async ([messages, tools, max]) => {
+      const chunks = [];
+      const stream = await window.engine.chat.completions.create({
+        messages, tools, tool_choice: { type: "function", function: { name: "add" } }, max_tokens: max, temperature: 0, stream: true,
+      });
+      for await (const c of stream) chunks.push(c);
+      // The tools prompt of the test before: its K/V were kept.
+      return { chunks, cached: window.engine.lastResult.stats.cachedTokens };
+    }, [WEATHER, TOOLS, MAX_TOKENS]), "named");
+    const deltas = r.chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []);
+    log(`named add: ${JSON.stringify(deltas)}`);
+    assert.ok(deltas.length > 1, "the arguments stream in pieces");
+    const first = deltas[0];
+    assert.equal(first.index, 0);
+    assert.match(first.id, /^call_/);
+    assert.equal(first.type, "function");
+    assert.equal(first.function.name, "add");
+    assert.ok(deltas.slice(1).every((d) => d.index === 0 && d.id === undefined && d.function.name === undefined),
+      "id and name on the call's first delta only");
+    const calls = [];
+    for (const d of deltas) {
+      if (d.index === calls.length) calls.push({ id: d.id, type: d.type, function: { name: d.function.name, arguments: "" } });
+      calls[d.index].function.arguments += d.function.arguments;
+    }
+    assertValidCalls(calls, "add");
+    assert.equal(calls.length, 1);
+    assert.ok(r.chunks.every((c) => !c.choices[0]?.delta?.content), "no content in a reply of calls");
+    assert.equal(r.chunks.at(-1).choices[0].finish_reason, "tool_calls");
+    assert.ok(r.cached > 0, `cached tokens: ${r.cached}`);
+  });
+
+  test("tool_choice auto and a question no tool answers: plain content", { timeout: 600_000 }, async () => {
+    const max = 8;
+    const r = await within(500_000, page.evaluate(async ([messages, tools, max]) => (
+      window.engine.chat.completions.create({ messages, tools, tool_choice: "auto", max_tokens: max, temperature: 0 })
+    ), [HELLO, TOOLS, max]), "auto");
+    const choice = r.choices[0];
+    log(`auto: ${JSON.stringify(choice.message)}`);
+    assert.equal(choice.message.tool_calls, undefined);
+    assert.equal(typeof choice.message.content, "string");
+    assert.ok(choice.message.content.length > 0);
+    assert.equal(choice.finish_reason, "length");
+    const native = nativeChat(HELLO, "auto", max).choices[0];
+    assert.equal(choice.message.content, native.message.content);
   });
 });
