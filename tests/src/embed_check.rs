@@ -1,6 +1,8 @@
 //! Embeddings against a reference's vectors: each of unit length, with the
 //! reference's token count, and a cosine similarity of at least 0.999 (the
-//! issue's bar; wick's f32 math lands within 1e-12 of f64 references).
+//! issue's bar; wick's f32 math lands within 1e-12 of f64 references); and
+//! one reference against another (`agree`), e.g. an f64 reference against
+//! llama.cpp's vectors.
 
 use wick::embedding::{EmbedOptions, Embedder, Embedding};
 
@@ -68,4 +70,21 @@ pub fn check_reference(embedder: &Embedder, want: &[Expected], dim: usize) -> Ve
         assert!(c > 0.999_999, "input {i}: batch vs alone cosine {c}");
     }
     single
+}
+
+/// The smallest cosine between two references' vectors for the same texts
+/// (a reference checked against another), failing below 0.999 or if their
+/// texts or token ids differ.
+pub fn agree(a: &[Expected], b: &[Expected], what: &str) -> f64 {
+    assert_eq!(a.len(), b.len(), "{what}: count");
+    let mut min = 1.0f64;
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(x.text, y.text, "{what}: input {i} text");
+        assert_eq!(x.ids, y.ids, "{what}: input {i} ({:?}): token ids", x.text);
+        let c = cosine(x.vector, y.vector);
+        assert!(c >= 0.999, "{what}: input {i} ({:?}): cosine {c}", x.text);
+        min = min.min(c);
+    }
+    eprintln!("{what}: min cosine {min:.9} (1 - min = {:.2e})", 1.0 - min);
+    min
 }

@@ -4,6 +4,12 @@
 //! cosine similarity of at least 0.999, one input at a time and all 16 in one
 //! padded batch; the batch also equals the single inputs.
 //!
+//! Both wick and that reference are also held to llama.cpp's embedding mode
+//! (nomic_llamacpp.json, made by make_nomic_llamacpp.sh with the prebuilt
+//! CPU llama.cpp of node-llama-cpp 3.21.1): the same token ids, and a cosine
+//! of at least 0.999 per input. When recorded, the numpy reference agreed
+//! with llama.cpp to 1 - cosine <= 5e-7 on every input.
+//!
 //! The model file is fetched by scripts/fetch-models.sh (`nomic`, in `all`,
 //! which CI runs); a missing file fails the test, as for the other models.
 
@@ -37,17 +43,36 @@ fn expected(want: &[RefInput]) -> Vec<Expected<'_>> {
         .collect()
 }
 
+/// A reference file of tests/fixtures/embed/.
+fn load(name: &str) -> Reference {
+    let path = workspace_root().join("tests/fixtures/embed").join(name);
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
 #[test]
-fn nomic_matches_the_f64_reference_one_at_a_time_and_batched() {
+fn nomic_matches_the_f64_reference_and_llama_cpp() {
     let path = model_path(FILE);
     let bytes = std::fs::read(&path).unwrap();
     let embedder = Embedder::load_gguf(gpu(), &bytes).unwrap();
     assert_eq!((embedder.dim(), embedder.max_tokens()), (768, 2048));
-    let reference: Reference = serde_json::from_slice(
-        &std::fs::read(workspace_root().join("tests/fixtures/embed/nomic_reference.json")).unwrap(),
-    )
-    .unwrap();
+    let reference = load("nomic_reference.json");
+    let llamacpp = load("nomic_llamacpp.json");
+    // The reference itself against llama.cpp, then wick against both, all at
+    // the bar (0.999). All three use the GGUF's F16 weights as they
+    // are; llama.cpp computes in f32 (partly f16) and was within
+    // 1 - cosine <= 5e-7 of the f64 reference on every input when recorded.
+    embed_check::agree(
+        &expected(&reference.inputs),
+        &expected(&llamacpp.inputs),
+        "numpy f64 reference vs llama.cpp",
+    );
     let single = embed_check::check_reference(&embedder, &expected(&reference.inputs), 768);
+    embed_check::check(
+        &single,
+        &expected(&llamacpp.inputs),
+        768,
+        "wick vs llama.cpp",
+    );
     // The task prefix changes the vector (the user adds it; wick does not).
     let bare =
         pollster::block_on(embedder.embed(&["What is TSNE?"], EmbedOptions::default())).unwrap();
