@@ -88,3 +88,52 @@ pub fn agree(a: &[Expected], b: &[Expected], what: &str) -> f64 {
     eprintln!("{what}: min cosine {min:.9} (1 - min = {:.2e})", 1.0 - min);
     min
 }
+
+/// A sentence-transformers folder under the models directory (`name`), one
+/// `model.safetensors`: the encoder with its pooling, Dense modules (if any)
+/// and `sentence_bert_config.json`, as `modules.json` lists them.
+pub fn load_sentence_folder(name: &str) -> Embedder {
+    use wick::embedding::{dense_paths, pooling_path, DenseFiles, EmbedFiles, SentenceFiles};
+    let dir = crate::model_path(name);
+    let read = |file: &str| std::fs::read(dir.join(file)).unwrap();
+    let modules = read("modules.json");
+    let pooling = pooling_path(&modules)
+        .unwrap()
+        .map(|sub| read(&format!("{sub}/config.json")));
+    let dense: Vec<(Vec<u8>, Vec<u8>)> = dense_paths(&modules)
+        .unwrap()
+        .iter()
+        .map(|sub| {
+            (
+                read(&format!("{sub}/config.json")),
+                read(&format!("{sub}/model.safetensors")),
+            )
+        })
+        .collect();
+    let dense: Vec<DenseFiles> = dense
+        .iter()
+        .map(|(config, safetensors)| DenseFiles {
+            config,
+            safetensors,
+        })
+        .collect();
+    let (config, tokenizer, weights, sentence_bert) = (
+        read("config.json"),
+        read("tokenizer.json"),
+        read("model.safetensors"),
+        read("sentence_bert_config.json"),
+    );
+    let files = EmbedFiles {
+        config: &config,
+        tokenizer: &tokenizer,
+        shards: &[&weights],
+        index: None,
+        sentence: SentenceFiles {
+            modules: Some(&modules),
+            pooling: pooling.as_deref(),
+            dense: &dense,
+            sentence_bert: Some(&sentence_bert),
+        },
+    };
+    Embedder::load_hf(crate::gpu(), &files).unwrap()
+}

@@ -7,11 +7,9 @@
 //! 548 tokens passes the local layers' sliding window.
 
 use serde::Deserialize;
-use wick::embedding::{
-    dense_paths, pooling_path, DenseFiles, EmbedFiles, EmbedOptions, Embedder, SentenceFiles,
-};
+use wick::embedding::EmbedOptions;
 use wick_tests::embed_check::{self, Expected};
-use wick_tests::{gpu, model_path, workspace_root};
+use wick_tests::workspace_root;
 
 #[derive(Deserialize)]
 struct Reference {
@@ -31,55 +29,6 @@ fn reference() -> Reference {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-fn load_gemma() -> Embedder {
-    let dir = model_path("embeddinggemma-300m");
-    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
-    let modules = read("modules.json");
-    let pooling = read(&format!(
-        "{}/config.json",
-        pooling_path(&modules).unwrap().unwrap()
-    ));
-    let dense: Vec<(Vec<u8>, Vec<u8>)> = dense_paths(&modules)
-        .unwrap()
-        .iter()
-        .map(|sub| {
-            (
-                read(&format!("{sub}/config.json")),
-                read(&format!("{sub}/model.safetensors")),
-            )
-        })
-        .collect();
-    let dense: Vec<DenseFiles> = dense
-        .iter()
-        .map(|(config, safetensors)| DenseFiles {
-            config,
-            safetensors,
-        })
-        .collect();
-    let files = (
-        read("config.json"),
-        read("tokenizer.json"),
-        read("model.safetensors"),
-        read("sentence_bert_config.json"),
-    );
-    Embedder::load_hf(
-        gpu(),
-        &EmbedFiles {
-            config: &files.0,
-            tokenizer: &files.1,
-            shards: &[&files.2],
-            index: None,
-            sentence: SentenceFiles {
-                modules: Some(&modules),
-                pooling: Some(&pooling),
-                dense: &dense,
-                sentence_bert: Some(&files.3),
-            },
-        },
-    )
-    .unwrap()
-}
-
 fn expected(want: &RefInput) -> Expected<'_> {
     Expected {
         text: &want.text,
@@ -91,7 +40,7 @@ fn expected(want: &RefInput) -> Expected<'_> {
 /// One test, so that the 1.2 GB of weights load once.
 #[test]
 fn embeddinggemma_matches_sentence_transformers_batched_and_past_the_window() {
-    let embedder = load_gemma();
+    let embedder = embed_check::load_sentence_folder("embeddinggemma-300m");
     assert_eq!(
         (embedder.dim(), embedder.max_tokens()),
         (768, 2048),

@@ -5,9 +5,9 @@
 //! padded batch; the batch also equals the single inputs.
 
 use serde::Deserialize;
-use wick::embedding::{pooling_path, EmbedFiles, EmbedOptions, Embedder, SentenceFiles};
+use wick::embedding::EmbedOptions;
 use wick_tests::embed_check::{self, Expected};
-use wick_tests::{gpu, model_path, workspace_root};
+use wick_tests::workspace_root;
 
 #[derive(Deserialize)]
 struct Reference {
@@ -26,36 +26,6 @@ fn reference() -> Reference {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-pub fn load_minilm() -> Embedder {
-    let dir = model_path("all-MiniLM-L6-v2");
-    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
-    let modules = read("modules.json");
-    let pooling_dir = pooling_path(&modules).unwrap().unwrap();
-    let pooling = read(&format!("{pooling_dir}/config.json"));
-    let files = (
-        read("config.json"),
-        read("tokenizer.json"),
-        read("model.safetensors"),
-        read("sentence_bert_config.json"),
-    );
-    Embedder::load_hf(
-        gpu(),
-        &EmbedFiles {
-            config: &files.0,
-            tokenizer: &files.1,
-            shards: &[&files.2],
-            index: None,
-            sentence: SentenceFiles {
-                modules: Some(&modules),
-                pooling: Some(&pooling),
-                dense: &[],
-                sentence_bert: Some(&files.3),
-            },
-        },
-    )
-    .unwrap()
-}
-
 /// The reference as `embed_check` takes it.
 fn expected(want: &[RefInput]) -> Vec<Expected<'_>> {
     want.iter()
@@ -69,14 +39,14 @@ fn expected(want: &[RefInput]) -> Vec<Expected<'_>> {
 
 #[test]
 fn minilm_matches_sentence_transformers_one_at_a_time_and_batched() {
-    let embedder = load_minilm();
+    let embedder = embed_check::load_sentence_folder("all-MiniLM-L6-v2");
     let reference = reference();
     embed_check::check_reference(&embedder, &expected(&reference.inputs), 384);
 }
 
 #[test]
 fn inputs_past_the_limit_are_refused_naming_them_or_truncated_on_request() {
-    let embedder = load_minilm();
+    let embedder = embed_check::load_sentence_folder("all-MiniLM-L6-v2");
     assert_eq!(
         embedder.max_tokens(),
         256,
