@@ -21,10 +21,10 @@ use wick::embedding::{
     pooling_path, EmbedError, EmbedFiles, EmbedOptions, Embedder, SentenceFiles,
 };
 use wick::format::ShardIndex;
-use wick::gpu::{GpuContext, GpuError};
+use wick::gpu::GpuContext;
 use wick::WickError;
 
-use crate::loader::NO_WEBGPU;
+use crate::loader::open_gpu;
 use crate::{js_coded, js_err, js_load_err, js_wick_err, to_js};
 
 /// The folder's files that `setFile` takes; the Pooling module's
@@ -66,13 +66,7 @@ pub struct WasmEmbedLoader {
 impl WasmEmbedLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU).
     pub async fn create() -> Result<WasmEmbedLoader, JsValue> {
-        let ctx = GpuContext::new().await.map_err(|e| match e {
-            GpuError::NoAdapter { .. } => js_coded(NO_WEBGPU, "webgpu_unavailable", &[]),
-            e => js_wick_err(e.into()),
-        })?;
-        // The engine's API takes an Arc; on wasm32 (one thread) wgpu's types are not Send.
-        #[allow(clippy::arc_with_non_send_sync)]
-        let ctx = Arc::new(ctx);
+        let ctx = open_gpu().await?;
         Ok(WasmEmbedLoader {
             ctx,
             small: Vec::new(),

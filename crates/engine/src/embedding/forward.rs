@@ -54,19 +54,14 @@ impl Batch {
     /// Buffers for `inputs` (token ids, each non-empty), padded with id 0.
     pub fn new(ctx: &GpuContext, cfg: &BertConfig, inputs: &[Vec<u32>]) -> Result<Batch, GpuError> {
         let seqs = inputs.len();
-        let seq_len = inputs.iter().map(Vec::len).max().unwrap_or(1);
+        let (seq_len, ids, lens) = upload_padded(ctx, inputs)?;
         let tokens = seqs * seq_len;
-        let mut ids = vec![0u32; tokens];
-        for (s, input) in inputs.iter().enumerate() {
-            ids[s * seq_len..][..input.len()].copy_from_slice(input);
-        }
-        let lens: Vec<u32> = inputs.iter().map(|i| i.len() as u32).collect();
         let f32s = |label: &str, n: usize| ctx.create_storage(label, (n * 4) as u64);
         Ok(Batch {
             seqs,
             seq_len,
-            ids: ctx.upload_u32("embed ids", &ids)?,
-            lens: ctx.upload_u32("embed lens", &lens)?,
+            ids,
+            lens,
             hidden: f32s("embed hidden", tokens * cfg.dim)?,
             qkv: f32s("embed qkv", tokens * 3 * cfg.dim)?,
             attn: f32s("embed attn", tokens * cfg.dim)?,
@@ -82,6 +77,26 @@ impl Batch {
     fn tokens(&self) -> usize {
         self.seqs * self.seq_len
     }
+}
+
+/// A batch's inputs on the GPU: `(seq_len, ids, lens)`, the ids
+/// `[inputs * seq_len]` padded with id 0 to the longest input (`seq_len`),
+/// and each input's unpadded length.
+pub(super) fn upload_padded(
+    ctx: &GpuContext,
+    inputs: &[Vec<u32>],
+) -> Result<(usize, BufferRef, BufferRef), GpuError> {
+    let seq_len = inputs.iter().map(Vec::len).max().unwrap_or(1);
+    let mut ids = vec![0u32; inputs.len() * seq_len];
+    for (s, input) in inputs.iter().enumerate() {
+        ids[s * seq_len..][..input.len()].copy_from_slice(input);
+    }
+    let lens: Vec<u32> = inputs.iter().map(|i| i.len() as u32).collect();
+    Ok((
+        seq_len,
+        ctx.upload_u32("embed ids", &ids)?,
+        ctx.upload_u32("embed lens", &lens)?,
+    ))
 }
 
 /// Records the whole forward pass of `batch` into `rec`, ending with the

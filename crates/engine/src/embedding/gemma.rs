@@ -32,6 +32,7 @@ use crate::kernels::weights::QuantMatrix;
 use crate::model::ModelError;
 
 use super::bert_weights::{Reader, Shard};
+use super::forward::upload_padded;
 use super::gemma_config::GemmaConfig;
 
 pub struct GemmaLayerWeights {
@@ -182,20 +183,15 @@ impl GemmaBatch {
         inputs: &[Vec<u32>],
     ) -> Result<GemmaBatch, GpuError> {
         let seqs = inputs.len();
-        let seq_len = inputs.iter().map(Vec::len).max().unwrap_or(1);
+        let (seq_len, ids, lens) = upload_padded(ctx, inputs)?;
         let tokens = seqs * seq_len;
-        let mut ids = vec![0u32; tokens];
-        for (s, input) in inputs.iter().enumerate() {
-            ids[s * seq_len..][..input.len()].copy_from_slice(input);
-        }
-        let lens: Vec<u32> = inputs.iter().map(|i| i.len() as u32).collect();
         let f32s = |label: &str, n: usize| ctx.create_storage(label, (n * 4) as u64);
         let (d, q) = (cfg.dim, cfg.heads * cfg.head_dim);
         Ok(GemmaBatch {
             seqs,
             seq_len,
-            ids: ctx.upload_u32("embed ids", &ids)?,
-            lens: ctx.upload_u32("embed lens", &lens)?,
+            ids,
+            lens,
             hidden: f32s("embed hidden", tokens * d)?,
             qkv: f32s("embed qkv", tokens * (q + 2 * cfg.kv_heads * cfg.head_dim))?,
             attn: f32s("embed attn", tokens * q)?,
