@@ -16,7 +16,8 @@ pub(crate) fn tool_set(
 ) -> Result<Option<ToolSet>, (&'static str, String)> {
     let choice = match choice {
         None | Some(Value::Null) => ToolChoice::Auto,
-        Some(v) => ToolChoice::from_json(v).map_err(|e| ("tool_choice", e.to_string()))?,
+        Some(v) => ToolChoice::from_json(v)
+            .map_err(|e| ("tool_choice", without_field("tool_choice", e.to_string())))?,
     };
     let tools = tools.unwrap_or(&Value::Null);
     let no_tools = tools.is_null() || tools.as_array().is_some_and(|a| a.is_empty());
@@ -32,7 +33,19 @@ pub(crate) fn tool_set(
             ))
         }
     };
-    ToolSet::new(tools, choice, source).map_err(|e| (field_of(&e), e.to_string()))
+    ToolSet::new(tools, choice, source).map_err(|e| {
+        let field = field_of(&e);
+        (field, without_field(field, e.to_string()))
+    })
+}
+
+/// The engine's message less a leading field name: the JS error already
+/// opens with it (`tool_choice: ...`).
+fn without_field(field: &str, message: String) -> String {
+    match message.strip_prefix(field) {
+        Some(rest) if rest.starts_with(' ') => rest.trim_start().to_string(),
+        _ => message,
+    }
 }
 
 /// The request field a tool error is about.
@@ -145,5 +158,22 @@ impl ToolSplit {
             out.content.insert_str(0, &std::mem::take(&mut self.blank));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_field;
+
+    #[test]
+    fn a_leading_field_name_is_dropped_once() {
+        let drop = |field: &str, m: &str| without_field(field, m.to_string());
+        assert_eq!(drop("tool_choice", "tool_choice must be x"), "must be x");
+        assert_eq!(drop("tools", "tool 0: no name"), "tool 0: no name");
+        assert_eq!(drop("tools", "toolset"), "toolset");
+        assert_eq!(
+            drop("tools", "two tools are named \"f\""),
+            "two tools are named \"f\""
+        );
     }
 }
