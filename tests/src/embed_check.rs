@@ -137,3 +137,32 @@ pub fn load_sentence_folder(name: &str) -> Embedder {
     };
     Embedder::load_hf(crate::gpu(), &files).unwrap()
 }
+
+/// One input of a sentence-transformers reference file
+/// (`tests/fixtures/embed/*_reference.json`): text, ids and embedding.
+#[derive(serde::Deserialize)]
+pub struct ReferenceInput {
+    pub text: String,
+    pub ids: Vec<u32>,
+    pub embedding: Vec<f32>,
+}
+
+impl ReferenceInput {
+    /// The input as `check` takes it.
+    pub fn expected(&self) -> Expected<'_> {
+        Expected {
+            text: &self.text,
+            ids: &self.ids,
+            vector: &self.embedding,
+        }
+    }
+}
+
+/// A reference file under `tests/fixtures/embed/`, parsed.
+pub fn read_reference<T: serde::de::DeserializeOwned>(file: &str) -> T {
+    let path = crate::workspace_root()
+        .join("tests/fixtures/embed")
+        .join(file);
+    serde_json::from_slice(&std::fs::read(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

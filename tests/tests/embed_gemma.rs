@@ -8,33 +8,12 @@
 
 use serde::Deserialize;
 use wick::embedding::EmbedOptions;
-use wick_tests::embed_check::{self, Expected};
-use wick_tests::workspace_root;
+use wick_tests::embed_check::{self, Expected, ReferenceInput};
 
 #[derive(Deserialize)]
 struct Reference {
-    inputs: Vec<RefInput>,
-    long: RefInput,
-}
-
-#[derive(Deserialize)]
-struct RefInput {
-    text: String,
-    ids: Vec<u32>,
-    embedding: Vec<f32>,
-}
-
-fn reference() -> Reference {
-    let path = workspace_root().join("tests/fixtures/embed/embeddinggemma_reference.json");
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn expected(want: &RefInput) -> Expected<'_> {
-    Expected {
-        text: &want.text,
-        ids: &want.ids,
-        vector: &want.embedding,
-    }
+    inputs: Vec<ReferenceInput>,
+    long: ReferenceInput,
 }
 
 /// One test, so that the 1.2 GB of weights load once.
@@ -46,8 +25,12 @@ fn embeddinggemma_matches_sentence_transformers_batched_and_past_the_window() {
         (768, 2048),
         "Dense 3072 -> 768; sentence_bert_config.json's max_seq_length"
     );
-    let reference = reference();
-    let want: Vec<Expected> = reference.inputs.iter().map(expected).collect();
+    let reference: Reference = embed_check::read_reference("embeddinggemma_reference.json");
+    let want: Vec<Expected> = reference
+        .inputs
+        .iter()
+        .map(ReferenceInput::expected)
+        .collect();
     embed_check::check_reference(&embedder, &want, 768);
 
     // Longer than the local layers' window (256 positions either side):
@@ -61,5 +44,5 @@ fn embeddinggemma_matches_sentence_transformers_batched_and_past_the_window() {
         .unwrap();
     assert_eq!(ids[0], long.ids, "long input: token ids");
     let got = pollster::block_on(embedder.embed(&[&long.text], EmbedOptions::default())).unwrap();
-    embed_check::check(&got, &[expected(long)], 768, "548 tokens");
+    embed_check::check(&got, &[long.expected()], 768, "548 tokens");
 }

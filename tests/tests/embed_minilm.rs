@@ -6,42 +6,23 @@
 
 use serde::Deserialize;
 use wick::embedding::EmbedOptions;
-use wick_tests::embed_check::{self, Expected};
-use wick_tests::workspace_root;
+use wick_tests::embed_check::{self, ReferenceInput};
 
 #[derive(Deserialize)]
 struct Reference {
-    inputs: Vec<RefInput>,
-}
-
-#[derive(Deserialize)]
-struct RefInput {
-    text: String,
-    ids: Vec<u32>,
-    embedding: Vec<f32>,
-}
-
-fn reference() -> Reference {
-    let path = workspace_root().join("tests/fixtures/embed/minilm_reference.json");
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-/// The reference as `embed_check` takes it.
-fn expected(want: &[RefInput]) -> Vec<Expected<'_>> {
-    want.iter()
-        .map(|w| Expected {
-            text: &w.text,
-            ids: &w.ids,
-            vector: &w.embedding,
-        })
-        .collect()
+    inputs: Vec<ReferenceInput>,
 }
 
 #[test]
 fn minilm_matches_sentence_transformers_one_at_a_time_and_batched() {
     let embedder = embed_check::load_sentence_folder("all-MiniLM-L6-v2");
-    let reference = reference();
-    embed_check::check_reference(&embedder, &expected(&reference.inputs), 384);
+    let reference: Reference = embed_check::read_reference("minilm_reference.json");
+    let want: Vec<_> = reference
+        .inputs
+        .iter()
+        .map(ReferenceInput::expected)
+        .collect();
+    embed_check::check_reference(&embedder, &want, 384);
 }
 
 #[test]
