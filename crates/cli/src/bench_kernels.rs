@@ -173,9 +173,11 @@ fn print_row(r: &Value) {
     );
 }
 
-/// The vec4 core in lane groups of one SIMD batch (8) or the whole
-/// workgroup (64), 4 to 16 rows a group, lanes over contiguous runs of steps
-/// or interleaved, each reduction, for every format that fits `shape`.
+/// The vec4 core with one lane a row group (rows across lanes, no lane
+/// sums), lane groups of one SIMD batch (8) or the whole workgroup (64), 2
+/// to 16 rows a group, lanes over contiguous runs of steps or interleaved,
+/// each reduction, for every format whose blocks and steps divide `shape`'s
+/// columns.
 fn sweep_vec_core(
     ctx: &GpuContext,
     (rows, cols): (usize, usize),
@@ -190,14 +192,14 @@ fn sweep_vec_core(
     }
     for dtype in GPU_DTYPES {
         match vec_core_step(dtype) {
-            Some(step) if cols % step == 0 => {}
+            Some(step) if cols % step == 0 && cols % dtype.block_elements() == 0 => {}
             _ => continue,
         }
         let bytes = dtype.row_bytes(cols as u64).unwrap_or(0) as usize * rows;
         let iters = iters_for(bytes, most_iters);
         for chunked in [true, false] {
-            for lanes in [8, 64] {
-                for group_rows in [4, 8, 16] {
+            for lanes in [1, 8, 64] {
+                for group_rows in [2, 4, 8, 16] {
                     for &reduce in &reductions {
                         let shape = VecShape {
                             lanes,

@@ -57,6 +57,7 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
         },
         "limits": {
             "max_storage_buffer_binding_size": l.max_storage_buffer_binding_size,
+            "max_uniform_buffer_binding_size": l.max_uniform_buffer_binding_size,
             "max_buffer_size": l.max_buffer_size,
             "max_compute_workgroup_storage_size": l.max_compute_workgroup_storage_size,
             "max_compute_invocations_per_workgroup": l.max_compute_invocations_per_workgroup,

@@ -67,10 +67,12 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                 let gemv16 = run(&w, &x, m, Form::Gemv(16), 0, 0);
                 check(&gemv16, &want, &scale, k, &format!("{what} gemv16"));
                 if m == 1 && vec_core_fits(&w, 4) {
-                    // The vec4 core: lane groups from one SIMD batch to the
-                    // whole workgroup, both lane orders, up to 128 rows a
+                    // The vec4 core: a lane a row group (as `bench-kernels
+                    // --sweep` times it), lane groups from one SIMD batch to
+                    // the whole workgroup, both lane orders, up to 256 rows a
                     // workgroup (more rows than lanes), every reduction.
                     for (lanes, group_rows, chunked) in [
+                        (1, 4, true),
                         (64, 4, false),
                         (16, 1, false),
                         (8, 8, true),
