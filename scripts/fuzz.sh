@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes wick's CPU-side load path (GGUF header -> config and bounds ->
 # tensor checks -> plan), its tokenizer builders (GGUF metadata,
-# tokenizer.json) and its chat-template renderer for SECONDS in total, split
-# evenly over the targets (crates/fuzz). Seeds come from the GGUF files in
-# $WICK_MODELS_DIR (default models/), tests/fixtures/models and ../shared/models,
-# plus crates/fuzz/seeds. Exits non-zero on any panic, any allocation over the
+# tokenizer.json), its chat-template renderer and its Hugging Face folder
+# path (config.json parsers, safetensors header, streaming to GGUF) for
+# SECONDS in total, split evenly over the targets (crates/fuzz). Seeds come
+# from the GGUF files and model folders in $WICK_MODELS_DIR (default
+# models/), tests/fixtures/models and ../shared/models, the tests' tiny
+# checkpoints, plus crates/fuzz/seeds. Exits non-zero on any panic, any allocation over the
 # harness's bound, or an execution that hangs; failing inputs, minimized,
 # land in target/fuzz-findings (keep each in crates/fuzz/regressions/<target>/
 # once fixed).

@@ -31,6 +31,8 @@ pub struct Seeds {
     pub gguf_once: Vec<Vec<u8>>,
     pub tokenizer_json: Vec<Vec<u8>>,
     pub chat_template: Vec<Vec<u8>>,
+    /// `config.json`, NUL, a safetensors file or its prefix (`hf_folder`).
+    pub hf_folder: Vec<Vec<u8>>,
 }
 
 impl Seeds {
@@ -39,6 +41,7 @@ impl Seeds {
             "gguf_load" => &self.gguf_small,
             "tokenizer_gguf" => &self.gguf,
             "tokenizer_json" => &self.tokenizer_json,
+            "hf_folder" => &self.hf_folder,
             _ => &self.chat_template,
         }
     }
@@ -69,12 +72,16 @@ pub fn collect(dirs: &[&Path], committed: &Path) -> Seeds {
     let tiny = tiny_llama();
     seeds.gguf.push(tiny.clone());
     seeds.gguf_small.push(tiny);
+    seeds.hf_folder = tiny_checkpoints();
     for dir in dirs {
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
         let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
         paths.sort();
+        seeds
+            .hf_folder
+            .extend(paths.iter().filter_map(|p| folder_seed(p)));
         for path in paths
             .iter()
             .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
@@ -288,4 +295,56 @@ fn tiny_llama() -> Vec<u8> {
     let mut bytes = w.try_header().unwrap_or_default();
     bytes.resize(bytes.len() + DATA_PREFIX as usize, 0);
     bytes
+}
+
+/// The tests' tiny decoder checkpoints (Llama, Qwen2, Gemma 3; F16 and
+/// BF16), whole and cut after the header, as `hf_folder` inputs.
+fn tiny_checkpoints() -> Vec<Vec<u8>> {
+    use wick_tests::hf_checkpoint::{Storage, TinyModel};
+    let mut out = Vec::new();
+    for (arch, storage) in [
+        ("llama", Storage::F16),
+        ("qwen2", Storage::Bf16),
+        ("gemma3", Storage::F16),
+    ] {
+        let model = TinyModel::new(arch);
+        let (files, _) = model.safetensors(&model.gguf(storage), storage, 1);
+        let Some(file) = files.first() else { continue };
+        let mut seed = model.config_json();
+        seed.push(0);
+        seed.extend_from_slice(file);
+        let cut = header_len(file).map(|n| n + 64).unwrap_or(file.len());
+        let config_len = seed.len() - file.len();
+        out.push(seed[..config_len + cut.min(file.len())].to_vec());
+        out.push(seed);
+    }
+    out
+}
+
+/// A model folder's `config.json`, NUL, its `model.safetensors` up to the
+/// end of the header plus DATA_PREFIX bytes; `None` when either is missing.
+fn folder_seed(dir: &Path) -> Option<Vec<u8>> {
+    let config = std::fs::read(dir.join("config.json")).ok()?;
+    let mut f = std::fs::File::open(dir.join("model.safetensors")).ok()?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).ok()?;
+    let header = u64::from_le_bytes(len);
+    if header > MAX_RAW_HEADER {
+        return None;
+    }
+    f.seek(SeekFrom::Start(0)).ok()?;
+    let mut file = Vec::new();
+    f.take(8 + header + DATA_PREFIX)
+        .read_to_end(&mut file)
+        .ok()?;
+    let mut seed = config;
+    seed.push(0);
+    seed.extend_from_slice(&file);
+    Some(seed)
+}
+
+/// Bytes of a safetensors file before its data.
+fn header_len(file: &[u8]) -> Option<usize> {
+    let len = u64::from_le_bytes(file.get(..8)?.try_into().ok()?);
+    usize::try_from(len).ok()?.checked_add(8)
 }

@@ -4,8 +4,12 @@
 //! an input whose signature it has not seen before, a cheap stand-in for
 //! coverage feedback; a panic is what it is looking for.
 
+use wick::embedding::bert_config::BertConfig;
+use wick::embedding::gemma_config::GemmaConfig;
 use wick::format::gguf::GgufFile;
-use wick::format::quant::dequantize;
+use wick::format::quant::{dequantize, GgmlType};
+use wick::format::safetensors::SafetensorsHeader;
+use wick::model::hf::{HfCheckpoint, HfOptions};
 use wick::model::loader::{check_needs, NeedKind};
 use wick::model::Plan;
 use wick::tokenizer::chat_template::{ChatMessage, ChatTemplate};
@@ -17,7 +21,7 @@ pub struct Target {
     pub run: fn(&[u8]) -> String,
 }
 
-pub const TARGETS: [Target; 4] = [
+pub const TARGETS: [Target; 5] = [
     Target {
         name: "gguf_load",
         run: gguf_load,
@@ -33,6 +37,10 @@ pub const TARGETS: [Target; 4] = [
     Target {
         name: "chat_template",
         run: chat_template,
+    },
+    Target {
+        name: "hf_folder",
+        run: hf_folder,
     },
 ];
 
@@ -212,4 +220,80 @@ pub fn chat_template(bytes: &[u8]) -> String {
         }
     }
     render(&t, None)
+}
+
+/// A Hugging Face folder: `config.json`, a NUL byte, then one safetensors
+/// file (whole or a prefix). The config goes through every parser a folder
+/// meets (decoder, BERT and Gemma embedding configs); with the file's header
+/// it plans the decoder checkpoint (as stored and quantized to Q8_0 at
+/// load), then streams the file through the conversion to GGUF as the
+/// browser's loader does, in two chunks. The GGUF header the stream makes
+/// must read back and plan: the engine wrote it.
+pub fn hf_folder(bytes: &[u8]) -> String {
+    let (config, file) = match bytes.iter().position(|&b| b == 0) {
+        Some(i) => (&bytes[..i], &bytes[i + 1..]),
+        None => (bytes, &[][..]),
+    };
+    let embedders = [
+        BertConfig::parse(config)
+            .err()
+            .map(|e| signature("bert", e)),
+        GemmaConfig::parse(config)
+            .err()
+            .map(|e| signature("gemma", e)),
+    ];
+    let embedders = embedders
+        .map(|e| e.unwrap_or_else(|| "ok".into()))
+        .join(",");
+    let header = match SafetensorsHeader::parse(file) {
+        Ok(h) => h,
+        Err(e) => return format!("{embedders};{}", signature("safetensors", e)),
+    };
+    let mut ends = Vec::new();
+    for quantize in [None, Some(GgmlType::Q8_0)] {
+        let opts = HfOptions { quantize };
+        let ckpt = match HfCheckpoint::new(
+            config,
+            std::slice::from_ref(&header),
+            Some(FOLDER_TEMPLATE),
+            &opts,
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                ends.push(signature("checkpoint", e));
+                continue;
+            }
+        };
+        ends.push(stream_checkpoint(ckpt, file));
+    }
+    format!("{embedders};{}", ends.join(","))
+}
+
+const FOLDER_TEMPLATE: &str = "{% for m in messages %}{{ m.content }}{% endfor %}";
+
+/// Streams `file` (shard 0) through the checkpoint's conversion and reads
+/// the GGUF it makes back.
+fn stream_checkpoint(ckpt: HfCheckpoint, file: &[u8]) -> String {
+    let mut stream = ckpt.into_stream();
+    let mut gguf = Vec::new();
+    let mut sink = |b: &[u8]| -> Result<(), wick::WickError> {
+        gguf.extend_from_slice(b);
+        Ok(())
+    };
+    let (a, b) = file.split_at(file.len() / 2);
+    for chunk in [a, b] {
+        if let Err(e) = stream.push(0, chunk, &mut sink) {
+            return signature("stream", e);
+        }
+    }
+    let finished = stream.finish();
+    let made = GgufFile::parse_header(&gguf)
+        .unwrap_or_else(|e| panic!("the GGUF header made from a checkpoint does not read: {e}"));
+    if let Err(e) = Plan::for_file(&made) {
+        return signature("gguf_plan", e);
+    }
+    match finished {
+        Ok(()) => "ok".into(),
+        Err(e) => signature("finish", e),
+    }
 }
