@@ -100,17 +100,12 @@ pub(crate) struct Parted {
 }
 
 /// A reply's text split into content and calls (everything is content when
-/// the request has no tools).
+/// the request has no tools). The engine's stream holds back whitespace
+/// around calls, so a reply of calls streams no content.
 pub(crate) struct ToolSplit {
     stream: Option<ToolCallStream>,
     /// Whether any call was made: `finish_reason` is then `"tool_calls"`.
     pub called: bool,
-    /// Content held while all of it so far is whitespace: a reply of calls
-    /// has no content (`ToolReply::finish`), so the newlines around its
-    /// calls are not streamed as content either.
-    blank: String,
-    /// Some content was not whitespace: everything streams from then on.
-    spoke: bool,
 }
 
 impl ToolSplit {
@@ -118,8 +113,6 @@ impl ToolSplit {
         ToolSplit {
             stream: tools.map(ToolSet::stream),
             called: false,
-            blank: String::new(),
-            spoke: false,
         }
     }
 
@@ -139,23 +132,12 @@ impl ToolSplit {
         let mut out = Parted::default();
         for e in events {
             match e {
-                ToolEvent::Content(t) if self.spoke => out.content.push_str(&t),
-                ToolEvent::Content(t) => {
-                    self.blank.push_str(&t);
-                    if !self.blank.trim().is_empty() {
-                        self.spoke = true;
-                        out.content = std::mem::take(&mut self.blank);
-                    }
-                }
+                ToolEvent::Content(t) => out.content.push_str(&t),
                 ToolEvent::Call(d) => {
                     self.called = true;
                     out.calls.push(d.into());
                 }
             }
-        }
-        if last && !self.called {
-            // A reply without calls keeps its text as it is, blank or not.
-            out.content.insert_str(0, &std::mem::take(&mut self.blank));
         }
         out
     }

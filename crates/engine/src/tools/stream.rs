@@ -73,6 +73,12 @@ pub struct ToolCallStream {
     calls: usize,
     /// Hermes: the call in progress opened the reply without `<tool_call>`.
     bare: bool,
+    /// Content held while all of it so far is whitespace: a reply of calls
+    /// has no content (`ToolReply::finish`), so the newlines around its
+    /// calls are not streamed as content either.
+    blank: String,
+    /// Some content was not whitespace: content streams as it comes.
+    spoke: bool,
 }
 
 impl ToolCallStream {
@@ -85,18 +91,24 @@ impl ToolCallStream {
             buf: String::new(),
             calls: 0,
             bare: false,
+            blank: String::new(),
+            spoke: false,
         }
     }
 
-    /// The events `text` completes, in order.
+    /// The events `text` completes, in order. Content that is only
+    /// whitespace so far is held until real content comes (then it leads
+    /// it, after any call made meanwhile) or the reply ends.
     pub fn push(&mut self, text: &str) -> Vec<ToolEvent> {
         self.buf.push_str(text);
         let mut out = Vec::new();
         while self.step(&mut out) {}
-        out
+        self.hold_blank(out)
     }
 
     /// Ends the reply: what was held back, decided with no more text coming.
+    /// Held whitespace is dropped after calls, and is the content of a
+    /// reply without any.
     pub fn finish(&mut self) -> Vec<ToolEvent> {
         let mut out = Vec::new();
         while self.step(&mut out) {}
@@ -107,6 +119,31 @@ impl ToolCallStream {
             // After a call: its closing brace and whitespace.
             State::Args(_) | State::After => {}
             _ => content(&rest, &mut out),
+        }
+        let mut out = self.hold_blank(out);
+        if self.calls == 0 && !self.blank.is_empty() {
+            out.push(ToolEvent::Content(std::mem::take(&mut self.blank)));
+        }
+        out
+    }
+
+    /// `events` with whitespace-only content held back (see `push`).
+    fn hold_blank(&mut self, events: Vec<ToolEvent>) -> Vec<ToolEvent> {
+        if self.spoke {
+            return events;
+        }
+        let mut out = Vec::with_capacity(events.len());
+        for e in events {
+            match e {
+                ToolEvent::Content(t) if !self.spoke => {
+                    self.blank.push_str(&t);
+                    if !self.blank.trim().is_empty() {
+                        self.spoke = true;
+                        out.push(ToolEvent::Content(std::mem::take(&mut self.blank)));
+                    }
+                }
+                e => out.push(e),
+            }
         }
         out
     }

@@ -232,3 +232,53 @@ fn hermes_bare_calls_open_the_reply() {
         (Some(later.into()), vec![])
     );
 }
+
+/// The events of `text` streamed char by char: what an interactive reader
+/// of the stream (`wick chat`, the browser's chunks) sees.
+fn events_char_by_char(text: &str) -> Vec<ToolEvent> {
+    let mut s = ToolCallStream::new(ToolFormat::Hermes, names());
+    let mut events = Vec::new();
+    for c in text.chars() {
+        events.extend(s.push(&c.to_string()));
+    }
+    events.extend(s.finish());
+    events
+}
+
+fn contents(events: &[ToolEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ToolEvent::Content(t) => Some(t.clone()),
+            ToolEvent::Call(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn whitespace_around_calls_is_not_streamed_as_content() {
+    let call = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2}}\n</tool_call>";
+    // Calls only, with newlines before, between and after them.
+    let events = events_char_by_char(&format!("\n\n{call}\n{call}\n"));
+    assert_eq!(contents(&events), Vec::<String>::new(), "{events:?}");
+    let calls = events.iter().filter(|e| matches!(e, ToolEvent::Call(_)));
+    assert!(calls.count() >= 2, "{events:?}");
+    // Real content after a call: the held whitespace leads it, once.
+    let events = events_char_by_char(&format!("\n{call}\nDone."));
+    let first_content = events
+        .iter()
+        .position(|e| matches!(e, ToolEvent::Content(_)))
+        .unwrap();
+    assert!(
+        matches!(events[0], ToolEvent::Call(_)) && first_content > 0,
+        "{events:?}"
+    );
+    assert_eq!(contents(&events).concat(), "\n\nDone.");
+    // No calls: whitespace-only text is the reply's content, whole.
+    assert_eq!(contents(&events_char_by_char(" \n\t")).concat(), " \n\t");
+    // Text that starts with whitespace streams once it has a visible char,
+    // and then as it comes.
+    let events = events_char_by_char("\n\nHi there");
+    assert_eq!(contents(&events).concat(), "\n\nHi there");
+    assert!(contents(&events).len() > 2, "{events:?}");
+}
