@@ -2,9 +2,9 @@
 // of matmul_tiled.wgsl's `tiled` (same tiles, same entry points), with
 // weights read as the vec4 core reads them. A row is cut into chunks of CV
 // vec4s (a 32-element block, half a K-quant step, or 16 F32/F16 elements);
-// an invocation loads a chunk's x for its TM (4) tokens, then decodes the
-// chunk of each of its TN weight rows once (decode_chunk_FMT,
-// quant_vec*.wgsl) and dots it with all TM. x rows start on a vec4 (x_offset, k multiples
+// an invocation loads a chunk's x for its TM tokens, then decodes the chunk
+// of each of its TN weight rows once (decode_chunk_FMT, quant_vec*.wgsl)
+// and dots it with all TM. x rows start on a vec4 (x_offset, k multiples
 // of 4) and are whole chunks long.
 // Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, matmul_tile.wgsl, this file,
 // quant_vec{16,32,64}.wgsl, then an entry point (matmul_tiled_main.wgsl,
@@ -15,21 +15,6 @@
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
 
-// The four tokens' dot products with one row's decoded chunk.
-fn dot_tokens(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>) -> vec4<f32> {
-    var d = vec4<f32>(0.0);
-    for (var i = 0u; i < CV; i++) {
-        d += vec4<f32>(dot(ws[i], (*xs)[0][i]), dot(ws[i], (*xs)[1][i]), dot(ws[i], (*xs)[2][i]), dot(ws[i], (*xs)[3][i]));
-    }
-    return d;
-}
-
-// Each of the TN rows keeps its TM (4) sums in a vec4 of its own, and the
-// rows are written out one by one (kernels::matmul_variants::unrolled_rows
-// makes ROW_SUMS, ROW_STEPS and ROW_STORES) rather than looped over. Sums
-// in an array indexed by a row loop's variable are, most likely, kept in
-// scratch memory by llvmpipe, which reads and writes it a lane at a time;
-// written out, 64-token prefills there ran about 1.1-1.2x faster.
 fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     let origin = tile_origin(lid, row_group, tok_group);
     let row0 = origin.x;
@@ -37,7 +22,7 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     if (row0 >= p.rows || tok0 >= n_tok) {
         return;
     }
-{{ROW_SUMS}}
+    var acc: array<f32, TM * TN>;
     let chunks = p.k / (4u * CV);
     for (var c = 0u; c < chunks; c++) {
         let xc = chunk_x_{{FMT}}(c);
@@ -49,9 +34,16 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
                 xs[t][i] = x[base + i];
             }
         }
-{{ROW_STEPS}}
+        for (var r = 0u; r < TN; r++) {
+            let ws = decode_chunk_{{FMT}}(w_row0 + min(row0 + r, p.rows - 1u), c);
+            for (var t = 0u; t < TM; t++) {
+                var d = 0.0;
+                for (var i = 0u; i < CV; i++) {
+                    d += dot(ws[i], xs[t][i]);
+                }
+                acc[t * TN + r] += d;
+            }
+        }
     }
-    var acc: array<f32, TM * TN>;
-{{ROW_STORES}}
     emit_tile(&acc, row0, tok0, n_tok);
 }

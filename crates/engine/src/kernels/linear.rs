@@ -445,9 +445,12 @@ fn record_tiled(
     };
     let make = || {
         let mut defines = fmt.defines();
-        defines.extend(tile.defines(fmt, tt));
         defines.extend([
+            ("TM", TILE_M.to_string().into()),
+            ("TN", tile.tn.to_string().into()),
+            ("STEP", fmt.vec_step().to_string().into()),
             ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
+            ("TT", tt.to_string().into()),
             ("BIAS", on(has_bias)),
             ("ADD", on(add)),
         ]);

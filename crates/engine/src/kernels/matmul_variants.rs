@@ -4,8 +4,6 @@
 //! `VecShape` for the vec4 matrix-vector core) and how each adapter class
 //! picks them, and the plain keys that find a variant's pipeline.
 
-use std::borrow::Cow;
-
 use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 use crate::gpu::{Access, OwnedSpec, VariantKey};
 
@@ -58,25 +56,6 @@ impl TileShape {
         64 / tt * self.tn
     }
 
-    /// The defines of the tiled cores for `fmt` with `tt` token tiles (the
-    /// chunked core's rows written out, see `unrolled_rows`).
-    pub(crate) fn defines(
-        &self,
-        fmt: GpuFormat,
-        tt: u32,
-    ) -> Vec<(&'static str, Cow<'static, str>)> {
-        let mut defines = vec![
-            ("TM", TILE_M.to_string().into()),
-            ("TN", self.tn.to_string().into()),
-            ("TT", tt.to_string().into()),
-            ("STEP", fmt.vec_step().to_string().into()),
-        ];
-        if self.vec {
-            defines.extend(unrolled_rows(fmt, self.tn));
-        }
-        defines
-    }
-
     /// The sources before the entry point, for format `fmt`.
     pub(crate) fn core_wgsl(&self, fmt: GpuFormat) -> [&'static str; 3] {
         match (self.vec, self.x4) {
@@ -85,33 +64,6 @@ impl TileShape {
             (false, false) => [QUANT_WGSL, COMMON_WGSL, TILED_WGSL],
         }
     }
-}
-
-/// The chunked tiled core's (matmul_tiled_vec.wgsl) per-row code for `tn`
-/// rows of `fmt`, written out: ROW_SUMS declares row r's four token sums
-/// `acc_r`, ROW_STEPS decodes row r's chunk and adds its dot products,
-/// ROW_STORES copies the sums into the tile array `emit_tile` reads.
-fn unrolled_rows(fmt: GpuFormat, tn: u32) -> [(&'static str, Cow<'static, str>); 3] {
-    // dot_tokens sums four tokens into one vec4.
-    const _: () = assert!(TILE_M == 4);
-    let mut sums = String::new();
-    let mut steps = String::new();
-    let mut stores = String::new();
-    for r in 0..tn {
-        sums += &format!("    var acc_{r} = vec4<f32>(0.0);\n");
-        steps += &format!(
-            "        acc_{r} += dot_tokens(decode_chunk_{}(w_row0 + min(row0 + {r}u, p.rows - 1u), c), &xs);\n",
-            fmt.fmt
-        );
-        for t in 0..TILE_M {
-            stores += &format!("    acc[{t}u * TN + {r}u] = acc_{r}[{t}];\n");
-        }
-    }
-    [
-        ("ROW_SUMS", sums.into()),
-        ("ROW_STEPS", steps.into()),
-        ("ROW_STORES", stores.into()),
-    ]
 }
 
 const TILED_VEC_WGSL: &str = concat!(
@@ -430,7 +382,10 @@ impl Variant {
                 )
             }
             Shape::Tiled { tt, tile } => {
-                defines.extend(tile.defines(fmt, tt));
+                defines.push(("TM", TILE_M.to_string().into()));
+                defines.push(("TN", tile.tn.to_string().into()));
+                defines.push(("TT", tt.to_string().into()));
+                defines.push(("STEP", fmt.vec_step().to_string().into()));
                 let name = format!(
                     "{}_tiled_{}_m{TILE_M}_n{}_t{tt}_x{}{}",
                     op.prefix(),
