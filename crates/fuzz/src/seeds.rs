@@ -16,6 +16,7 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 use wick::format::gguf::{GgufFile, MetaValue};
 use wick::format::gguf_write::GgufWriter;
+use wick::format::SafetensorsHeader;
 
 /// Starting inputs of each target, by target name.
 #[derive(Default)]
@@ -313,7 +314,8 @@ fn tiny_checkpoints() -> Vec<Vec<u8>> {
         let mut seed = model.config_json();
         seed.push(0);
         seed.extend_from_slice(file);
-        let cut = header_len(file).map(|n| n + 64).unwrap_or(file.len());
+        let cut =
+            SafetensorsHeader::parse(file).map_or(file.len(), |h| h.data_offset as usize + 64);
         let config_len = seed.len() - file.len();
         out.push(seed[..config_len + cut.min(file.len())].to_vec());
         out.push(seed);
@@ -341,10 +343,4 @@ fn folder_seed(dir: &Path) -> Option<Vec<u8>> {
     seed.push(0);
     seed.extend_from_slice(&file);
     Some(seed)
-}
-
-/// Bytes of a safetensors file before its data.
-fn header_len(file: &[u8]) -> Option<usize> {
-    let len = u64::from_le_bytes(file.get(..8)?.try_into().ok()?);
-    usize::try_from(len).ok()?.checked_add(8)
 }
