@@ -15,6 +15,30 @@
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
 
+// Token t's dot product with one row's decoded chunk.
+fn dot_chunk(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>, t: u32) -> f32 {
+    var d = 0.0;
+    for (var i = 0u; i < CV; i++) {
+        d += dot(ws[i], (*xs)[t][i]);
+    }
+    return d;
+}
+
+// The four tokens' dot products with one row's decoded chunk (TM == 4).
+fn dot_tokens(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>) -> vec4<f32> {
+    var d = vec4<f32>(0.0);
+    for (var i = 0u; i < CV; i++) {
+        d += vec4<f32>(dot(ws[i], (*xs)[0][i]), dot(ws[i], (*xs)[1][i]), dot(ws[i], (*xs)[2][i]), dot(ws[i], (*xs)[3][i]));
+    }
+    return d;
+}
+
+// The per-row code (ROW_SUMS, ROW_STEPS, ROW_STORES) comes from
+// kernels::matmul_variants::row_code: a loop over the TN rows adding into
+// one array, or on lavapipe the rows written out, each row's TM sums a vec4
+// of its own (an array indexed by a loop variable is, most likely, kept in
+// scratch memory by llvmpipe, which reads and writes it a lane at a time).
+
 fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     let origin = tile_origin(lid, row_group, tok_group);
     let row0 = origin.x;
@@ -22,7 +46,7 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     if (row0 >= p.rows || tok0 >= n_tok) {
         return;
     }
-    var acc: array<f32, TM * TN>;
+{{ROW_SUMS}}
     let chunks = p.k / (4u * CV);
     for (var c = 0u; c < chunks; c++) {
         let xc = chunk_x_{{FMT}}(c);
@@ -34,16 +58,8 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
                 xs[t][i] = x[base + i];
             }
         }
-        for (var r = 0u; r < TN; r++) {
-            let ws = decode_chunk_{{FMT}}(w_row0 + min(row0 + r, p.rows - 1u), c);
-            for (var t = 0u; t < TM; t++) {
-                var d = 0.0;
-                for (var i = 0u; i < CV; i++) {
-                    d += dot(ws[i], xs[t][i]);
-                }
-                acc[t * TN + r] += d;
-            }
-        }
+{{ROW_STEPS}}
     }
+{{ROW_STORES}}
     emit_tile(&acc, row0, tok0, n_tok);
 }

@@ -14,10 +14,11 @@
 // the whole loop before the next, and interleaved steps would make each
 // batch stride through memory.
 // Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, this file,
-// quant_vec{16,32,64}.wgsl, then an entry point.
+// quant_vec{16,32,64}.wgsl, an x reader (step_x: matvec_x_f32.wgsl, or
+// linear_x_q8.wgsl for x in 8-bit blocks), then an entry point.
 
 @group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // [x_offset / 4 + k / 4]
+// Binding 2, x, is declared by the x reader (matvec_x_f32.wgsl, linear_x_q8.wgsl).
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
 
@@ -41,9 +42,15 @@ const REDUCE: u32 = {{REDUCE}}u;
 // the subgroup, subgroup size, subgroup id, subgroups in the workgroup).
 var<private> sg: vec4<u32>;
 
-// A step's xg holds the sums of each 32 of its x values (xg[g] = xs[8g ..
-// 8g + 8]): the formats with an offset (Q4_0's -8, Q4_1's m, K-quant mins)
-// subtract offset * sum once instead of once per weight.
+// A step's x values: xs, run a then run b (see runs_vec_FMT), and xg, the
+// sums of each 32 of them (xg[g] = xs[8g .. 8g + 8]): the formats with an
+// offset (Q4_0's -8, Q4_1's m, K-quant mins) subtract offset * sum once
+// instead of once per weight.
+struct StepX {
+    xs: array<vec4<f32>, XV>,
+    xg: array<f32, XG>,
+}
+
 fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     let lane = lid % LANES;
     let group_row0 = row0 + (lid / LANES) * GROUP_ROWS;
@@ -55,23 +62,10 @@ fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     let base4 = x_base / 4u;
     var acc: array<f32, GROUP_ROWS>;
     for (var s = first; s < end; s += stride) {
-        let runs = runs_vec_{{FMT}}(s);
-        var xs: array<vec4<f32>, XV>;
-        for (var i = 0u; i < XV / 2u; i++) {
-            xs[i] = x_vec(base4, runs.x + i);
-            xs[XV / 2u + i] = x_vec(base4, runs.y + i);
-        }
-        var xg: array<f32, XG>;
-        for (var g = 0u; g < XG; g++) {
-            var v = vec4<f32>(0.0);
-            for (var i = 0u; i < min(8u, XV); i++) {
-                v += xs[8u * g + i];
-            }
-            xg[g] = v.x + v.y + v.z + v.w;
-        }
+        let x = step_x(base4, s);
         for (var r = 0u; r < GROUP_ROWS; r++) {
             // Rows past the part repeat its last row; their sums are dropped.
-            acc[r] += dot_step_{{FMT}}(w_row0 + min(group_row0 + r, p.rows - 1u), s, xs, xg);
+            acc[r] += dot_step_{{FMT}}(w_row0 + min(group_row0 + r, p.rows - 1u), s, x.xs, x.xg);
         }
     }
     let first_row = (lid / LANES) * GROUP_ROWS;

@@ -234,12 +234,15 @@ fn scale_min_q4_k(j: u32, s0: u32, s1: u32, s2: u32) -> vec2<f32> {
 // d * scale and dmin * min of sub-blocks 2c and 2c + 1 of block blk:
 // (scale a, min a, scale b, min b).
 fn chunk_scales_q4_k(blk: u32, c: u32) -> vec4<f32> {
-    let dd = unpack2x16float(aux_word(blk, 0u));
-    let s0 = aux_word(blk, 1u);
-    let s1 = aux_word(blk, 2u);
-    let s2 = aux_word(blk, 3u);
-    let sa = scale_min_q4_k(2u * c, s0, s1, s2);
-    let sb = scale_min_q4_k(2u * c + 1u, s0, s1, s2);
+    let aux = vec4<u32>(aux_word(blk, 0u), aux_word(blk, 1u), aux_word(blk, 2u), aux_word(blk, 3u));
+    return chunk_scales_q4_k_of(aux, c);
+}
+// The same from the block's four aux words (d and dmin, then the 12
+// scale bytes), however they were read.
+fn chunk_scales_q4_k_of(aux: vec4<u32>, c: u32) -> vec4<f32> {
+    let dd = unpack2x16float(aux.x);
+    let sa = scale_min_q4_k(2u * c, aux.y, aux.z, aux.w);
+    let sb = scale_min_q4_k(2u * c + 1u, aux.y, aux.z, aux.w);
     return vec4<f32>(dd.x * sa.x, dd.y * sa.y, dd.x * sb.x, dd.y * sb.y);
 }
 fn runs_q4_k(u: u32) -> vec2<u32> {

@@ -10,6 +10,19 @@
 
 // ---- K-quants: 256-element blocks, steps of 64 --------------------------------
 
+// A block's four aux words (Q4_K: d, dmin and the scale bytes; Q6_K: the 16
+// scales) in one vec4 load rather than four word loads: on CPU adapters
+// every load costs alike, whatever its width. The aux region starts on a
+// vec4, after the part's quants (32 or 48 words a block).
+fn aux4(blk: u32) -> vec4<u32> {
+    return w4[p.aux_base / 4u + blk];
+}
+// Signed byte j (0..16) of `aux`.
+fn i8_of(aux: vec4<u32>, j: u32) -> f32 {
+    let v = aux[j >> 2u] >> ((j & 3u) * 8u);
+    return f32(bitcast<i32>(v << 24u) >> 24u);
+}
+
 // Q4_K step s: chunk c = s % 4 of block s / 4, elements 64c .. 64c + 64: the
 // low nibbles of quant bytes 32c .. 32c + 32 (sub-block 2c, xs[0..8]) and
 // their high nibbles (sub-block 2c + 1, xs[8..16]).
@@ -19,7 +32,7 @@ fn runs_vec_q4_k(s: u32) -> vec2<u32> {
 fn dot_step_q4_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
     let blk = row * p.blocks + s / 4u;
     let c = s & 3u;
-    let sc = chunk_scales_q4_k(blk, c);
+    let sc = chunk_scales_q4_k_of(aux4(blk), c);
     let q0 = w4[8u * blk + 2u * c];      // bytes 32c .. 32c + 16
     let q1 = w4[8u * blk + 2u * c + 1u]; // bytes 32c + 16 .. 32c + 32
     let lo = dot(nib_lo(q0.x), xs[0]) + dot(nib_lo(q0.y), xs[1]) + dot(nib_lo(q0.z), xs[2]) + dot(nib_lo(q0.w), xs[3])
@@ -48,6 +61,7 @@ fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
     let qv = 12u * blk; // 192 quant bytes: ql (8 vec4s), then qh (4)
     let sa = 2u * g;
     let sb = 4u + 2u * g;
+    let scales = aux4(blk);
     var sum = 0.0;
     for (var j = 0u; j < 2u; j++) {
         let ql = w4[qv + 4u * n + 2u * g + j];
@@ -58,7 +72,7 @@ fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
             + dot(q6x4(ql.z >> 4u, qh.z, sb), xs[10u + 4u * j]) + dot(q6x4(ql.w >> 4u, qh.w, sb), xs[11u + 4u * j]);
         // Scales: run a's 16 elements from 16j use scale 8n + 2g + j, run b's 4 later.
         let sc = 8u * n + 2u * g + j;
-        sum += aux_i8(blk, sc) * a + aux_i8(blk, sc + 4u) * b;
+        sum += i8_of(scales, sc) * a + i8_of(scales, sc + 4u) * b;
     }
     return d16(blk) * sum;
 }
@@ -73,7 +87,7 @@ fn decode_chunk_q4_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let s = c / 2u;
     let blk = row * p.blocks + s / 4u;
     let cc = s & 3u;
-    let sc = chunk_scales_q4_k(blk, cc);
+    let sc = chunk_scales_q4_k_of(aux4(blk), cc);
     let q0 = w4[8u * blk + 2u * cc];
     let q1 = w4[8u * blk + 2u * cc + 1u];
     if ((c & 1u) == 0u) {
@@ -102,11 +116,12 @@ fn decode_chunk_q6_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let qh_shift = 2u * g + 4u * h;
     let ql_shift = 4u * h;
     let d = d16(blk);
+    let scales = aux4(blk);
     var v: array<vec4<f32>, CV>;
     for (var j = 0u; j < 2u; j++) {
         let ql = w4[qv + 4u * n + 2u * g + j];
         let qh = w4[qv + 8u + 2u * n + j];
-        let sc = d * aux_i8(blk, 8u * n + 2u * g + j + 4u * h);
+        let sc = d * i8_of(scales, 8u * n + 2u * g + j + 4u * h);
         v[4u * j] = sc * q6x4(ql.x >> ql_shift, qh.x, qh_shift);
         v[4u * j + 1u] = sc * q6x4(ql.y >> ql_shift, qh.y, qh_shift);
         v[4u * j + 2u] = sc * q6x4(ql.z >> ql_shift, qh.z, qh_shift);

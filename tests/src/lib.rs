@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use wick::gpu::GpuContext;
-use wick::pipeline::{KvDtype, PipelineOptions};
+use wick::pipeline::{ActDtype, KvDtype, PipelineOptions};
 use wick::Engine;
 
 pub fn workspace_root() -> PathBuf {
@@ -58,10 +58,25 @@ pub fn load_engine(file: &str, ctx_len: usize) -> Engine {
     load_engine_kv(file, ctx_len, KvDtype::default())
 }
 
-/// Loads with the given KV cache type. Comparisons against the f64 CPU
-/// reference, which keeps K and V exact, use f32.
+/// Loads with the given KV cache type (and the adapter's default
+/// activations).
 pub fn load_engine_kv(file: &str, ctx_len: usize, kv_dtype: KvDtype) -> Engine {
     load_engine_on_kv(gpu(), file, ctx_len, kv_dtype)
+}
+
+/// Loads on the exact path the f64 CPU reference is compared with: an f32
+/// KV cache and f32 activations (the reference rounds neither).
+pub fn load_engine_exact(file: &str, ctx_len: usize) -> Engine {
+    load_engine_with(gpu(), file, ctx_len, KvDtype::F32, Some(ActDtype::F32))
+}
+
+/// The activation types a test of the whole forward pass meets on this
+/// adapter: f32, and 8-bit where that is the adapter's default.
+pub fn act_dtypes() -> Vec<ActDtype> {
+    match ActDtype::for_adapter(gpu().adapter.is_software) {
+        ActDtype::Q8 => vec![ActDtype::F32, ActDtype::Q8],
+        ActDtype::F32 => vec![ActDtype::F32],
+    }
 }
 
 /// Loads onto a given context: a test that reads the GPU counters needs a
@@ -76,11 +91,24 @@ pub fn load_engine_on_kv(
     ctx_len: usize,
     kv_dtype: KvDtype,
 ) -> Engine {
+    load_engine_with(ctx, file, ctx_len, kv_dtype, None)
+}
+
+/// Loads with the given KV cache and activation types (`None`: the
+/// adapter's default).
+pub fn load_engine_with(
+    ctx: Arc<GpuContext>,
+    file: &str,
+    ctx_len: usize,
+    kv_dtype: KvDtype,
+    act_dtype: Option<ActDtype>,
+) -> Engine {
     let path = model_path(file);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let opts = PipelineOptions {
         ctx_len: Some(ctx_len),
         kv_dtype,
+        act_dtype,
         ..Default::default()
     };
     pollster::block_on(Engine::load(ctx, &bytes, &opts, &mut |_| {}))
@@ -207,6 +235,27 @@ pub fn compare_position(ours: &[f32], reference: &[(u32, f32)]) -> PositionDiff 
     }
 }
 
+/// How a golden check computes the logits of the reference positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// One prefill of the ids up to the last (every row's logits).
+    Prefill,
+    /// The ids before the first position prefilled, then one decode step
+    /// a position: the path that reads 8-bit activations (`ActDtype::Q8`).
+    Decode,
+}
+
+impl Positions {
+    /// The form that exercises `act`: decode steps for 8-bit activations,
+    /// which only one-row steps read.
+    pub fn for_act(act: ActDtype) -> Positions {
+        match act {
+            ActDtype::Q8 => Positions::Decode,
+            ActDtype::F32 => Positions::Prefill,
+        }
+    }
+}
+
 /// Teacher-forces `prompt_ids + greedy_ids` and checks every reference
 /// position: each top-20 logit within `tol`, and the argmax equal wherever the
 /// reference's top-1/top-2 margin exceeds `clear_margin`. Returns the largest
@@ -216,8 +265,9 @@ pub fn check_case(
     case: &GoldenCase,
     tol: f32,
     clear_margin: f32,
+    how: Positions,
 ) -> (f32, f32) {
-    check_case_except(engine, case, tol, clear_margin, &[])
+    check_case_except(engine, case, tol, clear_margin, &[], how)
 }
 
 /// As `check_case`, without the checks at positions `i` (counted from
@@ -228,6 +278,7 @@ pub fn check_case_except(
     tol: f32,
     clear_margin: f32,
     skip: &[bool],
+    how: Positions,
 ) -> (f32, f32) {
     let mut ids = case.prompt_ids.clone();
     ids.extend_from_slice(&case.greedy_ids);
@@ -240,9 +291,30 @@ pub fn check_case_except(
         "{:?}: reference positions past the ids",
         case.prompt
     );
-    engine.pipeline.reset();
-    let rows = pollster::block_on(engine.pipeline.prefill(&ids[..needed], positions))
-        .unwrap_or_else(|e| panic!("{:?}: {e}", case.prompt));
+    let rows = match how {
+        Positions::Prefill => {
+            engine.pipeline.reset();
+            pollster::block_on(engine.pipeline.prefill(&ids[..needed], positions))
+                .unwrap_or_else(|e| panic!("{:?}: {e}", case.prompt))
+        }
+        Positions::Decode => {
+            engine.pipeline.reset();
+            let (before, forced) = ids[..needed].split_at(case.first_position);
+            if !before.is_empty() {
+                pollster::block_on(engine.pipeline.prefill(before, 0)).unwrap();
+            }
+            forced
+                .iter()
+                .map(|&id| pollster::block_on(engine.pipeline.decode(id)).unwrap())
+                .collect()
+        }
+    };
+    assert_eq!(
+        rows.len(),
+        positions,
+        "{:?}: one row of logits a position",
+        case.prompt
+    );
     let mut worst = 0.0f32;
     let mut mean = 0.0f32;
     for (i, (ours, reference)) in rows.iter().zip(&case.topk_per_position).enumerate() {
@@ -271,22 +343,33 @@ pub fn check_case_except(
 }
 /// Checks every case of `file` (a golden JSON) for `model`: prompt ids
 /// identical to llama.cpp's, then `check_case` with the shared tolerances,
-/// on an f16 KV cache (the default, as llama.cpp's) and on an f32 one.
+/// on each of `golden_paths`.
 pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
-    for kv in [KvDtype::F16, KvDtype::F32] {
-        let mut engine = load_engine_kv(model, ctx_len, kv);
+    for (kv, act) in golden_paths() {
+        let mut engine = load_engine_with(gpu(), model, ctx_len, kv, Some(act));
         for case in golden(file, model).cases {
             let ids = engine.tokenize_prompt(&case.prompt).unwrap();
             assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
-            let (worst, mean) = check_case(&mut engine, &case, TOLERANCE, CLEAR_MARGIN);
+            let how = Positions::for_act(act);
+            let (worst, mean) = check_case(&mut engine, &case, TOLERANCE, CLEAR_MARGIN, how);
             eprintln!(
-                "{model} kv {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}",
+                "{model} kv {} act {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}",
                 kv.name(),
+                act.name(),
                 case.prompt.chars().take(40).collect::<String>(),
                 case.prompt_ids.len()
             );
         }
     }
+}
+
+/// The (KV cache, activations) pairs the golden tests run: f16 and f32
+/// caches with f32 activations, then the f16 cache with each other
+/// activation type the adapter runs (`act_dtypes`).
+pub fn golden_paths() -> Vec<(KvDtype, ActDtype)> {
+    let mut paths = vec![(KvDtype::F16, ActDtype::F32), (KvDtype::F32, ActDtype::F32)];
+    paths.extend(act_dtypes().into_iter().skip(1).map(|a| (KvDtype::F16, a)));
+    paths
 }
 
 /// Positions of `ids` (teacher forced) where llama.cpp may have picked other
@@ -350,8 +433,9 @@ pub fn route_ambiguous(reference: &reference::RefLlama, ids: &[u32]) -> Vec<bool
 pub fn check_golden_moe(model: &str, file: &str, ctx_len: usize) {
     let bytes = std::fs::read(model_path(model)).unwrap();
     let reference = reference::RefLlama::load(&bytes);
-    for kv in [KvDtype::F16, KvDtype::F32] {
-        check_golden_moe_on(&reference, load_engine_kv(model, ctx_len, kv), model, file);
+    for (kv, act) in golden_paths() {
+        let engine = load_engine_with(gpu(), model, ctx_len, kv, Some(act));
+        check_golden_moe_on(&reference, engine, model, file);
     }
 }
 
@@ -369,11 +453,15 @@ fn check_golden_moe_on(
         let mut forced = case.prompt_ids.clone();
         forced.extend_from_slice(&case.greedy_ids);
         let skip = route_ambiguous(reference, &forced[..case.topk_per_position.len()]);
-        let (worst, mean) = check_case_except(&mut engine, &case, TOLERANCE, CLEAR_MARGIN, &skip);
+        let act = engine.pipeline.act_dtype();
+        let how = Positions::for_act(act);
+        let (worst, mean) =
+            check_case_except(&mut engine, &case, TOLERANCE, CLEAR_MARGIN, &skip, how);
         let n_skip = skip.iter().filter(|&&s| s).count();
         eprintln!(
-            "{model} kv {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}, {n_skip} of {} positions at a router near-tie",
+            "{model} kv {} act {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}, {n_skip} of {} positions at a router near-tie",
             engine.pipeline.kv_dtype().name(),
+            act.name(),
             case.prompt.chars().take(40).collect::<String>(),
             case.prompt_ids.len(),
             skip.len()

@@ -4,8 +4,10 @@
 //! tests/fixtures/golden/qwen15/make_golden.sh): prose, code and a
 //! chat-templated prompt.
 
+use wick::pipeline::{ActDtype, KvDtype};
 use wick_tests::{
-    check_case_except, compare_position, golden, load_engine, CLEAR_MARGIN, TOLERANCE,
+    check_case_except, compare_position, golden, gpu, load_engine_with, Positions, CLEAR_MARGIN,
+    TOLERANCE,
 };
 
 const MODEL: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
@@ -28,7 +30,9 @@ const F64_TOLERANCE: f32 = 0.01;
 fn qwen15_matches_llama_cpp() {
     // One load, an f16 KV cache as llama.cpp's: the file is 1.1 GB, and the
     // KV cache's type is covered on the smaller models by check_golden_file.
-    let mut engine = load_engine(MODEL, 64);
+    // f32 activations: position 0 is checked against the exact forward pass
+    // (8-bit activations are covered on the smaller models too).
+    let mut engine = load_engine_with(gpu(), MODEL, 64, KvDtype::F16, Some(ActDtype::F32));
     // The untied Q6_K head (151936 x 1536, 191 MB) is over lavapipe's 128 MiB
     // storage-binding limit: it runs as row ranges in several bindings, so
     // these logits also check that split on a real model wherever the
@@ -56,7 +60,14 @@ fn qwen15_matches_llama_cpp() {
             .encode(&case.prompt, true, case.parse_special)
             .unwrap();
         assert_eq!(ids, case.prompt_ids, "ids of {:?}", case.prompt);
-        let (worst, mean) = check_case_except(&mut engine, &case, TOLERANCE, CLEAR_MARGIN, &[true]);
+        let (worst, mean) = check_case_except(
+            &mut engine,
+            &case,
+            TOLERANCE,
+            CLEAR_MARGIN,
+            &[true],
+            Positions::Prefill,
+        );
 
         let exact = case
             .f64_position0

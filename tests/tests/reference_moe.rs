@@ -4,14 +4,13 @@
 //! runs the grouped expert form and decode the indexed one, so agreement of
 //! both with the reference is also agreement of the two forms on a model.
 
-use wick::pipeline::KvDtype;
 use wick_tests::reference::{router_margin, ActRound, RefLlama};
-use wick_tests::{load_engine_kv, logits_by_steps, max_abs_diff, model_path};
+use wick_tests::{load_engine_exact, logits_by_steps, max_abs_diff, model_path};
 
 fn check(model: &str) {
     let bytes = std::fs::read(model_path(model)).unwrap();
     let reference = RefLlama::load(&bytes);
-    let mut engine = load_engine_kv(model, 64, KvDtype::F32);
+    let mut engine = load_engine_exact(model, 64);
     let ids = engine
         .tokenize_prompt("Once upon a time, there was a little robot who")
         .unwrap();

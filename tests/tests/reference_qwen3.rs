@@ -9,7 +9,7 @@ use wick::format::gguf::GgufFile;
 use wick::format::gguf_write::GgufWriter;
 use wick::format::quant::{quantize, GgmlType};
 use wick::format::MetaValue;
-use wick::pipeline::{KvDtype, PipelineOptions};
+use wick::pipeline::{ActDtype, KvDtype, PipelineOptions};
 use wick::Engine;
 use wick_tests::reference::RefLlama;
 use wick_tests::{gpu, max_abs_diff, model_path};
@@ -77,6 +77,7 @@ fn dense_qwen3_matches_cpu_reference() {
     let opts = PipelineOptions {
         ctx_len: Some(32),
         kv_dtype: KvDtype::F32,
+        act_dtype: Some(ActDtype::F32),
         ..Default::default()
     };
     let mut engine = pollster::block_on(Engine::load(gpu(), &bytes, &opts, &mut |_| {})).unwrap();

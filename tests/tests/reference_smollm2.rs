@@ -3,9 +3,8 @@
 //! check: llama.cpp's own numerics (8-bit activations, f16 KV cache) move its
 //! logits by much more than any difference between these two.
 
-use wick::pipeline::KvDtype;
 use wick_tests::reference::RefLlama;
-use wick_tests::{load_engine_kv, logits_by_steps, max_abs_diff, model_path};
+use wick_tests::{load_engine_exact, logits_by_steps, max_abs_diff, model_path};
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -13,7 +12,7 @@ const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 fn gpu_logits_equal_cpu_reference() {
     let bytes = std::fs::read(model_path(MODEL)).unwrap();
     let reference = RefLlama::load(&bytes);
-    let mut engine = load_engine_kv(MODEL, 32, KvDtype::F32);
+    let mut engine = load_engine_exact(MODEL, 32);
     let ids = engine
         .tokenize_prompt("The capital of France is Paris, and")
         .unwrap();

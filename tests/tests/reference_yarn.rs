@@ -6,7 +6,7 @@
 use wick::format::gguf::GgufFile;
 use wick::format::gguf_write::GgufWriter;
 use wick::format::MetaValue;
-use wick::pipeline::{KvDtype, PipelineOptions};
+use wick::pipeline::{ActDtype, KvDtype, PipelineOptions};
 use wick::Engine;
 use wick_tests::reference::RefLlama;
 use wick_tests::{gpu, logits_by_steps, max_abs_diff, model_path};
@@ -43,6 +43,7 @@ fn yarn_logits_equal_cpu_reference() {
     let opts = PipelineOptions {
         ctx_len: Some(32),
         kv_dtype: KvDtype::F32,
+        act_dtype: Some(ActDtype::F32),
         ..Default::default()
     };
     let mut engine = pollster::block_on(Engine::load(gpu(), &bytes, &opts, &mut |_| {})).unwrap();

@@ -50,6 +50,13 @@ export interface LoadOptions {
    */
   kvCache?: "f16" | "f32";
   /**
+   * What decode steps feed the matrix-vector products after a norm: "q8",
+   * 8-bit blocks of 32 values with a scale each (as llama.cpp's CPU backend
+   * rounds activations; the default on CPU adapters such as SwiftShader,
+   * where it decodes faster), or "f32" (the default on GPUs).
+   */
+  activations?: "q8" | "f32";
+  /**
    * A Hugging Face checkpoint folder only: store every matrix as Q8_0 as it
    * is uploaded (about a quarter of an F32 checkpoint's GPU memory). Given
    * for a GGUF file, or another type, it is an InvalidRequestError.
@@ -146,6 +153,8 @@ export interface EngineInfo {
   computePathNote: string;
   /** How the KV cache stores K and V (the `kvCache` load option). */
   kvCache: "f16" | "f32";
+  /** What decode steps feed the projections (the `activations` load option). */
+  activations: "q8" | "f32";
   /** How a decode matrix-vector workgroup sums each row's lanes: "serial"
    * on CPU adapters, "subgroup" where the device has subgroups, else "tree". */
   decodeGemvReduce: "serial" | "tree" | "subgroup";

@@ -262,8 +262,8 @@ export class Engine {
 
 /** Streams a GGUF file into a WasmEngine (not warmed up yet): `{ wasm, total }`, total in bytes. */
 async function loadGguf(source, options, report) {
-  const { onProgress, signal, cache = false, contextLength, prefillChunk, tokensPerSubmit, kvCache, quantize } = options;
-  const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, quantize }));
+  const { onProgress, signal, cache = false, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize } = options;
+  const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize }));
   try {
     let parsed = false;
     let total = 0;

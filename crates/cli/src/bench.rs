@@ -16,7 +16,7 @@ use wick::kernels::bench::copy_bandwidth;
 use wick::model::synthetic;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stopping::StopCriteria;
-use wick::pipeline::{KvDtype, PipelineOptions};
+use wick::pipeline::{ActDtype, KvDtype, PipelineOptions};
 
 use crate::load::{load, load_synthetic};
 use crate::CliResult;
@@ -40,6 +40,9 @@ pub struct BenchArgs {
     pub prompt_tokens: usize,
     #[arg(long, default_value_t = 32)]
     pub gen_tokens: usize,
+    /// Most prompt tokens per prefill step.
+    #[arg(long, default_value_t = PipelineOptions::default().prefill_chunk)]
+    pub prefill_chunk: usize,
     /// Decode steps per GPU submit.
     #[arg(long, default_value_t = wick::pipeline::DEFAULT_TOKENS_PER_SUBMIT)]
     pub tokens_per_submit: usize,
@@ -50,6 +53,10 @@ pub struct BenchArgs {
     /// How the KV cache stores K and V: f16 (the default) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_cache: KvDtype,
+    /// What decode steps feed the projections after a norm: q8 (8-bit
+    /// blocks, the default on CPU adapters) or f32 (the default on GPUs).
+    #[arg(long, value_name = "TYPE")]
+    pub activations: Option<ActDtype>,
     /// GPU memory the model may take, in GiB (default: what the adapter reports).
     #[arg(long, value_name = "GIB", value_parser = crate::load::parse_gib)]
     pub memory_budget: Option<u64>,
@@ -82,9 +89,10 @@ pub fn run(args: BenchArgs) -> CliResult {
     let opts = PipelineOptions {
         ctx_len: Some(args.prompt_tokens + args.gen_tokens + 1),
         tokens_per_submit: args.tokens_per_submit,
+        prefill_chunk: args.prefill_chunk,
         kv_dtype: args.kv_cache,
+        act_dtype: args.activations,
         memory_budget: args.memory_budget,
-        ..Default::default()
     };
     let quant = args.quant.as_deref().unwrap_or("q4_0");
     let loaded = match (&args.model, &args.synthetic) {
@@ -140,6 +148,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         "bind_groups_created_per_decode_step": s.per_decode_step(c.bind_groups_created),
         "tokens_per_submit": s.tokens_per_submit(),
         "kv_cache": engine.pipeline.kv_dtype().name(),
+        "activations": engine.pipeline.act_dtype().name(),
         "cpu_record_ms_per_step": s.cpu_record_ms_per_step(),
         "weight_bytes_per_token": weight_bytes,
         "copy_gbps": copy_gbps,

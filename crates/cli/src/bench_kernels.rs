@@ -3,11 +3,18 @@
 //! measured in the same run. The ratio says how close each decode matmul
 //! gets to what the memory allows. `--sweep` times the vec4 core's
 //! workgroup shapes, which is how its defaults per adapter class are chosen.
+//! Each GEMV is timed with f32 x (`x: "f32"`, what `matmul` reads) and,
+//! for quantized weights whose columns are whole 32-value blocks, with x in
+//! 8-bit blocks through the fused linear layer (`x: "q8"`, a decode projection's input
+//! with `--activations q8`, the default on CPU adapters).
 
 use serde_json::{json, Value};
 use wick::gpu::GpuContext;
-use wick::kernels::bench::{copy_bandwidth, gemv_bandwidth, gemv_bandwidth_vec, GemvBench};
+use wick::kernels::bench::{
+    copy_bandwidth, gemv_bandwidth, gemv_bandwidth_q8, gemv_bandwidth_vec, GemvBench,
+};
 use wick::kernels::matmul::{vec_core_step, Reduce, VecShape};
+use wick::kernels::rmsnorm_q8::Q8_BLOCK;
 use wick::kernels::weights::GPU_DTYPES;
 
 use crate::CliResult;
@@ -80,6 +87,7 @@ fn row_json(b: &GemvBench, copy_gbps: f64) -> Value {
         "us_per_gemv": b.seconds * 1e6,
         "gemv_gbps": b.gbps,
         "ratio": b.gbps / copy_gbps,
+        "x": "f32",
     })
 }
 
@@ -106,6 +114,12 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
             let iters = iters_for(bytes, args.iters);
             let b = pollster::block_on(gemv_bandwidth(&ctx, dtype, rows, cols, iters))?;
             results.push(row_json(&b, copy_gbps));
+            if cols % Q8_BLOCK == 0 && dtype.block_elements() > 1 {
+                let b = pollster::block_on(gemv_bandwidth_q8(&ctx, dtype, rows, cols, iters))?;
+                let mut r = row_json(&b, copy_gbps);
+                r["x"] = json!("q8");
+                results.push(r);
+            }
         }
     }
     let sweep = if args.sweep {
@@ -160,6 +174,7 @@ fn print_row(r: &Value) {
                 _ => "",
             }
         ),
+        None if r["x"] == "q8" => format!("{dtype} x q8"),
         None => dtype.to_string(),
     };
     println!(

@@ -11,7 +11,7 @@ use wick::format::quant::GgmlType;
 use wick::gpu::GpuContext;
 use wick::model::hf::HfOptions;
 use wick::model::synthetic::{self, SyntheticModel};
-use wick::pipeline::{KvDtype, PipelineOptions};
+use wick::pipeline::{ActDtype, KvDtype, PipelineOptions};
 use wick::Engine;
 
 /// A loaded engine and how long loading took.
@@ -164,6 +164,10 @@ pub struct ModelArgs {
     /// How the KV cache stores K and V: f16 (as llama.cpp does by default) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_cache: KvDtype,
+    /// What decode steps feed the projections after a norm: q8 (8-bit
+    /// blocks, the default on CPU adapters) or f32 (the default on GPUs).
+    #[arg(long, value_name = "TYPE")]
+    pub activations: Option<ActDtype>,
     /// GPU memory the model may take, in GiB (default: what the adapter
     /// reports; lavapipe reports 2 GiB but takes more from system memory).
     #[arg(long, value_name = "GIB", value_parser = parse_gib)]
@@ -176,6 +180,7 @@ impl ModelArgs {
             ctx_len: self.ctx_len,
             tokens_per_submit: self.tokens_per_submit,
             kv_dtype: self.kv_cache,
+            act_dtype: self.activations,
             memory_budget: self.memory_budget,
             ..Default::default()
         };

@@ -19,6 +19,9 @@ pub struct Info {
     /// How the KV cache stores K and V: "f16" (two to a 32-bit word, read
     /// with `unpack2x16float`, so no shader-f16 needed) or "f32".
     pub kv_cache: &'static str,
+    /// What decode steps feed the projections after a norm: "q8" (8-bit
+    /// blocks, the default on CPU adapters) or "f32".
+    pub activations: &'static str,
     /// How a decode matrix-vector workgroup sums a row's lanes: "serial"
     /// (CPU adapters), "tree" (workgroup memory) or "subgroup".
     pub decode_gemv_reduce: &'static str,
@@ -141,6 +144,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             }
         ),
         kv_cache: engine.pipeline.kv_dtype().name(),
+        activations: engine.pipeline.act_dtype().name(),
         decode_gemv_reduce: Reduce::choose(a.is_software, f.subgroups).name(),
         limits: Limits {
             max_buffer_size: ctx.limits.max_buffer_size,

@@ -26,6 +26,9 @@ pub(crate) struct LoadOptions {
     tokens_per_submit: Option<usize>,
     /// How the KV cache stores K and V: "f16" (default) or "f32".
     kv_cache: Option<String>,
+    /// What decode steps feed the projections after a norm: "q8" (8-bit
+    /// blocks; the default on CPU adapters) or "f32" (the default on GPUs).
+    activations: Option<String>,
     /// Quantize a Hugging Face checkpoint's matrices at load ("q8_0").
     pub quantize: Option<String>,
 }
@@ -47,6 +50,12 @@ impl LoadOptions {
             opts.kv_dtype = kv
                 .parse()
                 .map_err(|e: String| js_err(format!("kvCache: {e}")))?;
+        }
+        if let Some(act) = &self.activations {
+            opts.act_dtype = Some(
+                act.parse()
+                    .map_err(|e: String| js_err(format!("activations: {e}")))?,
+            );
         }
         Ok(opts)
     }
@@ -82,7 +91,7 @@ pub struct WasmLoader {
 #[wasm_bindgen]
 impl WasmLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU) and starts
-    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache? }`.
+    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache?, activations? }`.
     pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
         let o: LoadOptions = from_js("load options", options)?;
         if o.quantize.is_some() {

@@ -252,6 +252,7 @@ fn project(
         rec,
         &Linear {
             x,
+            x_q8: None,
             x_offset: 0,
             norm: None,
             w: &dense.w,

@@ -233,6 +233,7 @@ pub fn record_gemma(
             rec,
             &Linear {
                 x,
+                x_q8: None,
                 x_offset: 0,
                 norm: norm.map(|n| (n, cfg.norm_eps)),
                 w: wm,

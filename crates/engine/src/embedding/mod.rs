@@ -458,6 +458,7 @@ impl Embedder {
                 &mut rec,
                 &Linear {
                     x: &rows,
+                    x_q8: None,
                     x_offset: 0,
                     norm: None,
                     w: &layer.w,

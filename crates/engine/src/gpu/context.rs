@@ -24,6 +24,14 @@ pub struct AdapterSummary {
     pub is_software: bool,
 }
 
+impl AdapterSummary {
+    /// Mesa's lavapipe, whose shader compiler (llvmpipe) some kernel forms
+    /// are tuned for: it names its adapter "llvmpipe (LLVM ...)".
+    pub fn is_llvmpipe(&self) -> bool {
+        self.is_software && self.name.starts_with("llvmpipe")
+    }
+}
+
 /// Optional features wick can use, as granted by the device.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GpuFeatures {

@@ -9,7 +9,9 @@
 
 use std::time::Instant;
 
+use super::linear::{linear, Epilogue, Linear, LinearScratch};
 use super::matmul::{matmul, matmul_form, Form, VecShape};
+use super::rmsnorm_q8::{quantize_row_q8, Q8Rows};
 use super::weights::QuantMatrix;
 use crate::format::quant::{quantize, GgmlType};
 use crate::gpu::{GpuBuffer, GpuContext, GpuError, Recorder};
@@ -64,7 +66,29 @@ pub async fn gemv_bandwidth(
     cols: usize,
     iters: usize,
 ) -> Result<GemvBench, GpuError> {
-    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, None).await
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Matmul(None)).await
+}
+
+/// As `gemv_bandwidth`, through the fused linear layer with x in 8-bit
+/// blocks (`Q8Rows`): a decode projection's path where activations are
+/// q8 (`ActDtype`). `cols` a multiple of 32.
+pub async fn gemv_bandwidth_q8(
+    ctx: &GpuContext,
+    dtype: GgmlType,
+    rows: usize,
+    cols: usize,
+    iters: usize,
+) -> Result<GemvBench, GpuError> {
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Q8).await
+}
+
+/// How the timed GEMVs get x.
+#[derive(Clone, Copy)]
+enum Input {
+    /// f32 x through `matmul`, in the form it picks or this one.
+    Matmul(Option<Form>),
+    /// 8-bit x through `linear`.
+    Q8,
 }
 
 /// As `gemv_bandwidth`, on the vec4 matrix-vector core in `shape`: what
@@ -78,7 +102,7 @@ pub async fn gemv_bandwidth_vec(
     shape: VecShape,
 ) -> Result<GemvBench, GpuError> {
     let form = Form::Vec(shape);
-    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Some(form)).await
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Matmul(Some(form))).await
 }
 
 async fn gemv_bandwidth_in(
@@ -87,7 +111,7 @@ async fn gemv_bandwidth_in(
     rows: usize,
     cols: usize,
     iters: usize,
-    form: Option<Form>,
+    input: Input,
 ) -> Result<GemvBench, GpuError> {
     let bad = |message: String| crate::gpu::error::shape_err("gemv_bandwidth", message);
     let bytes = quantize(dtype, &pseudo_random(rows * cols, 1)).map_err(|e| bad(e.to_string()))?;
@@ -95,17 +119,40 @@ async fn gemv_bandwidth_in(
     let mats = (0..copies)
         .map(|i| QuantMatrix::upload(ctx, &format!("bench w{i}"), dtype, rows, cols, &bytes))
         .collect::<Result<Vec<_>, _>>()?;
-    let x = ctx.upload_f32("bench x", &pseudo_random(cols, 2))?;
+    let x_values = pseudo_random(cols, 2);
+    let x = ctx.upload_f32("bench x", &x_values)?;
+    let (q, scales) = quantize_row_q8(&x_values);
+    let words: Vec<u32> = q
+        .chunks(4)
+        .map(|b| b.iter().rev().fold(0u32, |w, &v| w << 8 | v as u8 as u32))
+        .collect();
+    let pairs: Vec<f32> = scales.iter().flat_map(|&(d, s)| [d, s]).collect();
+    let x8 = (
+        ctx.upload_u32("bench x q8", &words)?,
+        ctx.upload_f32("bench x q8 scales", &pairs)?,
+    );
+    let x8 = Q8Rows {
+        quants: &x8.0,
+        scales: &x8.1,
+    };
     let y = ctx.create_storage("bench y", rows as u64 * 4)?;
+    let gemvs = Gemvs {
+        ctx,
+        mats: &mats,
+        x: &x,
+        x8,
+        y: &y,
+        input,
+    };
     // Warm-up: compiles the pipeline and touches every copy.
-    run_gemvs(ctx, &mats, &x, &y, copies.max(4), form).await?;
+    gemvs.run(copies.max(4)).await?;
     // The fastest of a few batches: on a shared machine the slow ones
     // measure the neighbours.
     let batch = iters.div_ceil(BATCHES).max(1);
     let mut seconds = f64::INFINITY;
     for _ in 0..BATCHES {
         let start = Instant::now();
-        run_gemvs(ctx, &mats, &x, &y, batch, form).await?;
+        gemvs.run(batch).await?;
         seconds = seconds.min(start.elapsed().as_secs_f64() / batch as f64);
     }
     Ok(GemvBench {
@@ -118,32 +165,59 @@ async fn gemv_bandwidth_in(
     })
 }
 
-/// Records `n` GEMVs over the rotating copies, a few hundred per submit,
-/// and waits for them.
-async fn run_gemvs(
-    ctx: &GpuContext,
-    mats: &[QuantMatrix],
-    x: &GpuBuffer,
-    y: &GpuBuffer,
-    n: usize,
-    form: Option<Form>,
-) -> Result<(), GpuError> {
-    let mut done = 0;
-    while done < n {
-        let end = (done + PER_SUBMIT).min(n);
-        let mut rec = Recorder::new(ctx);
-        for i in done..end {
-            let w = &mats[i % mats.len()];
-            match form {
-                Some(f) => matmul_form(&mut rec, f, x, 0, w, y, 0, 1)?,
-                None => matmul(&mut rec, x, 0, w, y, 0, 1)?,
+/// The timed GEMVs' operands.
+struct Gemvs<'a> {
+    ctx: &'a GpuContext,
+    mats: &'a [QuantMatrix],
+    x: &'a GpuBuffer,
+    x8: Q8Rows<'a>,
+    y: &'a GpuBuffer,
+    input: Input,
+}
+
+impl Gemvs<'_> {
+    /// Records `n` GEMVs over the rotating copies, a few hundred per
+    /// submit, and waits for them.
+    async fn run(&self, n: usize) -> Result<(), GpuError> {
+        let mut done = 0;
+        while done < n {
+            let end = (done + PER_SUBMIT).min(n);
+            let mut rec = Recorder::new(self.ctx);
+            for i in done..end {
+                self.record(&mut rec, &self.mats[i % self.mats.len()])?;
+            }
+            rec.submit().await?;
+            done = end;
+        }
+        self.ctx.wait_idle();
+        Ok(())
+    }
+
+    fn record(&self, rec: &mut Recorder, w: &QuantMatrix) -> Result<(), GpuError> {
+        let (x, y) = (self.x, self.y);
+        match self.input {
+            Input::Matmul(Some(f)) => matmul_form(rec, f, x, 0, w, y, 0, 1),
+            Input::Matmul(None) => matmul(rec, x, 0, w, y, 0, 1),
+            Input::Q8 => {
+                let op = Linear {
+                    x,
+                    x_q8: Some(self.x8),
+                    x_offset: 0,
+                    norm: None,
+                    w,
+                    bias: None,
+                    out: y,
+                    out_offset: 0,
+                    out_stride: w.rows,
+                    epilogue: Epilogue::Store,
+                    m: 1,
+                };
+                // One row: the matrix-vector form needs no scratch.
+                let scratch = LinearScratch { normed: y, wide: y };
+                linear(rec, &op, &scratch)
             }
         }
-        rec.submit().await?;
-        done = end;
     }
-    ctx.wait_idle();
-    Ok(())
 }
 
 /// GB/s (10^9 bytes read per second) of `iters` buffer-to-buffer copies of
@@ -203,6 +277,8 @@ mod tests {
         let v =
             pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::Q4_K, 8, 512, 2, shape)).unwrap();
         assert!(v.gbps.is_finite() && v.gbps > 0.0, "{v:?}");
+        let q = pollster::block_on(gemv_bandwidth_q8(ctx, GgmlType::Q4_1, 16, 576, 2)).unwrap();
+        assert!(q.gbps.is_finite() && q.gbps > 0.0, "{q:?}");
         let err = pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::F16, 8, 40, 2, shape))
             .unwrap_err();
         assert!(err.to_string().contains("vec4 core"), "{err}");

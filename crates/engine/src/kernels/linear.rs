@@ -25,9 +25,10 @@ use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
     check_groups, gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits,
-    Params, TileShape, VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, TILE_M,
+    Params, TileShape, VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, MATVEC_X_F32, TILE_M,
 };
 use super::rmsnorm::rms_norm;
+use super::rmsnorm_q8::Q8Rows;
 use super::weights::{QuantMatrix, QUANT_WGSL};
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
@@ -47,6 +48,7 @@ const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
 const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
 const X_UNIT: &str = include_str!("../../../../shaders/linear_x_unit.wgsl");
 const X_VEC: &str = include_str!("../../../../shaders/linear_x_vec.wgsl");
+const X_Q8: &str = include_str!("../../../../shaders/linear_x_q8.wgsl");
 const TILED_MAIN: &str = include_str!("../../../../shaders/linear_tiled.wgsl");
 
 /// What happens to `W · x` on its way to `out`.
@@ -78,6 +80,12 @@ pub struct Linear<'a> {
     /// RMSNorm of each x row first: its weight (`w.cols` values, zero-padded
     /// to a multiple of 4) and epsilon.
     pub norm: Option<(&'a GpuBuffer, f32)>,
+    /// x's row again, in 8-bit blocks (`rms_norm_q8` writes both): the
+    /// matrix-vector vec4 core reads these instead for quantized weights,
+    /// three loads per 32 values where f32 takes eight (what bounds it on
+    /// CPU adapters). Decode only (`m == 1`), without `norm`, x from offset
+    /// 0; F32/F16 weights and the other cores read x.
+    pub x_q8: Option<Q8Rows<'a>>,
     pub w: &'a QuantMatrix,
     /// Added to each output row: the buffer and the element of W's row 0.
     pub bias: Option<(&'a GpuBuffer, usize)>,
@@ -145,6 +153,15 @@ impl Linear<'_> {
                     format!("eps {eps} is not a finite number >= 0"),
                 ));
             }
+        }
+        if let Some(q8) = &self.x_q8 {
+            if m != 1 || self.norm.is_some() || self.x_offset != 0 {
+                return Err(shape_err(
+                    K,
+                    "8-bit x is for one token row from offset 0, without a norm",
+                ));
+            }
+            q8.check(K, 1, w.cols)?;
         }
         if let Some((bias, offset)) = self.bias {
             check_elems(K, "bias", bias, offset + w.rows)?;
@@ -304,7 +321,13 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
         GemvCore::Unit { rows } => (rows, None),
         GemvCore::Vec(v) => (v.rows(), Some(v)),
     };
-    let first_extra = 4 + vec_shape.is_some() as usize;
+    // Only the vec4 core reads 8-bit x, and only for quantized weights, as
+    // llama.cpp rounds activations only for those (F16 rows dot f16 x
+    // there, F32 rows f32 x). It binds their scales first.
+    let q8 = op
+        .x_q8
+        .filter(|_| vec_shape.is_some() && w.dtype.block_elements() > 1);
+    let first_extra = 4 + vec_shape.is_some() as usize + q8.is_some() as usize;
     // Lanes 0 is the unit core; rows, lanes and the lane order fix the rest.
     let (lanes, chunked, reduce) =
         vec_shape.map_or((0, 0, 0), |v| (v.lanes, v.chunked as u32, v.reduce as u32));
@@ -313,7 +336,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
         fmt: fmt.fmt,
         args: [
             rows_per_group,
-            norm as u32 | (bias as u32) << 1 | chunked << 2,
+            norm as u32 | (bias as u32) << 1 | chunked << 2 | (q8.is_some() as u32) << 3,
             code,
             act as u32,
             lanes,
@@ -341,17 +364,18 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
                     ],
                 )
             }
-            GemvCore::Vec(v) => (
-                vec_core_defines(fmt, v),
-                vec![
-                    QUANT_WGSL,
-                    MATVEC_WGSL,
-                    quant_vec_wgsl(fmt),
-                    X_VEC,
-                    ACT_WGSL,
-                    GEMV_MAIN,
-                ],
-            ),
+            GemvCore::Vec(v) => {
+                let mut d = vec_core_defines(fmt, v);
+                d.push(("XD_BINDING", (first_extra - 1).to_string().into()));
+                let x_reader: &[&'static str] = match q8 {
+                    Some(_) => &[X_Q8],
+                    None => &[MATVEC_X_F32, X_VEC],
+                };
+                let mut sources = vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt)];
+                sources.extend(x_reader);
+                sources.extend([ACT_WGSL, GEMV_MAIN]);
+                (d, sources)
+            }
         };
         defines.extend([
             ("NORM", on(norm)),
@@ -390,10 +414,15 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
             out_offset,
             op.out_stride,
         );
-        let mut buffers: [&GpuBuffer; 6] = [&part.buffer, op.x, op.out, op.out, op.out, op.out];
+        let x = q8.map_or(op.x, |q| q.quants);
+        let mut buffers: [&GpuBuffer; 6] = [&part.buffer, x, op.out, op.out, op.out, op.out];
         let mut n = 3;
         if vec_shape.is_some() {
             buffers[n] = &part.buffer;
+            n += 1;
+        }
+        if let Some(q) = q8 {
+            buffers[n] = q.scales;
             n += 1;
         }
         if let Some((norm_w, eps)) = op.norm {
@@ -427,7 +456,7 @@ fn record_tiled(
     let (w, m) = (op.w, op.m);
     let bias = op.bias.filter(|_| !matches!(op.epilogue, Epilogue::Glu(_)));
     let tt = prefill_token_tiles(m);
-    let tile = TileShape::choose(rec.ctx().adapter.is_software, w.format(), w.cols, x_offset);
+    let tile = TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset);
     let rows_per_group = tile.rows(tt);
     let fmt = w.format();
     let has_bias = bias.is_some();
@@ -440,17 +469,14 @@ fn record_tiled(
             add as u32,
             tile.tn,
             tile.x4 as u32,
-            tile.vec as u32,
+            tile.vec as u32 | (tile.unrolled as u32) << 1,
         ],
     };
     let make = || {
         let mut defines = fmt.defines();
+        defines.extend(tile.defines(fmt, tt));
         defines.extend([
-            ("TM", TILE_M.to_string().into()),
-            ("TN", tile.tn.to_string().into()),
-            ("STEP", fmt.vec_step().to_string().into()),
             ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
-            ("TT", tt.to_string().into()),
             ("BIAS", on(has_bias)),
             ("ADD", on(add)),
         ]);

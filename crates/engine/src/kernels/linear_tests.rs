@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::format::quant::{dequantize, quantize, GgmlType};
+use crate::kernels::rmsnorm_q8::quantize_row_q8;
 use crate::kernels::weights::{test_weights, GPU_DTYPES};
 use crate::testutil::{assert_shape_err, ctx, random_vec, vec_reductions};
 
@@ -93,9 +94,10 @@ fn reference(
 /// sentinels) and x rows from element 3 (the unit matrix-vector core) or 4
 /// (a vec4: the vec4 core where the row length allows).
 fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, seed: u64) {
-    run_at(c, dtype, part_rows, stride_pad, seed, 3, None)
+    run_at(c, dtype, part_rows, stride_pad, seed, 3, None, false)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_at(
     c: &Case,
     dtype: GgmlType,
@@ -104,6 +106,7 @@ fn run_at(
     seed: u64,
     x_offset: usize,
     vec_shape: Option<VecShape>,
+    q8: bool,
 ) {
     let ctx = ctx();
     let (k, n, m) = (c.k, c.n, c.m);
@@ -142,6 +145,38 @@ fn run_at(
     let gx = ctx
         .upload_f32("x", &[vec![0.25; x_offset], x.clone()].concat())
         .unwrap();
+    // With 8-bit x (one row) the reference takes the values the blocks hold,
+    // while the f32 x keeps the exact ones: a kernel reading the f32 x
+    // instead would be off by up to d / 2 a value, far past the tolerance.
+    // F32/F16 weights read the f32 x even then, so their reference keeps it.
+    let quantized = dtype.block_elements() > 1;
+    let (qx, x) = if q8 {
+        assert!(
+            m == 1 && !c.norm && x_offset == 0,
+            "8-bit x: one row, no norm"
+        );
+        let (q, d) = quantize_row_q8(&x);
+        let words: Vec<u32> = q
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]))
+            .collect();
+        let pairs: Vec<f32> = d.iter().flat_map(|&(d, s)| [d, s]).collect();
+        let values = match quantized {
+            true => q
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| d[i / 32].0 * v as f32)
+                .collect(),
+            false => x,
+        };
+        let bufs = (
+            ctx.upload_u32("xq", &words).unwrap(),
+            ctx.upload_f32("xd", &pairs).unwrap(),
+        );
+        (Some(bufs), values)
+    } else {
+        (None, x)
+    };
     let mut padded = norm_w.clone();
     padded.resize(k.next_multiple_of(4), 0.0);
     let gnorm = ctx.upload_f32("norm", &padded).unwrap();
@@ -151,6 +186,9 @@ fn run_at(
     let wide = ctx.create_storage("wide", (4 * m * n) as u64).unwrap();
     let op = Linear {
         x: &gx,
+        x_q8: qx
+            .as_ref()
+            .map(|(quants, scales)| Q8Rows { quants, scales }),
         x_offset,
         norm: c.norm.then_some((&*gnorm, 1e-5)),
         w: &w,
@@ -235,10 +273,10 @@ fn linear_matches_reference_for_every_dtype_form_and_epilogue() {
 }
 
 /// A decode shape the vec4 core takes: over 64 steps a row, so lanes take
-/// one or two steps each.
+/// one or two steps each; whole 32-value blocks, as 8-bit x needs.
 fn vec_shape(dtype: GgmlType) -> (usize, usize) {
     match dtype.block_elements() {
-        1 => (1040, 18),
+        1 => (1056, 18),
         32 => (2080, 18),
         _ => (4352, 10),
     }
@@ -260,7 +298,11 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
                     epilogue,
                 };
                 for shape in vec_shapes(dtype, k) {
-                    run_at(&case, dtype, None, 0, (d * 10 + e) as u64, 4, shape);
+                    let seed = (d * 10 + e) as u64;
+                    run_at(&case, dtype, None, 0, seed, 4, shape, false);
+                    if !norm {
+                        run_at(&case, dtype, None, 0, seed, 0, shape, true);
+                    }
                 }
             }
         }
@@ -275,7 +317,12 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
         epilogue: Epilogue::Add,
     };
     for shape in vec_shapes(GgmlType::Q8_0, case.k) {
-        run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4, shape);
+        run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4, shape, false);
+        let case = Case {
+            norm: false,
+            ..case
+        };
+        run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 0, shape, true);
     }
 }
 
@@ -331,6 +378,7 @@ fn linear_refuses_bad_shapes() {
     };
     let base = || Linear {
         x: &x,
+        x_q8: None,
         x_offset: 0,
         norm: None,
         w: &w,

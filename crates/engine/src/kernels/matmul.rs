@@ -16,7 +16,7 @@ use super::check_elems;
 pub(crate) use super::matmul_variants::{
     gemv_rows, quant_vec_wgsl, subgroup_lines, tiled_rows, tiled_token_tiles, tiled_tokens,
     vec_core_defines, vec_core_fits, Operand, Variant, COMMON_WGSL, EXPERT_TILE, GEMV_WGSL,
-    MATVEC_WGSL, TILE_M,
+    MATVEC_WGSL, MATVEC_X_F32, TILE_M,
 };
 pub use super::matmul_variants::{vec_core_step, Reduce, TileShape, VecShape};
 use super::weights::{MatrixPart, QuantMatrix, UNIT};
@@ -210,7 +210,7 @@ pub(crate) fn matmul_form(
         Form::Tiled | Form::TiledAs(_) => {
             let tile = match form {
                 Form::TiledAs(tile) => tile,
-                _ => TileShape::choose(rec.ctx().adapter.is_software, w.format(), w.cols, x_offset),
+                _ => TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset),
             };
             if !tile.fits(w, x_offset) {
                 return Err(shape_err(

@@ -96,15 +96,22 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                 // Every tile: the GPUs' and the CPU adapters' widths, x as
                 // scalars from an odd offset and as vec4s where rows allow.
                 // And the chunked core where rows are whole steps.
-                for (tn, x4, vec) in [
-                    (8, false, false),
-                    (32, false, false),
-                    (8, true, false),
-                    (32, true, false),
-                    (8, true, true),
-                    (32, true, true),
+                for (tn, x4, vec, unrolled) in [
+                    (8, false, false, false),
+                    (32, false, false, false),
+                    (8, true, false, false),
+                    (32, true, false, false),
+                    (8, true, true, false),
+                    (32, true, true, false),
+                    (8, true, true, true),
+                    (32, true, true, true),
                 ] {
-                    let tile = TileShape { tn, x4, vec };
+                    let tile = TileShape {
+                        tn,
+                        x4,
+                        vec,
+                        unrolled,
+                    };
                     let x_off = if x4 { 4 } else { 1 };
                     if !tile.fits(&w, x_off) {
                         continue;
@@ -212,8 +219,18 @@ fn long_rows_stay_within_the_loop_budget() {
             let x = random_vec(m * k, 42 + m as u64);
             let (want, scale) = reference(&x, &wv, m, n, k);
             let mut forms = vec![Form::Gemv(16), Form::Tiled];
-            for (tn, x4, vec) in [(32, false, false), (32, true, true), (8, true, false)] {
-                forms.push(Form::TiledAs(TileShape { tn, x4, vec }));
+            for (tn, x4, vec, unrolled) in [
+                (32, false, false, false),
+                (32, true, true, false),
+                (32, true, true, true),
+                (8, true, false, false),
+            ] {
+                forms.push(Form::TiledAs(TileShape {
+                    tn,
+                    x4,
+                    vec,
+                    unrolled,
+                }));
             }
             if m == 1 {
                 for (lanes, group_rows, chunked) in [(8, 16, true), (64, 4, false)] {

@@ -4,8 +4,10 @@
 //! `VecShape` for the vec4 matrix-vector core) and how each adapter class
 //! picks them, and the plain keys that find a variant's pipeline.
 
+use std::borrow::Cow;
+
 use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
-use crate::gpu::{Access, OwnedSpec, VariantKey};
+use crate::gpu::{context::AdapterSummary, Access, OwnedSpec, VariantKey};
 
 /// Tile of the prefill form per invocation: token rows x output rows. Each
 /// decoded weight unit serves TILE_M tokens, each x unit `TileShape::tn`
@@ -24,6 +26,10 @@ pub struct TileShape {
     /// Weights in whole-vec4 chunks (matmul_tiled_vec.wgsl; needs x4 and
     /// rows of whole vec4-core steps), else in 16-weight units.
     pub vec: bool,
+    /// The chunked core's rows written out one by one (`row_code`), each
+    /// row's token sums a vec4 of its own, rather than a loop over rows
+    /// into one array: lavapipe only (see `choose`).
+    pub unrolled: bool,
 }
 
 impl TileShape {
@@ -36,12 +42,25 @@ impl TileShape {
     /// CPU adapter; GPUs keep the unit core, whose fewer live registers
     /// (x for TM tokens is 4 vec4s a token there, 8 here) suit them better
     /// until it is measured on one.
-    pub(crate) fn choose(software: bool, fmt: GpuFormat, k: usize, x_offset: usize) -> TileShape {
+    /// Rows written out: on lavapipe (llvmpipe) 64-token prefills ran
+    /// 1.1-1.2x faster so, most likely because llvmpipe keeps an array
+    /// indexed by a loop variable in scratch memory that it reads a lane at
+    /// a time; SwiftShader ran the browser's prefill-heavy tests 2-5x
+    /// slower so (its shader compiler, most likely), and keeps the loop.
+    pub(crate) fn choose(
+        adapter: &AdapterSummary,
+        fmt: GpuFormat,
+        k: usize,
+        x_offset: usize,
+    ) -> TileShape {
+        let software = adapter.is_software;
         let x4 = k % 4 == 0 && x_offset % 4 == 0;
+        let vec = software && x4 && k % fmt.vec_step() as usize == 0;
         TileShape {
             tn: if software { 32 } else { TILE_N },
             x4,
-            vec: software && x4 && k % fmt.vec_step() as usize == 0,
+            vec,
+            unrolled: vec && adapter.is_llvmpipe(),
         }
     }
 
@@ -56,6 +75,24 @@ impl TileShape {
         64 / tt * self.tn
     }
 
+    /// The defines of the tiled cores for `fmt` with `tt` token tiles.
+    pub(crate) fn defines(
+        &self,
+        fmt: GpuFormat,
+        tt: u32,
+    ) -> Vec<(&'static str, Cow<'static, str>)> {
+        let mut defines = vec![
+            ("TM", TILE_M.to_string().into()),
+            ("TN", self.tn.to_string().into()),
+            ("TT", tt.to_string().into()),
+            ("STEP", fmt.vec_step().to_string().into()),
+        ];
+        if self.vec {
+            defines.extend(row_code(fmt, self.tn, self.unrolled));
+        }
+        defines
+    }
+
     /// The sources before the entry point, for format `fmt`.
     pub(crate) fn core_wgsl(&self, fmt: GpuFormat) -> [&'static str; 3] {
         match (self.vec, self.x4) {
@@ -64,6 +101,52 @@ impl TileShape {
             (false, false) => [QUANT_WGSL, COMMON_WGSL, TILED_WGSL],
         }
     }
+}
+
+/// The chunked tiled core's (matmul_tiled_vec.wgsl) per-row code for `tn`
+/// rows of `fmt`: ROW_SUMS declares the sums, ROW_STEPS decodes each row's
+/// chunk and adds its dot products with the tokens' x, ROW_STORES leaves
+/// the sums in the array `acc` that `emit_tile` reads. Written out
+/// (`unrolled`), row r's four token sums are a vec4 `acc_r` and every row
+/// has its own lines; else a loop over rows adds into `acc`.
+fn row_code(fmt: GpuFormat, tn: u32, unrolled: bool) -> [(&'static str, Cow<'static, str>); 3] {
+    let decode = |r: &str| {
+        format!(
+            "decode_chunk_{}(w_row0 + min(row0 + {r}, p.rows - 1u), c)",
+            fmt.fmt
+        )
+    };
+    if !unrolled {
+        let steps = format!(
+            "        for (var r = 0u; r < TN; r++) {{\n            let ws = {};\n            for (var t = 0u; t < TM; t++) {{\n                acc[t * TN + r] += dot_chunk(ws, &xs, t);\n            }}\n        }}\n",
+            decode("r")
+        );
+        return [
+            ("ROW_SUMS", "    var acc: array<f32, TM * TN>;".into()),
+            ("ROW_STEPS", steps.into()),
+            ("ROW_STORES", "".into()),
+        ];
+    }
+    // dot_tokens sums four tokens into one vec4.
+    const _: () = assert!(TILE_M == 4);
+    let mut sums = String::new();
+    let mut steps = String::new();
+    let mut stores = String::from("    var acc: array<f32, TM * TN>;\n");
+    for r in 0..tn {
+        sums += &format!("    var acc_{r} = vec4<f32>(0.0);\n");
+        steps += &format!(
+            "        acc_{r} += dot_tokens({}, &xs);\n",
+            decode(&format!("{r}u"))
+        );
+        for t in 0..TILE_M {
+            stores += &format!("    acc[{t}u * TN + {r}u] = acc_{r}[{t}];\n");
+        }
+    }
+    [
+        ("ROW_SUMS", sums.into()),
+        ("ROW_STEPS", steps.into()),
+        ("ROW_STORES", stores.into()),
+    ]
 }
 
 const TILED_VEC_WGSL: &str = concat!(
@@ -78,6 +161,7 @@ pub(crate) const EXPERT_TILE: TileShape = TileShape {
     tn: TILE_N,
     x4: false,
     vec: false,
+    unrolled: false,
 };
 
 /// Output rows per GEMV workgroup. GPUs get 4: enough workgroups to fill
@@ -199,6 +283,8 @@ pub(crate) const MATVEC_WGSL: &str = concat!(
     include_str!("../../../../shaders/vec_consts.wgsl"),
     include_str!("../../../../shaders/matvec.wgsl")
 );
+/// The vec4 core's x reader for f32 x (through the entry point's x_vec).
+pub(crate) const MATVEC_X_F32: &str = include_str!("../../../../shaders/matvec_x_f32.wgsl");
 /// The step functions of the vec4 core for `fmt` (one file per step length).
 pub(crate) fn quant_vec_wgsl(fmt: GpuFormat) -> &'static str {
     match fmt.vec_step() {
@@ -369,7 +455,13 @@ impl Variant {
                 );
                 (
                     name,
-                    vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt), MATVEC_MAIN],
+                    vec![
+                        QUANT_WGSL,
+                        MATVEC_WGSL,
+                        quant_vec_wgsl(fmt),
+                        MATVEC_X_F32,
+                        MATVEC_MAIN,
+                    ],
                 )
             }
             Shape::Gemv { rows, tokens } => {
@@ -382,17 +474,15 @@ impl Variant {
                 )
             }
             Shape::Tiled { tt, tile } => {
-                defines.push(("TM", TILE_M.to_string().into()));
-                defines.push(("TN", tile.tn.to_string().into()));
-                defines.push(("TT", tt.to_string().into()));
-                defines.push(("STEP", fmt.vec_step().to_string().into()));
+                defines.extend(tile.defines(fmt, tt));
                 let name = format!(
-                    "{}_tiled_{}_m{TILE_M}_n{}_t{tt}_x{}{}",
+                    "{}_tiled_{}_m{TILE_M}_n{}_t{tt}_x{}{}{}",
                     op.prefix(),
                     fmt.fmt,
                     tile.tn,
                     if tile.x4 { 4 } else { 1 },
-                    if tile.vec { "_vec" } else { "" }
+                    if tile.vec { "_vec" } else { "" },
+                    if tile.unrolled { "_unrolled" } else { "" }
                 );
                 let mut sources = tile.core_wgsl(fmt).to_vec();
                 sources.push(op.tiled_main());

@@ -21,6 +21,7 @@ pub(crate) mod matmul_variants;
 pub mod moe;
 pub mod pool;
 pub mod rmsnorm;
+pub mod rmsnorm_q8;
 pub mod rope;
 pub mod rope_bidir;
 pub mod rope_kv;

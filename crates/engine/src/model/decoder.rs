@@ -19,6 +19,7 @@ use crate::kernels::embed::embed;
 use crate::kernels::kv::KvLayout;
 use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
 use crate::kernels::rmsnorm::{rms_norm, rms_norm_add};
+use crate::kernels::rmsnorm_q8::{rms_norm_q8, Q8Rows, Q8_BLOCK};
 use crate::kernels::rope_kv::{rope_kv, RopeKv, Rotary};
 use crate::kernels::weights::QuantMatrix;
 
@@ -105,6 +106,13 @@ pub struct Activations {
     /// Gate/up pairs (prefill form), or up alone: `[rows][2 ffn]`.
     pub up: BufferRef,
     pub logits: BufferRef,
+    /// One normed row in 8-bit blocks (`Q8Rows`: quants, then scales),
+    /// what a decode step's projections read when `q8_input` is on.
+    pub h_q8: BufferRef,
+    pub h_q8_scales: BufferRef,
+    /// Whether decode steps feed their normed rows to the projections in
+    /// 8-bit blocks (`ActDtype::Q8`).
+    pub q8_input: bool,
     /// Scratch of the mixture-of-experts MLP, in models that have one.
     pub moe: Option<MoeActivations>,
 }
@@ -115,13 +123,14 @@ impl Activations {
         cfg: &ModelConfig,
         max_rows: usize,
         max_logit_rows: usize,
+        q8_input: bool,
     ) -> Result<Activations, GpuError> {
-        let mut made = Vec::with_capacity(10);
+        let mut made = Vec::with_capacity(12);
         for (label, rows, width) in Self::shapes(cfg, max_rows, max_logit_rows) {
             made.push(ctx.create_storage(label, f32_bytes(ctx, label, &[rows, width])?)?);
         }
-        let [ids, x, h, qkv, q, attn, attn_split, gate, up, logits]: [BufferRef; 10] =
-            made.try_into().expect("one buffer per shape");
+        let [ids, x, h, qkv, q, attn, attn_split, gate, up, logits, h_q8, h_q8_scales]: [BufferRef;
+            12] = made.try_into().expect("one buffer per shape");
         Ok(Activations {
             max_rows,
             max_logit_rows,
@@ -135,6 +144,9 @@ impl Activations {
             gate,
             up,
             logits,
+            h_q8,
+            h_q8_scales,
+            q8_input,
             moe: cfg
                 .moe
                 .as_ref()
@@ -150,8 +162,9 @@ impl Activations {
         cfg: &ModelConfig,
         max_rows: usize,
         max_logit_rows: usize,
-    ) -> [(&'static str, usize, usize); 10] {
+    ) -> [(&'static str, usize, usize); 12] {
         let (q, kv, ffn) = (cfg.q_dim(), cfg.kv_dim(), cfg.dense_ffn());
+        let (q8_words, q8_scales) = Q8Rows::elems(1, cfg.d_model.next_multiple_of(Q8_BLOCK));
         [
             ("ids", max_rows, 1),
             ("x", max_rows, cfg.d_model),
@@ -167,6 +180,8 @@ impl Activations {
             ("gate", max_rows, ffn),
             ("up", max_rows, 2 * ffn),
             ("logits", max_logit_rows, cfg.vocab_size),
+            ("h_q8", 1, q8_words),
+            ("h_q8_scales", 1, q8_scales),
         ]
     }
 }
@@ -187,6 +202,31 @@ pub fn f32_bytes(ctx: &GpuContext, label: &str, counts: &[usize]) -> Result<u64,
             limit_name: "max_buffer_size",
             limit: ctx.limits.max_buffer_size,
         })
+}
+
+/// A projection's input: x from an offset with the norm it still needs
+/// (folded into the projection), or a row normed ahead, possibly also in
+/// 8-bit blocks.
+struct Input<'a> {
+    x: &'a GpuBuffer,
+    x_offset: usize,
+    x_q8: Option<Q8Rows<'a>>,
+    norm: Option<(&'a GpuBuffer, f32)>,
+}
+
+impl<'a> Input<'a> {
+    fn fused(x: &'a GpuBuffer, norm: Option<(&'a GpuBuffer, f32)>) -> Input<'a> {
+        Input {
+            x,
+            x_offset: 0,
+            x_q8: None,
+            norm,
+        }
+    }
+
+    fn at(self, x_offset: usize) -> Input<'a> {
+        Input { x_offset, ..self }
+    }
 }
 
 /// Everything one recorded step needs besides the weights. `rows` tokens at
@@ -238,15 +278,20 @@ impl Decoder {
         let block = &self.blocks[layer];
         let w = &block.attn;
         let a = f.act;
+        let norm = Some((&*block.attn_norm, cfg.rms_eps));
+        // The norm goes ahead only for 8-bit x: software adapters otherwise
+        // run q/k/v with the norm folded in (see norm_ahead).
+        let input = match f.rows == 1 && a.q8_input {
+            true => self.norm_ahead(f.rec, a, 0, norm)?,
+            false => Input::fused(&a.x, norm),
+        };
         let mut col = 0;
         for m in &w.qkv {
             let bias = w.qkv_bias.as_ref().map(|b| (&**b, col));
-            let norm = Some((&*block.attn_norm, cfg.rms_eps));
             let qkv_width = cfg.q_dim() + 2 * cfg.kv_dim();
             self.project(
                 f,
-                &a.x,
-                norm,
+                &input,
                 m,
                 bias,
                 (&a.qkv, col, qkv_width),
@@ -326,18 +371,18 @@ impl Decoder {
         match &block.mlp {
             Mlp::Dense(mlp) => {
                 let ffn = (&*a.gate, 0, cfg.ffn_dim);
-                let (x, norm) = match rows == 1 && self.norm_ahead(f, 0, norm)? {
-                    true => (&*a.h, None),
-                    false => (&*a.x, norm),
+                let x = match rows == 1 {
+                    true => self.norm_ahead(f.rec, a, 0, norm)?,
+                    false => Input::fused(&a.x, norm),
                 };
                 match &mlp.gate_up {
                     GateUp::Fused(w) => {
-                        self.project(f, x, norm, w, None, ffn, Epilogue::Glu(cfg.activation))?
+                        self.project(f, &x, w, None, ffn, Epilogue::Glu(cfg.activation))?
                     }
                     GateUp::Split { gate, up } => {
-                        self.project(f, x, norm, gate, None, ffn, Epilogue::Store)?;
+                        self.project(f, &x, gate, None, ffn, Epilogue::Store)?;
                         let up_out = (&*a.up, 0, cfg.ffn_dim);
-                        self.project(f, x, norm, up, None, up_out, Epilogue::Store)?;
+                        self.project(f, &x, up, None, up_out, Epilogue::Store)?;
                         let n = rows * cfg.ffn_dim;
                         gated_act(f.rec, &a.gate, 0, &a.up, 0, &a.gate, 0, n, cfg.activation)?;
                     }
@@ -379,42 +424,57 @@ impl Decoder {
     /// before a wide projection goes into its own dispatch (into `act.h`):
     /// their kernels dominate a step, and the matrix-vector kernel with the
     /// norm folded in ran gate/up and the output head 15-30 % slower than one
-    /// without, more than the extra dispatch costs there. GPUs keep the
-    /// fused form. For one row (`row` of the step) of a one-row projection;
-    /// returns whether it recorded the norm (the normed row is then `act.h`).
-    fn norm_ahead(
+    /// without, more than the extra dispatch costs there. With 8-bit input
+    /// (`act.q8_input`) the norm also writes the row in 8-bit blocks, which
+    /// the projections read instead. GPUs keep the fused form. For one row
+    /// (`row` of the step) of a one-row projection.
+    fn norm_ahead<'a>(
         &self,
-        f: &mut Forward,
+        rec: &mut Recorder,
+        a: &'a Activations,
         row: usize,
-        norm: Option<(&GpuBuffer, f32)>,
-    ) -> Result<bool, GpuError> {
-        match norm {
-            Some((weight, eps)) if f.rec.ctx().adapter.is_software => {
-                let (a, d) = (f.act, self.config.d_model);
-                rms_norm(f.rec, &a.x, row * d, weight, &a.h, 0, 1, d, eps)?;
-                Ok(true)
-            }
-            _ => Ok(false),
+        norm: Option<(&'a GpuBuffer, f32)>,
+    ) -> Result<Input<'a>, GpuError> {
+        let d = self.config.d_model;
+        let Some((weight, eps)) = norm else {
+            return Ok(Input::fused(&a.x, None).at(row * d));
+        };
+        if a.q8_input {
+            let q8 = Q8Rows {
+                quants: &a.h_q8,
+                scales: &a.h_q8_scales,
+            };
+            rms_norm_q8(rec, &a.x, row * d, weight, &a.h, 0, &q8, 1, d, eps)?;
+            return Ok(Input {
+                x: &a.h,
+                x_offset: 0,
+                x_q8: Some(q8),
+                norm: None,
+            });
         }
+        if rec.ctx().adapter.is_software {
+            rms_norm(rec, &a.x, row * d, weight, &a.h, 0, 1, d, eps)?;
+            return Ok(Input::fused(&a.h, None));
+        }
+        Ok(Input::fused(&a.x, norm).at(row * d))
     }
 
     /// One fused projection of this step's rows; `out` is (buffer, first
     /// column, row stride).
-    #[allow(clippy::too_many_arguments)]
     fn project(
         &self,
         f: &mut Forward,
-        x: &GpuBuffer,
-        norm: Option<(&GpuBuffer, f32)>,
+        x: &Input,
         w: &QuantMatrix,
         bias: Option<(&GpuBuffer, usize)>,
         out: (&GpuBuffer, usize, usize),
         epilogue: Epilogue,
     ) -> Result<(), GpuError> {
         let op = Linear {
-            x,
-            x_offset: 0,
-            norm,
+            x: x.x,
+            x_q8: x.x_q8,
+            x_offset: x.x_offset,
+            norm: x.norm,
             w,
             bias,
             out: out.0,
@@ -447,9 +507,17 @@ impl Decoder {
         let (cfg, a) = (&self.config, f.act);
         let d = cfg.d_model;
         match post_norm {
-            None => self.project(f, y, None, w, None, (&a.x, 0, d), Epilogue::Add),
+            None => self.project(
+                f,
+                &Input::fused(y, None),
+                w,
+                None,
+                (&a.x, 0, d),
+                Epilogue::Add,
+            ),
             Some(norm) => {
-                self.project(f, y, None, w, None, (&a.h, 0, d), Epilogue::Store)?;
+                let y = Input::fused(y, None);
+                self.project(f, &y, w, None, (&a.h, 0, d), Epilogue::Store)?;
                 rms_norm_add(f.rec, &a.h, 0, norm, &a.x, 0, f.rows, d, cfg.rms_eps)
             }
         }
@@ -462,14 +530,15 @@ impl Decoder {
         let a = f.act;
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
         let norm = Some((&*self.output_norm, cfg.rms_eps));
-        let (x, x_offset, norm) = match n == 1 && self.norm_ahead(f, first, norm)? {
-            true => (&*a.h, 0, None),
-            false => (&*a.x, first * cfg.d_model, norm),
+        let x = match n == 1 {
+            true => self.norm_ahead(f.rec, a, first, norm)?,
+            false => Input::fused(&a.x, norm).at(first * cfg.d_model),
         };
         let op = Linear {
-            x,
-            x_offset,
-            norm,
+            x: x.x,
+            x_q8: x.x_q8,
+            x_offset: x.x_offset,
+            norm: x.norm,
             w: head,
             bias: None,
             out: &a.logits,

@@ -28,6 +28,8 @@ use crate::model::decoder::Activations;
 use crate::model::{Decoder, Forward};
 
 pub use crate::kernels::kv::KvDtype;
+pub use crate::kernels::rmsnorm_q8::ActDtype;
+use crate::kernels::rmsnorm_q8::Q8_BLOCK;
 use crate::kernels::sample::{sample, SampleTarget, SamplerState, MAX_BIAS};
 use kv_cache::KvCache;
 use logits::LogitsReader;
@@ -50,6 +52,9 @@ pub struct PipelineOptions {
     /// How the KV cache stores K and V: f16 (the default, as llama.cpp's)
     /// or f32.
     pub kv_dtype: KvDtype,
+    /// What decode steps feed the projections after a norm. Default
+    /// (`None`): `ActDtype::for_adapter`, 8-bit blocks on CPU adapters.
+    pub act_dtype: Option<ActDtype>,
     /// Bytes of GPU memory the model may take, checked before the upload
     /// (`preflight`). Default: the device memory the adapter reports, where
     /// it reports any (see `GpuContext::device_memory`).
@@ -69,6 +74,7 @@ impl Default for PipelineOptions {
             prefill_chunk: 32,
             tokens_per_submit: DEFAULT_TOKENS_PER_SUBMIT,
             kv_dtype: KvDtype::default(),
+            act_dtype: None,
             memory_budget: None,
         }
     }
@@ -140,7 +146,21 @@ impl Pipeline {
         }
         let rows = opts.prefill_chunk;
         let kv = KvCache::new(&ctx, cfg, ctx_len, opts.kv_dtype)?;
-        let act = Activations::new(&ctx, cfg, rows, rows)?;
+        let act_dtype = opts
+            .act_dtype
+            .unwrap_or(ActDtype::for_adapter(ctx.adapter.is_software));
+        if act_dtype == ActDtype::Q8 && cfg.d_model % Q8_BLOCK != 0 {
+            // Only an explicit choice can fail: a width that is not whole
+            // blocks is refused, never silently run as f32.
+            if opts.act_dtype.is_some() {
+                return Err(WickError::InvalidOption(format!(
+                    "8-bit activations need a model width that is a multiple of {Q8_BLOCK}, not {}",
+                    cfg.d_model
+                )));
+            }
+        }
+        let q8_input = act_dtype == ActDtype::Q8 && cfg.d_model % Q8_BLOCK == 0;
+        let act = Activations::new(&ctx, cfg, rows, rows, q8_input)?;
         let logits = LogitsReader::new(&ctx, cfg.vocab_size, rows);
         let tokens = TokenRing::new(&ctx, opts.tokens_per_submit)?;
         let sampler = SamplerState::with_capacity(
@@ -175,6 +195,13 @@ impl Pipeline {
     /// How the KV cache stores K and V.
     pub fn kv_dtype(&self) -> KvDtype {
         self.kv.layout.dtype
+    }
+    /// What decode steps feed the projections after a norm.
+    pub fn act_dtype(&self) -> ActDtype {
+        match self.act.q8_input {
+            true => ActDtype::Q8,
+            false => ActDtype::F32,
+        }
     }
     /// Positions already in the KV cache.
     pub fn position(&self) -> usize {
