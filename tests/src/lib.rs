@@ -73,7 +73,7 @@ pub fn load_engine_exact(file: &str, ctx_len: usize) -> Engine {
 /// The activation types a test of the whole forward pass meets on this
 /// adapter: f32, and 8-bit where that is the adapter's default.
 pub fn act_dtypes() -> Vec<ActDtype> {
-    match ActDtype::for_adapter(gpu().adapter.is_software) {
+    match ActDtype::for_adapter(&gpu().adapter) {
         ActDtype::Q8 => vec![ActDtype::F32, ActDtype::Q8],
         ActDtype::F32 => vec![ActDtype::F32],
     }

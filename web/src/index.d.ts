@@ -52,8 +52,8 @@ export interface LoadOptions {
   /**
    * What decode steps feed the matrix-vector products after a norm: "q8",
    * 8-bit blocks of 32 values with a scale each (as llama.cpp's CPU backend
-   * rounds activations; the default on CPU adapters such as SwiftShader,
-   * where it decodes faster), or "f32" (the default on GPUs).
+   * rounds activations; the default on lavapipe, where it decodes faster),
+   * or "f32" (the default elsewhere: on SwiftShader 8-bit x decoded slower).
    */
   activations?: "q8" | "f32";
   /**

@@ -52,7 +52,7 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "kv_cache_default": KvDtype::default().name(),
             "kv_cache_needs_shader_f16": false,
             // What decode projections read after a norm (`--activations`).
-            "decode_activations_default": ActDtype::for_adapter(a.is_software).name(),
+            "decode_activations_default": ActDtype::for_adapter(a).name(),
             "decode_attention": "split",
             "decode_gemv_reduce": Reduce::choose(a.is_software, f.subgroups).name(),
             "prefill_attention": if a.is_software { "lanes" } else { "workgroups" },

@@ -165,7 +165,7 @@ pub struct ModelArgs {
     #[arg(long, default_value = "f16")]
     pub kv_cache: KvDtype,
     /// What decode steps feed the projections after a norm: q8 (8-bit
-    /// blocks, the default on CPU adapters) or f32 (the default on GPUs).
+    /// blocks, the default on lavapipe) or f32 (the default elsewhere).
     #[arg(long, value_name = "TYPE")]
     pub activations: Option<ActDtype>,
     /// GPU memory the model may take, in GiB (default: what the adapter

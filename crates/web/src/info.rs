@@ -20,7 +20,7 @@ pub struct Info {
     /// with `unpack2x16float`, so no shader-f16 needed) or "f32".
     pub kv_cache: &'static str,
     /// What decode steps feed the projections after a norm: "q8" (8-bit
-    /// blocks, the default on CPU adapters) or "f32".
+    /// blocks, the default on lavapipe) or "f32".
     pub activations: &'static str,
     /// How a decode matrix-vector workgroup sums a row's lanes: "serial"
     /// (CPU adapters), "tree" (workgroup memory) or "subgroup".

@@ -27,7 +27,8 @@ pub(crate) struct LoadOptions {
     /// How the KV cache stores K and V: "f16" (default) or "f32".
     kv_cache: Option<String>,
     /// What decode steps feed the projections after a norm: "q8" (8-bit
-    /// blocks; the default on CPU adapters) or "f32" (the default on GPUs).
+    /// blocks; the default on lavapipe) or "f32" (the default elsewhere,
+    /// SwiftShader included).
     activations: Option<String>,
     /// Quantize a Hugging Face checkpoint's matrices at load ("q8_0").
     pub quantize: Option<String>,

@@ -5,7 +5,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
 use crate::gpu::{
-    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
+    error::shape_err, workgroups_for, Access, AdapterSummary, GpuBuffer, GpuError, KernelSpec,
+    Recorder,
 };
 
 /// Values per block of 8-bit x: each block has its own scale.
@@ -53,17 +54,18 @@ pub enum ActDtype {
     F32,
     /// 8-bit blocks of 32 values with an f32 scale each (`Q8Rows`), as
     /// llama.cpp's CPU backend rounds activations before its quantized dot
-    /// products. Three loads per 32 values where f32 takes eight: CPU
-    /// adapters, whose storage loads run lane by lane, decode faster. Needs
-    /// a model width that is a multiple of 32.
+    /// products. Three loads per 32 values where f32 takes eight: lavapipe,
+    /// whose storage loads run lane by lane, decodes faster. Needs a model
+    /// width that is a multiple of 32.
     Q8,
 }
 
 impl ActDtype {
-    /// The default for an adapter: 8-bit on CPU adapters (lavapipe,
-    /// SwiftShader), f32 on GPUs, where x is a small, cached read.
-    pub fn for_adapter(is_software: bool) -> ActDtype {
-        match is_software {
+    /// The default for an adapter: 8-bit on lavapipe, f32 elsewhere. On
+    /// GPUs x is a small, cached read; SwiftShader decoded SmolLM2 10-15 %
+    /// slower with 8-bit x (`web/test/bench-submit.mjs --activations`).
+    pub fn for_adapter(adapter: &AdapterSummary) -> ActDtype {
+        match adapter.is_llvmpipe() {
             true => ActDtype::Q8,
             false => ActDtype::F32,
         }

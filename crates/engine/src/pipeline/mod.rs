@@ -53,7 +53,7 @@ pub struct PipelineOptions {
     /// or f32.
     pub kv_dtype: KvDtype,
     /// What decode steps feed the projections after a norm. Default
-    /// (`None`): `ActDtype::for_adapter`, 8-bit blocks on CPU adapters.
+    /// (`None`): `ActDtype::for_adapter`, 8-bit blocks on lavapipe.
     pub act_dtype: Option<ActDtype>,
     /// Bytes of GPU memory the model may take, checked before the upload
     /// (`preflight`). Default: the device memory the adapter reports, where
@@ -148,7 +148,7 @@ impl Pipeline {
         let kv = KvCache::new(&ctx, cfg, ctx_len, opts.kv_dtype)?;
         let act_dtype = opts
             .act_dtype
-            .unwrap_or(ActDtype::for_adapter(ctx.adapter.is_software));
+            .unwrap_or(ActDtype::for_adapter(&ctx.adapter));
         if act_dtype == ActDtype::Q8 && cfg.d_model % Q8_BLOCK != 0 {
             // Only an explicit choice can fail: a width that is not whole
             // blocks is refused, never silently run as f32.
