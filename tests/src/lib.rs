@@ -67,16 +67,13 @@ pub fn load_engine_kv(file: &str, ctx_len: usize, kv_dtype: KvDtype) -> Engine {
 /// Loads on the exact path the f64 CPU reference is compared with: an f32
 /// KV cache and f32 activations (the reference rounds neither).
 pub fn load_engine_exact(file: &str, ctx_len: usize) -> Engine {
-    load_engine_with(gpu(), file, ctx_len, KvDtype::F32, Some(ActDtype::F32))
+    load_engine_with(gpu(), file, ctx_len, KvDtype::F32, ActDtype::F32)
 }
 
-/// The activation types a test of the whole forward pass meets on this
-/// adapter: f32, and 8-bit where that is the adapter's default.
+/// The activation types a test of the whole forward pass runs: f32 (the
+/// default), then 8-bit.
 pub fn act_dtypes() -> Vec<ActDtype> {
-    match ActDtype::for_adapter(&gpu().adapter) {
-        ActDtype::Q8 => vec![ActDtype::F32, ActDtype::Q8],
-        ActDtype::F32 => vec![ActDtype::F32],
-    }
+    vec![ActDtype::F32, ActDtype::Q8]
 }
 
 /// Loads onto a given context: a test that reads the GPU counters needs a
@@ -91,17 +88,16 @@ pub fn load_engine_on_kv(
     ctx_len: usize,
     kv_dtype: KvDtype,
 ) -> Engine {
-    load_engine_with(ctx, file, ctx_len, kv_dtype, None)
+    load_engine_with(ctx, file, ctx_len, kv_dtype, ActDtype::default())
 }
 
-/// Loads with the given KV cache and activation types (`None`: the
-/// adapter's default).
+/// Loads with the given KV cache and activation types.
 pub fn load_engine_with(
     ctx: Arc<GpuContext>,
     file: &str,
     ctx_len: usize,
     kv_dtype: KvDtype,
-    act_dtype: Option<ActDtype>,
+    act_dtype: ActDtype,
 ) -> Engine {
     let path = model_path(file);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
@@ -346,7 +342,7 @@ pub fn check_case_except(
 /// on each of `golden_paths`.
 pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
     for (kv, act) in golden_paths() {
-        let mut engine = load_engine_with(gpu(), model, ctx_len, kv, Some(act));
+        let mut engine = load_engine_with(gpu(), model, ctx_len, kv, act);
         for case in golden(file, model).cases {
             let ids = engine.tokenize_prompt(&case.prompt).unwrap();
             assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
@@ -365,7 +361,7 @@ pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
 
 /// The (KV cache, activations) pairs the golden tests run: f16 and f32
 /// caches with f32 activations, then the f16 cache with each other
-/// activation type the adapter runs (`act_dtypes`).
+/// activation type (`act_dtypes`).
 pub fn golden_paths() -> Vec<(KvDtype, ActDtype)> {
     let mut paths = vec![(KvDtype::F16, ActDtype::F32), (KvDtype::F32, ActDtype::F32)];
     paths.extend(act_dtypes().into_iter().skip(1).map(|a| (KvDtype::F16, a)));
@@ -434,7 +430,7 @@ pub fn check_golden_moe(model: &str, file: &str, ctx_len: usize) {
     let bytes = std::fs::read(model_path(model)).unwrap();
     let reference = reference::RefLlama::load(&bytes);
     for (kv, act) in golden_paths() {
-        let engine = load_engine_with(gpu(), model, ctx_len, kv, Some(act));
+        let engine = load_engine_with(gpu(), model, ctx_len, kv, act);
         check_golden_moe_on(&reference, engine, model, file);
     }
 }

@@ -32,7 +32,7 @@ fn qwen15_matches_llama_cpp() {
     // KV cache's type is covered on the smaller models by check_golden_file.
     // f32 activations: position 0 is checked against the exact forward pass
     // (8-bit activations are covered on the smaller models too).
-    let mut engine = load_engine_with(gpu(), MODEL, 64, KvDtype::F16, Some(ActDtype::F32));
+    let mut engine = load_engine_with(gpu(), MODEL, 64, KvDtype::F16, ActDtype::F32);
     // The untied Q6_K head (151936 x 1536, 191 MB) is over lavapipe's 128 MiB
     // storage-binding limit: it runs as row ranges in several bindings, so
     // these logits also check that split on a real model wherever the

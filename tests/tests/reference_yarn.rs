@@ -43,7 +43,7 @@ fn yarn_logits_equal_cpu_reference() {
     let opts = PipelineOptions {
         ctx_len: Some(32),
         kv_dtype: KvDtype::F32,
-        act_dtype: Some(ActDtype::F32),
+        act_dtype: ActDtype::F32,
         ..Default::default()
     };
     let mut engine = pollster::block_on(Engine::load(gpu(), &bytes, &opts, &mut |_| {})).unwrap();

@@ -50,10 +50,10 @@ export interface LoadOptions {
    */
   kvCache?: "f16" | "f32";
   /**
-   * What decode steps feed the matrix-vector products after a norm: "q8",
-   * 8-bit blocks of 32 values with a scale each (as llama.cpp's CPU backend
-   * rounds activations; the default on lavapipe, where it decodes faster),
-   * or "f32" (the default elsewhere: on SwiftShader 8-bit x decoded slower).
+   * What decode steps feed the matrix-vector products after a norm: "f32"
+   * (the default) or "q8", 8-bit blocks of 32 values with a scale each (as
+   * llama.cpp's CPU backend rounds activations; faster natively on lavapipe,
+   * slower on SwiftShader).
    */
   activations?: "q8" | "f32";
   /**

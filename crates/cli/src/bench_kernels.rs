@@ -6,7 +6,7 @@
 //! Each GEMV is timed with f32 x (`x: "f32"`, what `matmul` reads) and,
 //! for quantized weights whose columns are whole 32-value blocks, with x in
 //! 8-bit blocks through the fused linear layer (`x: "q8"`, a decode projection's input
-//! with `--activations q8`, the default on lavapipe).
+//! with `--activations q8`).
 
 use serde_json::{json, Value};
 use wick::gpu::GpuContext;

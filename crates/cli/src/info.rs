@@ -3,7 +3,7 @@
 use serde_json::json;
 use wick::gpu::GpuContext;
 use wick::kernels::matmul::Reduce;
-use wick::pipeline::{ActDtype, KvDtype};
+use wick::pipeline::KvDtype;
 
 use crate::CliResult;
 
@@ -51,8 +51,6 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "compute": "f32",
             "kv_cache_default": KvDtype::default().name(),
             "kv_cache_needs_shader_f16": false,
-            // What decode projections read after a norm (`--activations`).
-            "decode_activations_default": ActDtype::for_adapter(a).name(),
             "decode_attention": "split",
             "decode_gemv_reduce": Reduce::choose(a.is_software, f.subgroups).name(),
             "prefill_attention": if a.is_software { "lanes" } else { "workgroups" },

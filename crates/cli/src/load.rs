@@ -164,10 +164,10 @@ pub struct ModelArgs {
     /// How the KV cache stores K and V: f16 (as llama.cpp does by default) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_cache: KvDtype,
-    /// What decode steps feed the projections after a norm: q8 (8-bit
-    /// blocks, the default on lavapipe) or f32 (the default elsewhere).
-    #[arg(long, value_name = "TYPE")]
-    pub activations: Option<ActDtype>,
+    /// What decode steps feed the projections after a norm: f32, or q8
+    /// (8-bit blocks: faster decode on lavapipe; see the README).
+    #[arg(long, value_name = "TYPE", default_value = "f32")]
+    pub activations: ActDtype,
     /// GPU memory the model may take, in GiB (default: what the adapter
     /// reports; lavapipe reports 2 GiB but takes more from system memory).
     #[arg(long, value_name = "GIB", value_parser = parse_gib)]

@@ -19,8 +19,8 @@ pub struct Info {
     /// How the KV cache stores K and V: "f16" (two to a 32-bit word, read
     /// with `unpack2x16float`, so no shader-f16 needed) or "f32".
     pub kv_cache: &'static str,
-    /// What decode steps feed the projections after a norm: "q8" (8-bit
-    /// blocks, the default on lavapipe) or "f32".
+    /// What decode steps feed the projections after a norm: "f32" or "q8"
+    /// (8-bit blocks; the `activations` load option).
     pub activations: &'static str,
     /// How a decode matrix-vector workgroup sums a row's lanes: "serial"
     /// (CPU adapters), "tree" (workgroup memory) or "subgroup".

@@ -26,9 +26,8 @@ pub(crate) struct LoadOptions {
     tokens_per_submit: Option<usize>,
     /// How the KV cache stores K and V: "f16" (default) or "f32".
     kv_cache: Option<String>,
-    /// What decode steps feed the projections after a norm: "q8" (8-bit
-    /// blocks; the default on lavapipe) or "f32" (the default elsewhere,
-    /// SwiftShader included).
+    /// What decode steps feed the projections after a norm: "f32" (the
+    /// default) or "q8" (8-bit blocks).
     activations: Option<String>,
     /// Quantize a Hugging Face checkpoint's matrices at load ("q8_0").
     pub quantize: Option<String>,
@@ -53,10 +52,9 @@ impl LoadOptions {
                 .map_err(|e: String| js_err(format!("kvCache: {e}")))?;
         }
         if let Some(act) = &self.activations {
-            opts.act_dtype = Some(
-                act.parse()
-                    .map_err(|e: String| js_err(format!("activations: {e}")))?,
-            );
+            opts.act_dtype = act
+                .parse()
+                .map_err(|e: String| js_err(format!("activations: {e}")))?;
         }
         Ok(opts)
     }

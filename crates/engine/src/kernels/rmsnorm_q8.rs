@@ -5,8 +5,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
 use crate::gpu::{
-    error::shape_err, workgroups_for, Access, AdapterSummary, GpuBuffer, GpuError, KernelSpec,
-    Recorder,
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
 
 /// Values per block of 8-bit x: each block has its own scale.
@@ -48,29 +47,25 @@ impl Q8Rows<'_> {
 }
 
 /// What a decode step's projections read their normed input as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ActDtype {
     /// f32, as the norm computes it.
+    #[default]
     F32,
     /// 8-bit blocks of 32 values with an f32 scale each (`Q8Rows`), as
     /// llama.cpp's CPU backend rounds activations before its quantized dot
     /// products. Three loads per 32 values where f32 takes eight: lavapipe,
-    /// whose storage loads run lane by lane, decodes faster. Needs a model
-    /// width that is a multiple of 32.
+    /// whose storage loads run lane by lane, decodes faster (SwiftShader
+    /// slower; on GPUs x is a small, cached read). Needs a model width that
+    /// is a multiple of 32. Opt-in: prefill steps read f32 x, so a
+    /// position's logits depend on whether it was prefilled or decoded, and
+    /// reusing a cached prefix (whose last token is then re-run as a decode
+    /// step) can change a sampled token; prefill reading 8-bit x as well
+    /// would make it a candidate default for lavapipe.
     Q8,
 }
 
 impl ActDtype {
-    /// The default for an adapter: 8-bit on lavapipe, f32 elsewhere. On
-    /// GPUs x is a small, cached read; SwiftShader decoded SmolLM2 10-15 %
-    /// slower with 8-bit x (`web/test/bench-submit.mjs --activations`).
-    pub fn for_adapter(adapter: &AdapterSummary) -> ActDtype {
-        match adapter.is_llvmpipe() {
-            true => ActDtype::Q8,
-            false => ActDtype::F32,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             ActDtype::F32 => "f32",

@@ -52,9 +52,9 @@ pub struct PipelineOptions {
     /// How the KV cache stores K and V: f16 (the default, as llama.cpp's)
     /// or f32.
     pub kv_dtype: KvDtype,
-    /// What decode steps feed the projections after a norm. Default
-    /// (`None`): `ActDtype::for_adapter`, 8-bit blocks on lavapipe.
-    pub act_dtype: Option<ActDtype>,
+    /// What decode steps feed the projections after a norm: f32 (the
+    /// default) or 8-bit blocks (`ActDtype::Q8`, opt-in).
+    pub act_dtype: ActDtype,
     /// Bytes of GPU memory the model may take, checked before the upload
     /// (`preflight`). Default: the device memory the adapter reports, where
     /// it reports any (see `GpuContext::device_memory`).
@@ -74,7 +74,7 @@ impl Default for PipelineOptions {
             prefill_chunk: 32,
             tokens_per_submit: DEFAULT_TOKENS_PER_SUBMIT,
             kv_dtype: KvDtype::default(),
-            act_dtype: None,
+            act_dtype: ActDtype::default(),
             memory_budget: None,
         }
     }
@@ -146,20 +146,13 @@ impl Pipeline {
         }
         let rows = opts.prefill_chunk;
         let kv = KvCache::new(&ctx, cfg, ctx_len, opts.kv_dtype)?;
-        let act_dtype = opts
-            .act_dtype
-            .unwrap_or(ActDtype::for_adapter(&ctx.adapter));
-        if act_dtype == ActDtype::Q8 && cfg.d_model % Q8_BLOCK != 0 {
-            // Only an explicit choice can fail: a width that is not whole
-            // blocks is refused, never silently run as f32.
-            if opts.act_dtype.is_some() {
-                return Err(WickError::InvalidOption(format!(
-                    "8-bit activations need a model width that is a multiple of {Q8_BLOCK}, not {}",
-                    cfg.d_model
-                )));
-            }
+        let q8_input = opts.act_dtype == ActDtype::Q8;
+        if q8_input && cfg.d_model % Q8_BLOCK != 0 {
+            return Err(WickError::InvalidOption(format!(
+                "8-bit activations need a model width that is a multiple of {Q8_BLOCK}, not {}",
+                cfg.d_model
+            )));
         }
-        let q8_input = act_dtype == ActDtype::Q8 && cfg.d_model % Q8_BLOCK == 0;
         let act = Activations::new(&ctx, cfg, rows, rows, q8_input)?;
         let logits = LogitsReader::new(&ctx, cfg.vocab_size, rows);
         let tokens = TokenRing::new(&ctx, opts.tokens_per_submit)?;
