@@ -33,11 +33,12 @@ fn dot_tokens(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>,
     return d;
 }
 
-// The per-row code (ROW_SUMS, ROW_STEPS, ROW_STORES) comes from
-// kernels::matmul_variants::row_code: a loop over the TN rows adding into
-// one array, or on lavapipe the rows written out, each row's TM sums a vec4
-// of its own (an array indexed by a loop variable is, most likely, kept in
-// scratch memory by llvmpipe, which reads and writes it a lane at a time).
+// The per-chunk code (X_LOADS, ROW_SUMS, ROW_STEPS, ROW_STORES) comes from
+// kernels::matmul_variants::row_code: loops over the TN rows adding into one
+// array; on lavapipe the rows written out, each row's TM sums a vec4 of its
+// own; on other CPU adapters (SwiftShader) everything written out, x's vec4s
+// named one by one. CPU adapters' shader compilers keep an array indexed by
+// a loop variable in memory, most likely read and written a lane at a time.
 
 fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     let origin = tile_origin(lid, row_group, tok_group);
@@ -50,14 +51,7 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     let chunks = p.k / (4u * CV);
     for (var c = 0u; c < chunks; c++) {
         let xc = chunk_x_{{FMT}}(c);
-        var xs: array<array<vec4<f32>, CV>, TM>;
-        for (var t = 0u; t < TM; t++) {
-            // Tokens and rows past the end repeat the last; never written.
-            let base = x_base(min(tok0 + t, n_tok - 1u)) / 4u + xc;
-            for (var i = 0u; i < CV; i++) {
-                xs[t][i] = x[base + i];
-            }
-        }
+{{X_LOADS}}
 {{ROW_STEPS}}
     }
 {{ROW_STORES}}

@@ -60,6 +60,22 @@ pub fn assert_dot_close(got: &[f32], want: &[f32], scale: &[f64], k: usize, what
     }
 }
 
+/// RMSNorm of `rows` rows of `dim` in f64, each rounded to f32 as the GPU
+/// stores it: `x * w / sqrt(mean(x^2) + eps)`.
+pub fn reference_rms_norm(x: &[f32], w: &[f32], rows: usize, dim: usize, eps: f32) -> Vec<f32> {
+    let mut out = Vec::with_capacity(rows * dim);
+    for row in x.chunks(dim).take(rows) {
+        let mean_sq = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / dim as f64;
+        let scale = 1.0 / (mean_sq + eps as f64).sqrt();
+        out.extend(
+            row.iter()
+                .zip(w)
+                .map(|(&v, &w)| (v as f64 * scale * w as f64) as f32),
+        );
+    }
+    out
+}
+
 /// `out[t][n] = sum_k x[t][k] * w[n][k]` in f64, and the scale of each
 /// result, `sum_k |x[t][k] * w[n][k]|`, that bounds its rounding error.
 pub fn reference_matmul(

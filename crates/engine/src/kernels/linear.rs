@@ -469,7 +469,7 @@ fn record_tiled(
             add as u32,
             tile.tn,
             tile.x4 as u32,
-            tile.vec as u32 | (tile.unrolled as u32) << 1,
+            tile.vec as u32 | tile.form.code() << 1,
         ],
     };
     let make = || {

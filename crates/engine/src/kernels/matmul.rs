@@ -18,7 +18,7 @@ pub(crate) use super::matmul_variants::{
     vec_core_defines, vec_core_fits, Operand, Variant, COMMON_WGSL, EXPERT_TILE, GEMV_WGSL,
     MATVEC_WGSL, MATVEC_X_F32, TILE_M,
 };
-pub use super::matmul_variants::{vec_core_step, Reduce, TileShape, VecShape};
+pub use super::matmul_variants::{vec_core_step, Reduce, RowForm, TileShape, VecShape};
 use super::weights::{MatrixPart, QuantMatrix, UNIT};
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
 

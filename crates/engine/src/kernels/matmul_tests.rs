@@ -96,22 +96,20 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                 // Every tile: the GPUs' and the CPU adapters' widths, x as
                 // scalars from an odd offset and as vec4s where rows allow.
                 // And the chunked core where rows are whole steps.
-                for (tn, x4, vec, unrolled) in [
-                    (8, false, false, false),
-                    (32, false, false, false),
-                    (8, true, false, false),
-                    (32, true, false, false),
-                    (8, true, true, false),
-                    (32, true, true, false),
-                    (8, true, true, true),
-                    (32, true, true, true),
+                for (tn, x4, vec, form) in [
+                    (8, false, false, RowForm::Loop),
+                    (32, false, false, RowForm::Loop),
+                    (8, true, false, RowForm::Loop),
+                    (32, true, false, RowForm::Loop),
+                    (8, true, true, RowForm::Loop),
+                    (32, true, true, RowForm::Loop),
+                    (8, true, true, RowForm::Unrolled),
+                    (32, true, true, RowForm::Unrolled),
+                    (8, true, true, RowForm::Flat),
+                    (16, true, true, RowForm::Flat),
+                    (32, true, true, RowForm::Flat),
                 ] {
-                    let tile = TileShape {
-                        tn,
-                        x4,
-                        vec,
-                        unrolled,
-                    };
+                    let tile = TileShape { tn, x4, vec, form };
                     let x_off = if x4 { 4 } else { 1 };
                     if !tile.fits(&w, x_off) {
                         continue;
@@ -219,18 +217,14 @@ fn long_rows_stay_within_the_loop_budget() {
             let x = random_vec(m * k, 42 + m as u64);
             let (want, scale) = reference(&x, &wv, m, n, k);
             let mut forms = vec![Form::Gemv(16), Form::Tiled];
-            for (tn, x4, vec, unrolled) in [
-                (32, false, false, false),
-                (32, true, true, false),
-                (32, true, true, true),
-                (8, true, false, false),
+            for (tn, x4, vec, form) in [
+                (32, false, false, RowForm::Loop),
+                (32, true, true, RowForm::Loop),
+                (32, true, true, RowForm::Unrolled),
+                (32, true, true, RowForm::Flat),
+                (8, true, false, RowForm::Loop),
             ] {
-                forms.push(Form::TiledAs(TileShape {
-                    tn,
-                    x4,
-                    vec,
-                    unrolled,
-                }));
+                forms.push(Form::TiledAs(TileShape { tn, x4, vec, form }));
             }
             if m == 1 {
                 for (lanes, group_rows, chunked) in [(8, 16, true), (64, 4, false)] {

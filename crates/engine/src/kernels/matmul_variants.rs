@@ -26,10 +26,28 @@ pub struct TileShape {
     /// Weights in whole-vec4 chunks (matmul_tiled_vec.wgsl; needs x4 and
     /// rows of whole vec4-core steps), else in 16-weight units.
     pub vec: bool,
-    /// The chunked core's rows written out one by one (`row_code`), each
-    /// row's token sums a vec4 of its own, rather than a loop over rows
-    /// into one array: lavapipe only (see `choose`).
-    pub unrolled: bool,
+    /// How the chunked core's per-row code is written (`row_code`).
+    pub form: RowForm,
+}
+
+/// The chunked tiled core's per-row code (`row_code`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowForm {
+    /// A loop over the rows adding into one array.
+    Loop,
+    /// The rows written out one by one, each row's token sums a vec4 of
+    /// its own; x and the decoded chunk still loop over their vec4s.
+    Unrolled,
+    /// Everything written out: x's vec4s named one by one and each row's
+    /// dot products spelled out, so no function-local array is indexed by
+    /// a variable.
+    Flat,
+}
+
+impl RowForm {
+    pub(crate) fn code(self) -> u32 {
+        self as u32
+    }
 }
 
 impl TileShape {
@@ -42,11 +60,14 @@ impl TileShape {
     /// CPU adapter; GPUs keep the unit core, whose fewer live registers
     /// (x for TM tokens is 4 vec4s a token there, 8 here) suit them better
     /// until it is measured on one.
-    /// Rows written out: on lavapipe (llvmpipe) 64-token prefills ran
-    /// 1.1-1.2x faster so, most likely because llvmpipe keeps an array
-    /// indexed by a loop variable in scratch memory that it reads a lane at
-    /// a time; SwiftShader ran the browser's prefill-heavy tests 2-5x
-    /// slower so (its shader compiler, most likely), and keeps the loop.
+    /// Rows written out (`RowForm`): on lavapipe (llvmpipe) 64-token
+    /// prefills ran 1.1-1.2x faster so, most likely because llvmpipe keeps
+    /// an array indexed by a loop variable in scratch memory that it reads a
+    /// lane at a time. Other CPU adapters (SwiftShader in the browsers)
+    /// get the flat form, which indexes no array by a variable: there the
+    /// rows alone written out gained nothing, the flat form made prefill
+    /// about 4x faster, and 16 rows beat 8 and 32 (which also compiled much
+    /// longer). On lavapipe flat and written-out rows measured alike.
     pub(crate) fn choose(
         adapter: &AdapterSummary,
         fmt: GpuFormat,
@@ -56,12 +77,13 @@ impl TileShape {
         let software = adapter.is_software;
         let x4 = k % 4 == 0 && x_offset % 4 == 0;
         let vec = software && x4 && k % fmt.vec_step() as usize == 0;
-        TileShape {
-            tn: if software { 32 } else { TILE_N },
-            x4,
-            vec,
-            unrolled: vec && adapter.is_llvmpipe(),
-        }
+        let (tn, form) = match (software, vec, adapter.is_llvmpipe()) {
+            (false, ..) => (TILE_N, RowForm::Loop),
+            (true, false, _) => (32, RowForm::Loop),
+            (true, true, true) => (32, RowForm::Unrolled),
+            (true, true, false) => (16, RowForm::Flat),
+        };
+        TileShape { tn, x4, vec, form }
     }
 
     /// Whether this tile can read `w` with x rows from `x_offset`.
@@ -88,7 +110,7 @@ impl TileShape {
             ("STEP", fmt.vec_step().to_string().into()),
         ];
         if self.vec {
-            defines.extend(row_code(fmt, self.tn, self.unrolled));
+            defines.extend(row_code(fmt, self.tn, self.form));
         }
         defines
     }
@@ -103,46 +125,79 @@ impl TileShape {
     }
 }
 
-/// The chunked tiled core's (matmul_tiled_vec.wgsl) per-row code for `tn`
-/// rows of `fmt`: ROW_SUMS declares the sums, ROW_STEPS decodes each row's
-/// chunk and adds its dot products with the tokens' x, ROW_STORES leaves
-/// the sums in the array `acc` that `emit_tile` reads. Written out
-/// (`unrolled`), row r's four token sums are a vec4 `acc_r` and every row
-/// has its own lines; else a loop over rows adds into `acc`.
-fn row_code(fmt: GpuFormat, tn: u32, unrolled: bool) -> [(&'static str, Cow<'static, str>); 3] {
+/// The chunked tiled core's (matmul_tiled_vec.wgsl) per-chunk code for
+/// `tn` rows of `fmt`: X_LOADS reads the chunk's x for the TM tokens,
+/// ROW_SUMS declares the sums, ROW_STEPS decodes each row's chunk and adds
+/// its dot products with the tokens' x, ROW_STORES leaves the sums in the
+/// array `acc` that `emit_tile` reads (see `RowForm`).
+fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'static, str>); 4] {
     let decode = |r: &str| {
         format!(
             "decode_chunk_{}(w_row0 + min(row0 + {r}, p.rows - 1u), c)",
             fmt.fmt
         )
     };
-    if !unrolled {
+    let loop_loads = "        var xs: array<array<vec4<f32>, CV>, TM>;\n        for (var t = 0u; t < TM; t++) {\n            // Tokens and rows past the end repeat the last; never written.\n            let base = x_base(min(tok0 + t, n_tok - 1u)) / 4u + xc;\n            for (var i = 0u; i < CV; i++) {\n                xs[t][i] = x[base + i];\n            }\n        }\n";
+    if form == RowForm::Loop {
         let steps = format!(
             "        for (var r = 0u; r < TN; r++) {{\n            let ws = {};\n            for (var t = 0u; t < TM; t++) {{\n                acc[t * TN + r] += dot_chunk(ws, &xs, t);\n            }}\n        }}\n",
             decode("r")
         );
         return [
+            ("X_LOADS", loop_loads.into()),
             ("ROW_SUMS", "    var acc: array<f32, TM * TN>;".into()),
             ("ROW_STEPS", steps.into()),
             ("ROW_STORES", "".into()),
         ];
     }
-    // dot_tokens sums four tokens into one vec4.
+    // Each row's four token sums are one vec4.
     const _: () = assert!(TILE_M == 4);
+    let cv = (fmt.vec_step() / 4).min(8);
+    let mut loads = String::new();
+    if form == RowForm::Flat {
+        for t in 0..TILE_M {
+            // Tokens and rows past the end repeat the last; never written.
+            loads +=
+                &format!("        let xb{t} = x_base(min(tok0 + {t}u, n_tok - 1u)) / 4u + xc;\n");
+            for i in 0..cv {
+                loads += &format!("        let x{t}_{i} = x[xb{t} + {i}u];\n");
+            }
+        }
+    } else {
+        loads += loop_loads;
+    }
     let mut sums = String::new();
     let mut steps = String::new();
     let mut stores = String::from("    var acc: array<f32, TM * TN>;\n");
     for r in 0..tn {
         sums += &format!("    var acc_{r} = vec4<f32>(0.0);\n");
-        steps += &format!(
-            "        acc_{r} += dot_tokens({}, &xs);\n",
-            decode(&format!("{r}u"))
-        );
+        if form == RowForm::Flat {
+            let dots = |t: u32| {
+                (0..cv)
+                    .map(|i| format!("dot(w{r}[{i}], x{t}_{i})"))
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            };
+            steps += &format!("        let w{r} = {};\n", decode(&format!("{r}u")));
+            steps += &format!(
+                "        acc_{r} += vec4<f32>({}, {}, {}, {});\n",
+                dots(0),
+                dots(1),
+                dots(2),
+                dots(3)
+            );
+        } else {
+            steps += &format!(
+                "        acc_{r} += dot_tokens({}, &xs);\n",
+                decode(&format!("{r}u"))
+            );
+        }
         for t in 0..TILE_M {
             stores += &format!("    acc[{t}u * TN + {r}u] = acc_{r}[{t}];\n");
         }
     }
     [
+        ("X_LOADS", loads.into()),
         ("ROW_SUMS", sums.into()),
         ("ROW_STEPS", steps.into()),
         ("ROW_STORES", stores.into()),
@@ -161,7 +216,7 @@ pub(crate) const EXPERT_TILE: TileShape = TileShape {
     tn: TILE_N,
     x4: false,
     vec: false,
-    unrolled: false,
+    form: RowForm::Loop,
 };
 
 /// Output rows per GEMV workgroup. GPUs get 4: enough workgroups to fill
@@ -226,7 +281,7 @@ impl Reduce {
     }
 
     /// The REDUCE define of matvec.wgsl.
-    fn code(self) -> u32 {
+    pub(crate) fn code(self) -> u32 {
         self as u32
     }
 }
@@ -421,7 +476,14 @@ impl Variant {
     pub(crate) fn key(&self) -> VariantKey {
         let args = match self.shape {
             Shape::Gemv { rows, tokens } => [0, rows, tokens as u32, 0, 0, 0],
-            Shape::Tiled { tt, tile } => [1, tt, tile.tn, tile.x4 as u32, tile.vec as u32, 0],
+            Shape::Tiled { tt, tile } => [
+                1,
+                tt,
+                tile.tn,
+                tile.x4 as u32,
+                tile.vec as u32,
+                tile.form.code(),
+            ],
             Shape::Vec(v) => [
                 2,
                 v.lanes,
@@ -482,7 +544,11 @@ impl Variant {
                     tile.tn,
                     if tile.x4 { 4 } else { 1 },
                     if tile.vec { "_vec" } else { "" },
-                    if tile.unrolled { "_unrolled" } else { "" }
+                    match tile.form {
+                        RowForm::Loop => "",
+                        RowForm::Unrolled => "_unrolled",
+                        RowForm::Flat => "_flat",
+                    }
                 );
                 let mut sources = tile.core_wgsl(fmt).to_vec();
                 sources.push(op.tiled_main());

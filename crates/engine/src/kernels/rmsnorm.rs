@@ -183,23 +183,7 @@ fn checked(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{assert_close, ctx, random_vec};
-
-    /// The slow reference, in f64.
-    fn reference(x: &[f32], weight: &[f32], rows: usize, dim: usize, eps: f32) -> Vec<f32> {
-        let mut out = Vec::with_capacity(rows * dim);
-        for r in 0..rows {
-            let row = &x[r * dim..(r + 1) * dim];
-            let mean_sq = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / dim as f64;
-            let scale = 1.0 / (mean_sq + eps as f64).sqrt();
-            out.extend(
-                row.iter()
-                    .zip(weight)
-                    .map(|(&v, &w)| (v as f64 * scale * w as f64) as f32),
-            );
-        }
-        out
-    }
+    use crate::testutil::{assert_close, ctx, random_vec, reference_rms_norm as reference};
 
     // The GPU sums squares in f32, each lane over at most dim/lanes <= 9
     // elements then a tree of log2(lanes) <= 8 levels: relative error at most

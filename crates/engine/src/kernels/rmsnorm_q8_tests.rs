@@ -1,20 +1,5 @@
 use super::*;
-use crate::testutil::{assert_close, assert_shape_err, ctx, random_vec};
-
-/// The normed rows in f64, rounded to f32 (as the GPU stores them).
-fn normed(x: &[f32], w: &[f32], rows: usize, dim: usize, eps: f32) -> Vec<f32> {
-    let mut out = Vec::with_capacity(rows * dim);
-    for row in x.chunks(dim).take(rows) {
-        let mean_sq = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / dim as f64;
-        let scale = 1.0 / (mean_sq + eps as f64).sqrt();
-        out.extend(
-            row.iter()
-                .zip(w)
-                .map(|(&v, &w)| (v as f64 * scale * w as f64) as f32),
-        );
-    }
-    out
-}
+use crate::testutil::{assert_close, assert_shape_err, ctx, random_vec, reference_rms_norm};
 
 struct Run {
     out: Vec<f32>,
@@ -74,7 +59,7 @@ fn rms_norm_q8_matches_cpu_blocks() {
         }
         let w = random_vec(dim, 50 + case as u64);
         let got = run(&x, x_off, &w, out_off, rows, dim);
-        let want = normed(&x[x_off..], &w, rows, dim, 1e-6);
+        let want = reference_rms_norm(&x[x_off..], &w, rows, dim, 1e-6);
         let what = format!("rms_norm_q8 {rows}x{dim}");
         assert_close(&got.out, &want, TOL, &what);
 
