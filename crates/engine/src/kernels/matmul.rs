@@ -14,11 +14,14 @@ use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
 pub(crate) use super::matmul_variants::{
-    gemv_rows, quant_vec_wgsl, subgroup_lines, tiled_rows, tiled_token_tiles, tiled_tokens,
-    vec_core_defines, vec_core_fits, Operand, Variant, COMMON_WGSL, EXPERT_TILE, GEMV_WGSL,
-    MATVEC_WGSL, MATVEC_X_F32, TILE_M,
+    gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Operand, Variant,
+    COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, MATVEC_X_F32,
 };
-pub use super::matmul_variants::{vec_core_step, Reduce, RowForm, TileShape, VecShape};
+pub use super::matmul_variants::{vec_core_step, Reduce, VecShape};
+pub(crate) use super::tile_shape::{
+    tiled_rows, tiled_token_tiles, tiled_tokens, EXPERT_TILE, TILE_M,
+};
+pub use super::tile_shape::{RowForm, TileShape};
 use super::weights::{MatrixPart, QuantMatrix, UNIT};
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
 

@@ -28,6 +28,7 @@ pub mod rope_kv;
 pub mod rope_yarn;
 pub mod sample;
 pub mod softmax;
+pub(crate) mod tile_shape;
 pub mod weights;
 
 use crate::gpu::{error::shape_err, GpuBuffer, GpuError};
