@@ -2,9 +2,11 @@
 // matrix-vector core reads on CPU adapters (linear_x_q8.wgsl):
 //   out[r, i] = x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * weight[i]
 //   each 32 values v of out's row: d = max|v| / 127, q = round(v / d) as
-//   32 signed bytes (byte i of word j is value 4j + i), and (d, d * sum(q)).
-// llama.cpp rounds activations the same way (its Q8_0 / Q8_1 blocks) before
-// its CPU backend's quantized dot products.
+//   32 signed bytes (byte i of word j is value 4j + i), and (d, d * sum(q))
+//   with d rounded to f16 (q itself comes from the unrounded d).
+// llama.cpp rounds activations the same way (its Q8_0 / Q8_1 blocks, which
+// store d in f16) before its CPU backend's quantized dot products; its f16
+// d brought the goldens closer to it than an f32 d.
 // One 64-lane workgroup a row; rows are whole blocks (dim % 32 == 0).
 
 struct Params {
@@ -80,6 +82,9 @@ fn main(
         let blk = row * blocks + b;
         xq[2u * blk] = vec4<u32>(words[0], words[1], words[2], words[3]);
         xq[2u * blk + 1u] = vec4<u32>(words[4], words[5], words[6], words[7]);
-        xd[blk] = vec2<f32>(d, d * f32(qsum.x + qsum.y + qsum.z + qsum.w));
+        // d as an f16 (q comes from the unrounded d); past f16's range,
+        // where quantizeToF16 is undefined, it stays f32.
+        let d16 = select(d, quantizeToF16(d), d <= 65504.0);
+        xd[blk] = vec2<f32>(d16, d16 * f32(qsum.x + qsum.y + qsum.z + qsum.w));
     }
 }

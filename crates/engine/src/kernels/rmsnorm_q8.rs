@@ -13,7 +13,8 @@ pub const Q8_BLOCK: usize = 32;
 
 /// Rows of x in 8-bit blocks: per 32 values, 32 signed bytes q in `quants`
 /// (8 words; byte i of word j is value 4j + i) and the pair (d, d * sum(q))
-/// in `scales`, a value being d * q. Row r's blocks follow row r - 1's.
+/// in `scales`, d rounded to f16 as llama.cpp stores it (q comes from the
+/// unrounded d; beyond f16's range d stays f32), a value being d * q. Row r's blocks follow row r - 1's.
 #[derive(Clone, Copy)]
 pub struct Q8Rows<'a> {
     pub quants: &'a GpuBuffer,
@@ -178,7 +179,8 @@ pub fn rms_norm_q8(
 }
 
 /// The CPU form of the 8-bit blocks of one row of f32 values: (quant bytes,
-/// (d, d * sum(q)) per block), rounding half away from zero.
+/// (d, d * sum(q)) per block, d rounded to f16 as `Q8Rows` says), rounding
+/// half away from zero.
 pub fn quantize_row_q8(v: &[f32]) -> (Vec<i8>, Vec<(f32, f32)>) {
     let mut q = Vec::with_capacity(v.len());
     let mut scales = Vec::with_capacity(v.len() / Q8_BLOCK);
@@ -189,7 +191,12 @@ pub fn quantize_row_q8(v: &[f32]) -> (Vec<i8>, Vec<(f32, f32)>) {
         let start = q.len();
         q.extend(block.iter().map(|x| (x * inv).round() as i8));
         let sum: i32 = q[start..].iter().map(|&b| b as i32).sum();
-        scales.push((d, d * sum as f32));
+        let d16 = if d <= 65504.0 {
+            half::f16::from_f32(d).to_f32()
+        } else {
+            d
+        };
+        scales.push((d16, d16 * sum as f32));
     }
     (q, scales)
 }
