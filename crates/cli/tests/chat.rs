@@ -222,8 +222,13 @@ fn a_model_without_a_chat_template_is_refused() {
     refused(&out, "tiny-llama3", "the model has no chat template");
 }
 
+/// `text` in a file named `name`, in a directory of its own: the tests run
+/// in parallel threads of one process, and a name two of them used would be
+/// one file.
 fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("wick-chat-test-{}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("wick-chat-test-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();

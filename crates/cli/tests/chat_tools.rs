@@ -23,8 +23,13 @@ fn model(file: &str) -> PathBuf {
     dir.join(file)
 }
 
+/// `text` in a file named `name`, in a directory of its own: the tests run
+/// in parallel threads of one process and reuse names ("tools.json"), and
+/// a shared file could be read by one test's CLI while another rewrites it.
 fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("wick-chat-tools-{}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("wick-chat-tools-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
