@@ -203,16 +203,15 @@ pub(crate) fn linear_as(
     if op.m == 1 {
         let software = rec.ctx().adapter.is_software;
         let subgroups = rec.ctx().features.subgroups;
-        let core =
-            if vec_core_fits(op.w, op.x_offset) {
-                GemvCore::Vec(vec_shape.unwrap_or_else(|| {
-                    VecShape::choose(software, subgroups, op.w.format(), op.w.cols)
-                }))
-            } else {
-                GemvCore::Unit {
-                    rows: gemv_rows(software, 1),
-                }
-            };
+        let core = if vec_core_fits(op.w, op.x_offset) {
+            GemvCore::Vec(vec_shape.unwrap_or_else(|| {
+                VecShape::choose(&rec.ctx().adapter, subgroups, op.w.format(), op.w.cols)
+            }))
+        } else {
+            GemvCore::Unit {
+                rows: gemv_rows(software, 1),
+            }
+        };
         record_gemv(rec, op, core);
         return Ok(());
     }

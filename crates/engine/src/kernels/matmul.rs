@@ -131,7 +131,12 @@ pub fn matmul(
     let software = rec.ctx().adapter.is_software;
     let subgroups = rec.ctx().features.subgroups;
     let form = if m == 1 && vec_core_fits(w, x_offset) {
-        Form::Vec(VecShape::choose(software, subgroups, w.format(), w.cols))
+        Form::Vec(VecShape::choose(
+            &rec.ctx().adapter,
+            subgroups,
+            w.format(),
+            w.cols,
+        ))
     } else if m <= GEMV_MAX_TOKENS {
         Form::Gemv(gemv_rows(software, m))
     } else {

@@ -7,7 +7,7 @@
 
 use super::tile_shape::{TileShape, TILE_M};
 use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
-use crate::gpu::{Access, OwnedSpec, VariantKey};
+use crate::gpu::{context::AdapterSummary, Access, OwnedSpec, VariantKey};
 
 /// Output rows per GEMV workgroup. GPUs get 4: enough workgroups to fill
 /// them even for 896-row matrices, and x reused from registers 4 times.
@@ -76,21 +76,49 @@ impl Reduce {
     }
 }
 
+/// A CPU adapter's SIMD batch, the vec4 core's lanes per group there (None
+/// on GPUs): llvmpipe runs 8 lanes at a time (AVX2), other CPU adapters
+/// (SwiftShader) 4; in headless Chromium SmolLM2 decoded 1.9-2.3 tok/s with
+/// 4 lanes against 1.4-1.9 with 8 and 1.2-1.5 with 16.
+pub(crate) fn cpu_lanes(adapter: &AdapterSummary) -> Option<u32> {
+    match (adapter.is_software, adapter.is_llvmpipe()) {
+        (false, _) => None,
+        (true, true) => Some(8),
+        (true, false) => Some(4),
+    }
+}
+
 impl VecShape {
-    /// The shape for `fmt` rows of `k` elements. CPU adapters: a group per
-    /// SIMD batch (8 lanes), each lane's x values serving as many rows as
-    /// its step has x vec4s (8, or 16 for the K-quants' 64-element steps),
-    /// since x is re-read per group through slow per-lane loads; contiguous
-    /// steps per lane. GPUs: as many lanes as the row has steps (8 to 64),
-    /// about 4 rows a workgroup, interleaved steps. `bench-kernels --sweep`
-    /// times the alternatives. `subgroups`: whether the device has them
-    /// (`Reduce::choose`).
-    pub(crate) fn choose(software: bool, subgroups: bool, fmt: GpuFormat, k: usize) -> VecShape {
-        let reduce = Reduce::choose(software, subgroups);
-        if software {
+    /// The shape for `fmt` rows of `k` elements on `adapter` (`for_class`
+    /// with its CPU lanes). `subgroups`: whether the device has them.
+    pub(crate) fn choose(
+        adapter: &AdapterSummary,
+        subgroups: bool,
+        fmt: GpuFormat,
+        k: usize,
+    ) -> VecShape {
+        Self::for_class(cpu_lanes(adapter), subgroups, fmt, k)
+    }
+
+    /// The shape for `fmt` rows of `k` elements. CPU adapters
+    /// (`cpu_lanes` Some): a group per SIMD batch, each lane's x values
+    /// serving as many rows as its step has x vec4s (8, or 16 for the
+    /// K-quants' 64-element steps), since x is re-read per group through
+    /// slow per-lane loads; contiguous steps per lane. GPUs (None): as many
+    /// lanes as the row has steps (8 to 64), about 4 rows a workgroup,
+    /// interleaved steps. `bench-kernels --sweep` times the alternatives.
+    /// `subgroups`: whether the device has them (`Reduce::choose`).
+    pub(crate) fn for_class(
+        cpu_lanes: Option<u32>,
+        subgroups: bool,
+        fmt: GpuFormat,
+        k: usize,
+    ) -> VecShape {
+        let reduce = Reduce::choose(cpu_lanes.is_some(), subgroups);
+        if let Some(lanes) = cpu_lanes {
             let group_rows = if fmt.vec_step() == 64 { 16 } else { 8 };
             return VecShape {
-                lanes: 8,
+                lanes,
                 group_rows,
                 chunked: true,
                 reduce,
