@@ -34,7 +34,7 @@ fn dot_tokens(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>,
 }
 
 // The per-chunk code (X_LOADS, ROW_SUMS, ROW_STEPS, ROW_STORES) comes from
-// kernels::matmul_variants::row_code: loops over the TN rows adding into one
+// kernels::tile_shape::row_code: loops over the TN rows adding into one
 // array; on lavapipe the rows written out, each row's TM sums a vec4 of its
 // own; on other CPU adapters (SwiftShader) everything written out, x's vec4s
 // named one by one. CPU adapters' shader compilers keep an array indexed by

@@ -163,6 +163,7 @@ fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'stat
     }
     // Each row's four token sums are one vec4.
     const _: () = assert!(TILE_M == 4);
+    // vec_consts.wgsl's CV: the chunk's vec4s.
     let cv = (fmt.vec_step() / 4).min(8);
     let mut loads = String::new();
     if form == RowForm::Flat {
