@@ -7,15 +7,17 @@
 // K-quant block). A step's x values are XV vec4s in two runs of XV / 2
 // (runs_vec_FMT: where each starts, in vec4s from the row start); each
 // lane loads them once and dots them with the step of all ROWS weight rows
-// (dot_step_FMT, quant_vec{16,32,64}.wgsl), whose quants it reads as vec4s.
+// (the reader's dot_x: dot_step_FMT of quant_vec{16,32,64}.wgsl over f32
+// values, or dot_i8_FMT over 8-bit x), whose quants it reads as vec4s.
 // Which lane takes which steps: on a GPU adjacent lanes take adjacent steps
 // (coalesced reads); on a CPU adapter (CHUNKED) each lane takes one
 // contiguous run of steps, since a CPU runs one SIMD batch of lanes through
 // the whole loop before the next, and interleaved steps would make each
 // batch stride through memory.
 // Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, this file,
-// quant_vec{16,32,64}.wgsl, an x reader (step_x: matvec_x_f32.wgsl, or
-// linear_x_q8.wgsl for x in 8-bit blocks), then an entry point.
+// quant_vec{16,32,64}.wgsl, an x reader (step_x and dot_x, with the type
+// StepX they share: matvec_step_f32.wgsl with matvec_x_f32.wgsl or
+// linear_x_q8.wgsl, or linear_x_q8_dot4.wgsl alone), then an entry point.
 
 @group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
 // Binding 2, x, is declared by the x reader (matvec_x_f32.wgsl, linear_x_q8.wgsl).
@@ -42,15 +44,6 @@ const REDUCE: u32 = {{REDUCE}}u;
 // the subgroup, subgroup size, subgroup id, subgroups in the workgroup).
 var<private> sg: vec4<u32>;
 
-// A step's x values: xs, run a then run b (see runs_vec_FMT), and xg, the
-// sums of each 32 of them (xg[g] = xs[8g .. 8g + 8]): the formats with an
-// offset (Q4_0's -8, Q4_1's m, K-quant mins) subtract offset * sum once
-// instead of once per weight.
-struct StepX {
-    xs: array<vec4<f32>, XV>,
-    xg: array<f32, XG>,
-}
-
 fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     let lane = lid % LANES;
     let group_row0 = row0 + (lid / LANES) * GROUP_ROWS;
@@ -65,7 +58,7 @@ fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
         let x = step_x(base4, s);
         for (var r = 0u; r < GROUP_ROWS; r++) {
             // Rows past the part repeat its last row; their sums are dropped.
-            acc[r] += dot_step_{{FMT}}(w_row0 + min(group_row0 + r, p.rows - 1u), s, x.xs, x.xg);
+            acc[r] += dot_x(w_row0 + min(group_row0 + r, p.rows - 1u), s, x);
         }
     }
     let first_row = (lid / LANES) * GROUP_ROWS;

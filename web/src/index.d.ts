@@ -52,8 +52,9 @@ export interface LoadOptions {
   /**
    * What decode steps feed the matrix-vector products after a norm: "f32"
    * (the default) or "q8", 8-bit blocks of 32 values with a scale each (as
-   * llama.cpp's CPU backend rounds activations; faster natively on lavapipe,
-   * slower on SwiftShader).
+   * llama.cpp's CPU backend rounds activations; faster decode on lavapipe
+   * and on SwiftShader, where a step's logits then differ from a prefilled
+   * position's by up to ~1: see the README).
    */
   activations?: "q8" | "f32";
   /**
@@ -147,7 +148,8 @@ export interface TokenRun extends AsyncIterable<TokenChunk> {
 export interface EngineInfo {
   version: string;
   adapter: { name: string; backend: string; deviceType: string; driver: string; isSoftware: boolean };
-  features: { shaderF16: boolean; subgroups: boolean; timestampQuery: boolean };
+  /** packedDot4: WGSL's dot4I8Packed, which decode's GEMVs use for 8-bit activations (`activations: "q8"`). */
+  features: { shaderF16: boolean; subgroups: boolean; timestampQuery: boolean; packedDot4: boolean };
   /** Always "f32" today: f16 and quantized weights are unpacked in the shader. */
   computePath: "f32" | "f16";
   computePathNote: string;

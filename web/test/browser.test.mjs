@@ -98,6 +98,7 @@ describe("Engine on the page", () => {
     assert.equal(info.computePath, "f32");
     assert.ok(info.adapter.name.length > 0, "adapter named");
     assert.equal(typeof info.features.shaderF16, "boolean");
+    assert.equal(typeof info.features.packedDot4, "boolean");
     assert.match(info.computePathNote, info.features.shaderF16 ? /available/ : /not available/);
     // SwiftShader is a CPU adapter: lanes summed serially (no subgroups in the browser either).
     assert.equal(info.adapter.isSoftware, true);

@@ -13,6 +13,7 @@ use wick::gpu::GpuContext;
 use wick::kernels::bench::{
     copy_bandwidth, gemv_bandwidth, gemv_bandwidth_q8, gemv_bandwidth_vec, GemvBench,
 };
+use wick::kernels::linear::q8_dot4_fits;
 use wick::kernels::matmul::{vec_core_step, Reduce, VecShape};
 use wick::kernels::rmsnorm_q8::Q8_BLOCK;
 use wick::kernels::weights::GPU_DTYPES;
@@ -115,10 +116,17 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
             let b = pollster::block_on(gemv_bandwidth(&ctx, dtype, rows, cols, iters))?;
             results.push(row_json(&b, copy_gbps));
             if cols % Q8_BLOCK == 0 && dtype.block_elements() > 1 {
-                let b = pollster::block_on(gemv_bandwidth_q8(&ctx, dtype, rows, cols, iters))?;
-                let mut r = row_json(&b, copy_gbps);
-                r["x"] = json!("q8");
-                results.push(r);
+                // 8-bit x turned to f32 in registers, then (where the
+                // adapter has them and the format takes them) in integer
+                // dot products, side by side.
+                let dot4 = q8_dot4_fits(&ctx.features, dtype);
+                for on in [false, true].into_iter().filter(|&on| !on || dot4) {
+                    let b =
+                        pollster::block_on(gemv_bandwidth_q8(&ctx, dtype, rows, cols, iters, on))?;
+                    let mut r = row_json(&b, copy_gbps);
+                    r["x"] = json!(if on { "q8_dot4" } else { "q8" });
+                    results.push(r);
+                }
             }
         }
     }
@@ -175,6 +183,7 @@ fn print_row(r: &Value) {
             }
         ),
         None if r["x"] == "q8" => format!("{dtype} x q8"),
+        None if r["x"] == "q8_dot4" => format!("{dtype} x q8 dot4"),
         None => dtype.to_string(),
     };
     println!(

@@ -43,6 +43,7 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "shader_f16": f.shader_f16,
             "subgroups": f.subgroups,
             "timestamp_query": f.timestamp_query,
+            "packed_dot4": f.packed_dot4,
         },
         // Which kernels run: every kernel computes in f32 (f16 and quantized
         // weights are unpacked in the shader); the KV cache is f16 unless

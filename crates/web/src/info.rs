@@ -68,6 +68,9 @@ pub struct Features {
     pub shader_f16: bool,
     pub subgroups: bool,
     pub timestamp_query: bool,
+    /// WGSL's `dot4I8Packed`: with `activations: "q8"`, decode's GEMVs over
+    /// Q4_0 / Q4_1 / Q5_0 (and Q8_0 on GPUs) use integer dot products.
+    pub packed_dot4: bool,
 }
 
 #[derive(Serialize)]
@@ -132,6 +135,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             shader_f16: f.shader_f16,
             subgroups: f.subgroups,
             timestamp_query: f.timestamp_query,
+            packed_dot4: f.packed_dot4,
         },
         compute_path: "f32",
         compute_path_note: format!(

@@ -38,6 +38,10 @@ pub struct GpuFeatures {
     pub shader_f16: bool,
     pub subgroups: bool,
     pub timestamp_query: bool,
+    /// WGSL's `dot4I8Packed` (the `packed_4x8_integer_dot_product` language
+    /// feature): decode's GEMV dots 8-bit x with 8-bit weights four at a
+    /// time (`linear_x_q8_dot4.wgsl`).
+    pub packed_dot4: bool,
 }
 
 /// Counters that tests and benchmarks read: they prove "one submit per step"
@@ -136,10 +140,16 @@ impl GpuContext {
             })
             .await
             .map_err(|_| GpuError::NoAdapter { backends })?;
-        Self::from_adapter(adapter).await
+        let packed_dot4 = instance
+            .wgsl_language_features()
+            .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct);
+        Self::from_adapter(adapter, packed_dot4).await
     }
 
-    async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuContext, GpuError> {
+    async fn from_adapter(
+        adapter: wgpu::Adapter,
+        packed_dot4: bool,
+    ) -> Result<GpuContext, GpuError> {
         let info = adapter.get_info();
         let device_memory = super::device_memory::device_memory(&adapter);
         let summary = AdapterSummary {
@@ -174,6 +184,7 @@ impl GpuContext {
             shader_f16: granted.contains(wgpu::Features::SHADER_F16),
             subgroups: granted.contains(wgpu::Features::SUBGROUP),
             timestamp_query: granted.contains(wgpu::Features::TIMESTAMP_QUERY),
+            packed_dot4,
         };
         let limits = device.limits();
         let residency = Arc::new(Residency::default());

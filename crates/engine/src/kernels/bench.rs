@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use super::linear::{linear, Epilogue, Linear, LinearScratch};
+use super::linear::{linear_as, Epilogue, Forced, Linear, LinearScratch};
 use super::matmul::{matmul, matmul_form, Form, VecShape};
 use super::rmsnorm_q8::{quantize_row_q8, Q8Rows};
 use super::weights::QuantMatrix;
@@ -71,15 +71,17 @@ pub async fn gemv_bandwidth(
 
 /// As `gemv_bandwidth`, through the fused linear layer with x in 8-bit
 /// blocks (`Q8Rows`): a decode projection's path where activations are
-/// q8 (`ActDtype`). `cols` a multiple of 32.
+/// q8 (`ActDtype`), its 8-bit x in integer dot products if `dot4` (where
+/// `linear::q8_dot4_fits`; otherwise as f32). `cols` a multiple of 32.
 pub async fn gemv_bandwidth_q8(
     ctx: &GpuContext,
     dtype: GgmlType,
     rows: usize,
     cols: usize,
     iters: usize,
+    dot4: bool,
 ) -> Result<GemvBench, GpuError> {
-    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Q8).await
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Q8 { dot4 }).await
 }
 
 /// How the timed GEMVs get x.
@@ -87,8 +89,9 @@ pub async fn gemv_bandwidth_q8(
 enum Input {
     /// f32 x through `matmul`, in the form it picks or this one.
     Matmul(Option<Form>),
-    /// 8-bit x through `linear`.
-    Q8,
+    /// 8-bit x through `linear`, in integer dot products or not
+    /// (`linear::q8_dot4`).
+    Q8 { dot4: bool },
 }
 
 /// As `gemv_bandwidth`, on the vec4 matrix-vector core in `shape`: what
@@ -198,7 +201,7 @@ impl Gemvs<'_> {
         match self.input {
             Input::Matmul(Some(f)) => matmul_form(rec, f, x, 0, w, y, 0, 1),
             Input::Matmul(None) => matmul(rec, x, 0, w, y, 0, 1),
-            Input::Q8 => {
+            Input::Q8 { dot4 } => {
                 let op = Linear {
                     x,
                     x_q8: Some(self.x8),
@@ -214,7 +217,11 @@ impl Gemvs<'_> {
                 };
                 // One row: the matrix-vector form needs no scratch.
                 let scratch = LinearScratch { normed: y, wide: y };
-                linear(rec, &op, &scratch)
+                let forced = Forced {
+                    dot4: Some(dot4),
+                    ..Forced::default()
+                };
+                linear_as(rec, &op, &scratch, forced)
             }
         }
     }
@@ -277,8 +284,11 @@ mod tests {
         let v =
             pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::Q4_K, 8, 512, 2, shape)).unwrap();
         assert!(v.gbps.is_finite() && v.gbps > 0.0, "{v:?}");
-        let q = pollster::block_on(gemv_bandwidth_q8(ctx, GgmlType::Q4_1, 16, 576, 2)).unwrap();
-        assert!(q.gbps.is_finite() && q.gbps > 0.0, "{q:?}");
+        for dot4 in [false, true] {
+            let q = pollster::block_on(gemv_bandwidth_q8(ctx, GgmlType::Q4_1, 16, 576, 2, dot4))
+                .unwrap();
+            assert!(q.gbps.is_finite() && q.gbps > 0.0, "{q:?}");
+        }
         let err = pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::F16, 8, 40, 2, shape))
             .unwrap_err();
         assert!(err.to_string().contains("vec4 core"), "{err}");

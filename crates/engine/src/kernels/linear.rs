@@ -25,13 +25,16 @@ use super::activation::{act_name, gated_act_pairs, Activation};
 use super::check_elems;
 use super::matmul::{
     check_groups, gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits,
-    Params, TileShape, VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, MATVEC_X_F32, TILE_M,
+    Params, TileShape, VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL,
+    MATVEC_X_F32, TILE_M,
 };
 use super::rmsnorm::rms_norm;
 use super::rmsnorm_q8::Q8Rows;
-use super::weights::{QuantMatrix, QUANT_WGSL};
+use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
+use crate::format::quant::GgmlType;
 use crate::gpu::{
-    error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuContext, GpuError, GpuFeatures,
+    OwnedSpec, Recorder, VariantKey,
 };
 
 /// Token tiles per workgroup of the prefill form for `m` rows (see the
@@ -49,6 +52,15 @@ const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
 const X_UNIT: &str = include_str!("../../../../shaders/linear_x_unit.wgsl");
 const X_VEC: &str = include_str!("../../../../shaders/linear_x_vec.wgsl");
 const X_Q8: &str = include_str!("../../../../shaders/linear_x_q8.wgsl");
+const X_Q8_DOT4: &str = include_str!("../../../../shaders/linear_x_q8_dot4.wgsl");
+
+/// The integer step functions of linear_x_q8_dot4.wgsl for `fmt`'s step length.
+fn quant_dot4_wgsl(fmt: GpuFormat) -> &'static str {
+    match fmt.vec_step() {
+        32 => include_str!("../../../../shaders/quant_dot4_32.wgsl"),
+        _ => include_str!("../../../../shaders/quant_dot4_64.wgsl"),
+    }
+}
 const TILED_MAIN: &str = include_str!("../../../../shaders/linear_tiled.wgsl");
 
 /// What happens to `W · x` on its way to `out`.
@@ -188,23 +200,23 @@ impl Linear<'_> {
 /// Records `op`: one dispatch per matrix part when decoding (m = 1), and in
 /// the prefill form also a norm and, for gating, an activation dispatch.
 pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Result<(), GpuError> {
-    linear_as(rec, op, scratch, None)
+    linear_as(rec, op, scratch, Forced::default())
 }
 
-/// `linear`, with the vec4 core's shape given instead of the adapter's
-/// (tests run every shape on any adapter) where that core takes `op`.
+/// `linear`, with what `forced` fixes instead of the adapter's choice
+/// (tests run every shape and x reader on any adapter).
 pub(crate) fn linear_as(
     rec: &mut Recorder,
     op: &Linear,
     scratch: &LinearScratch,
-    vec_shape: Option<VecShape>,
+    forced: Forced,
 ) -> Result<(), GpuError> {
     op.check()?;
     if op.m == 1 {
         let software = rec.ctx().adapter.is_software;
         let subgroups = rec.ctx().features.subgroups;
         let core = if vec_core_fits(op.w, op.x_offset) {
-            GemvCore::Vec(vec_shape.unwrap_or_else(|| {
+            GemvCore::Vec(forced.vec_shape.unwrap_or_else(|| {
                 VecShape::choose(&rec.ctx().adapter, subgroups, op.w.format(), op.w.cols)
             }))
         } else {
@@ -212,7 +224,11 @@ pub(crate) fn linear_as(
                 rows: gemv_rows(software, 1),
             }
         };
-        record_gemv(rec, op, core);
+        let dot4 = match forced.dot4 {
+            Some(on) => on && q8_dot4_fits(&rec.ctx().features, op.w.dtype),
+            None => q8_dot4(rec.ctx(), op.w.dtype),
+        };
+        record_gemv(rec, op, core, dot4);
         return Ok(());
     }
     let (x, x_offset) = match op.norm {
@@ -303,8 +319,38 @@ fn on(yes: bool) -> Cow<'static, str> {
     Cow::Borrowed(if yes { "" } else { "//" })
 }
 
+/// Whether the decode GEMV can dot 8-bit x with `dtype`'s quants in integer
+/// dot products (`linear_x_q8_dot4.wgsl`): every quantized GPU format, on a
+/// device whose WGSL has `dot4I8Packed`.
+pub fn q8_dot4_fits(features: &GpuFeatures, dtype: GgmlType) -> bool {
+    features.packed_dot4 && GpuFormat::of(dtype).is_some() && dtype.block_elements() > 1
+}
+
+/// Whether it does, given 8-bit x, on this adapter: on CPU adapters for the
+/// nibble formats Q4_0, Q4_1 and Q5_0 only, whose bytes then go straight
+/// into the dot products instead of each becoming an f32 first: their GEMVs
+/// ran 1.1-1.2x (Q5_0 1.05-1.1x) faster on lavapipe (`wick bench-kernels`,
+/// the `x q8` / `x q8 dot4` rows), while Q8_0's ran no faster and the
+/// K-quants' (a sub-block's scale per 16 or 32 products) no faster or
+/// slower. GPUs take it for every format, as llama.cpp's quantized GEMVs
+/// do (not measured here).
+pub fn q8_dot4(ctx: &GpuContext, dtype: GgmlType) -> bool {
+    let nibbles = matches!(dtype, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0);
+    q8_dot4_fits(&ctx.features, dtype) && (nibbles || !ctx.adapter.is_software)
+}
+
+/// What tests and benchmarks fix instead of the adapter's choice.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Forced {
+    /// The vec4 core's shape, where that core takes the op.
+    pub vec_shape: Option<VecShape>,
+    /// Integer dot products for 8-bit x (only where `q8_dot4_fits`).
+    pub dot4: Option<bool>,
+}
+
 /// The matrix-vector form: one token row (`op.m == 1`) on `core`.
-fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
+/// `dot4`: 8-bit x (if given) in integer dot products.
+fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
     debug_assert_eq!(op.m, 1, "the matrix-vector form takes one token row");
     let w = op.w;
     let (norm, bias) = (op.norm.is_some(), op.bias.is_some());
@@ -326,6 +372,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
     let q8 = op
         .x_q8
         .filter(|_| vec_shape.is_some() && w.dtype.block_elements() > 1);
+    let dot4 = dot4 && q8.is_some();
     let first_extra = 4 + vec_shape.is_some() as usize + q8.is_some() as usize;
     // Lanes 0 is the unit core; rows, lanes and the lane order fix the rest.
     let (lanes, chunked, reduce) =
@@ -335,7 +382,11 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
         fmt: fmt.fmt,
         args: [
             rows_per_group,
-            norm as u32 | (bias as u32) << 1 | chunked << 2 | (q8.is_some() as u32) << 3,
+            norm as u32
+                | (bias as u32) << 1
+                | chunked << 2
+                | (q8.is_some() as u32) << 3
+                | (dot4 as u32) << 4,
             code,
             act as u32,
             lanes,
@@ -366,9 +417,10 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore) {
             GemvCore::Vec(v) => {
                 let mut d = vec_core_defines(fmt, v);
                 d.push(("XD_BINDING", (first_extra - 1).to_string().into()));
-                let x_reader: &[&'static str] = match q8 {
-                    Some(_) => &[X_Q8],
-                    None => &[MATVEC_X_F32, X_VEC],
+                let x_reader: &[&'static str] = match (q8, dot4) {
+                    (Some(_), true) => &[X_Q8_DOT4, quant_dot4_wgsl(fmt)],
+                    (Some(_), false) => &[MATVEC_STEP_F32, X_Q8],
+                    (None, _) => &[MATVEC_X_F32, X_VEC],
                 };
                 let mut sources = vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt)];
                 sources.extend(x_reader);

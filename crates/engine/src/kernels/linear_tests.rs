@@ -94,7 +94,28 @@ fn reference(
 /// sentinels) and x rows from element 3 (the unit matrix-vector core) or 4
 /// (a vec4: the vec4 core where the row length allows).
 fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, seed: u64) {
-    run_at(c, dtype, part_rows, stride_pad, seed, 3, None, false)
+    run_at(c, dtype, part_rows, stride_pad, seed, 3, None, X8::None)
+}
+
+/// How a test hands x to the layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum X8 {
+    /// f32 only.
+    None,
+    /// In 8-bit blocks too, turned to f32 in registers.
+    Float,
+    /// In 8-bit blocks too, in integer dot products where the format and
+    /// the adapter take them (`q8_dot4_fits`; else as `Float`).
+    Dot4,
+}
+
+/// The 8-bit x readers to test `dtype` with on this adapter.
+fn x8_readers(dtype: GgmlType) -> Vec<X8> {
+    let mut readers = vec![X8::Float];
+    if q8_dot4_fits(&ctx().features, dtype) {
+        readers.push(X8::Dot4);
+    }
+    readers
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -106,8 +127,9 @@ fn run_at(
     seed: u64,
     x_offset: usize,
     vec_shape: Option<VecShape>,
-    q8: bool,
+    x8: X8,
 ) {
+    let q8 = x8 != X8::None;
     let ctx = ctx();
     let (k, n, m) = (c.k, c.n, c.m);
     let bytes = quantize(dtype, &test_weights(n * k, seed)).unwrap();
@@ -204,12 +226,16 @@ fn run_at(
         normed: &normed,
         wide: &wide,
     };
-    linear_as(&mut rec, &op, &scratch, vec_shape).unwrap();
+    let forced = Forced {
+        vec_shape,
+        dot4: Some(x8 == X8::Dot4),
+    };
+    linear_as(&mut rec, &op, &scratch, forced).unwrap();
     pollster::block_on(rec.submit()).unwrap();
     let got = pollster::block_on(ctx.read_f32(&gout, 0, out_init.len())).unwrap();
     let (want, scale) = reference(c, &x, &norm_w, &wv, &bias[2..], &prev);
     let what = format!(
-        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride} x at {x_offset} {vec_shape:?}",
+        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride} x at {x_offset} {vec_shape:?} {x8:?}",
         c.norm, c.bias, c.epilogue
     );
     // As assert_dot_close (testutil): f32 sums of k products, plus the norm's
@@ -299,9 +325,11 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
                 };
                 for shape in vec_shapes(dtype, k) {
                     let seed = (d * 10 + e) as u64;
-                    run_at(&case, dtype, None, 0, seed, 4, shape, false);
+                    run_at(&case, dtype, None, 0, seed, 4, shape, X8::None);
                     if !norm {
-                        run_at(&case, dtype, None, 0, seed, 0, shape, true);
+                        for x8 in x8_readers(dtype) {
+                            run_at(&case, dtype, None, 0, seed, 0, shape, x8);
+                        }
                     }
                 }
             }
@@ -317,12 +345,14 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
         epilogue: Epilogue::Add,
     };
     for shape in vec_shapes(GgmlType::Q8_0, case.k) {
-        run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4, shape, false);
+        run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4, shape, X8::None);
         let case = Case {
             norm: false,
             ..case
         };
-        run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 0, shape, true);
+        for x8 in x8_readers(GgmlType::Q8_0) {
+            run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 0, shape, x8);
+        }
     }
 }
 

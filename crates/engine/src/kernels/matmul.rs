@@ -15,7 +15,7 @@ use bytemuck::{Pod, Zeroable};
 use super::check_elems;
 pub(crate) use super::matmul_variants::{
     gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Operand, Variant,
-    COMMON_WGSL, GEMV_WGSL, MATVEC_WGSL, MATVEC_X_F32,
+    COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
 };
 pub use super::matmul_variants::{vec_core_step, Reduce, VecShape};
 pub(crate) use super::tile_shape::{

@@ -156,8 +156,14 @@ pub(crate) const MATVEC_WGSL: &str = concat!(
     include_str!("../../../../shaders/vec_consts.wgsl"),
     include_str!("../../../../shaders/matvec.wgsl")
 );
-/// The vec4 core's x reader for f32 x (through the entry point's x_vec).
-pub(crate) const MATVEC_X_F32: &str = include_str!("../../../../shaders/matvec_x_f32.wgsl");
+/// The vec4 core's x reader for f32 x (through the entry point's x_vec),
+/// with the f32 step type that it and linear_x_q8.wgsl share.
+pub(crate) const MATVEC_X_F32: &str = concat!(
+    include_str!("../../../../shaders/matvec_step_f32.wgsl"),
+    include_str!("../../../../shaders/matvec_x_f32.wgsl")
+);
+/// The f32 step type alone (for linear_x_q8.wgsl).
+pub(crate) const MATVEC_STEP_F32: &str = include_str!("../../../../shaders/matvec_step_f32.wgsl");
 /// The step functions of the vec4 core for `fmt` (one file per step length).
 pub(crate) fn quant_vec_wgsl(fmt: GpuFormat) -> &'static str {
     match fmt.vec_step() {

@@ -53,16 +53,17 @@ pub enum ActDtype {
     /// f32, as the norm computes it.
     #[default]
     F32,
-    /// 8-bit blocks of 32 values with an f32 scale each (`Q8Rows`), as
-    /// llama.cpp's CPU backend rounds activations before its quantized dot
-    /// products. Three loads per 32 values where f32 takes eight: lavapipe,
-    /// whose storage loads run lane by lane, decodes faster (SwiftShader
-    /// slower; on GPUs x is a small, cached read). Needs a model width that
-    /// is a multiple of 32. Opt-in: prefill steps read f32 x, so a
+    /// 8-bit blocks of 32 values with a scale each (`Q8Rows`), as llama.cpp's
+    /// CPU backend rounds activations before its quantized dot products.
+    /// Three loads per 32 values where f32 takes eight: lavapipe, whose
+    /// storage loads run lane by lane, decodes faster, as SwiftShader does
+    /// with integer dot products (on GPUs x is a small, cached read). Needs
+    /// a model width that is a multiple of 32. Opt-in: prefill steps read f32 x, so a
     /// position's logits depend on whether it was prefilled or decoded, and
     /// reusing a cached prefix (whose last token is then re-run as a decode
-    /// step) can change a sampled token; prefill reading 8-bit x as well
-    /// would make it a candidate default for lavapipe.
+    /// step) can change a sampled token. Prefill reading the rounded values
+    /// would not fix that (see the README): rounding is discontinuous, and
+    /// the forms' last-bit differences flip some q, which flips more.
     Q8,
 }
 
