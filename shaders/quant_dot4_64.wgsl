@@ -50,21 +50,18 @@ fn q6_bytes(ql: vec4<u32>, qh: vec4<u32>, shift: u32) -> vec4<u32> {
 // Q6_K: as dot_step_q6_k, 16 elements a scale: run a's halves j = 0, 1 use
 // scale 8n + 2g + j, run b's the scale 4 later.
 fn dot_i8_q6_k(row: u32, s: u32, x: StepX) -> f32 {
-    let blk = row * p.blocks + s / 4u;
-    let n = (s >> 1u) & 1u;
-    let g = s & 1u;
-    let qv = 12u * blk; // 192 quant bytes: ql (8 vec4s), then qh (4)
-    let sa = 2u * g;
-    let sb = 4u + 2u * g;
-    let scales = aux4(blk);
-    let sc = 8u * n + 2u * g;
-    let ql0 = w4[qv + 4u * n + 2u * g];
-    let ql1 = w4[qv + 4u * n + 2u * g + 1u];
-    let qh0 = w4[qv + 8u + 2u * n];
-    let qh1 = w4[qv + 8u + 2u * n + 1u];
+    let t = q6_k_step(row, s);
+    let sa = 2u * t.g;
+    let sb = 4u + 2u * t.g;
+    let scales = aux4(t.blk);
+    let sc = 8u * t.n + 2u * t.g;
+    let ql0 = w4[t.qv + 4u * t.n + 2u * t.g];
+    let ql1 = w4[t.qv + 4u * t.n + 2u * t.g + 1u];
+    let qh0 = w4[t.qv + 8u + 2u * t.n];
+    let qh1 = w4[t.qv + 8u + 2u * t.n + 1u];
     let a = i8_of(scales, sc) * dot16(q6_bytes(ql0, qh0, sa), x.a0)
         + i8_of(scales, sc + 1u) * dot16(q6_bytes(ql1, qh1, sa), x.a1);
     let b = i8_of(scales, sc + 4u) * dot16(q6_bytes(ql0 >> vec4<u32>(4u), qh0, sb), x.b0)
         + i8_of(scales, sc + 5u) * dot16(q6_bytes(ql1 >> vec4<u32>(4u), qh1, sb), x.b1);
-    return d16(blk) * (x.d.x * a + x.d.y * b);
+    return d16(t.blk) * (x.d.x * a + x.d.y * b);
 }

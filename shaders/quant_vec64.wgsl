@@ -54,27 +54,37 @@ fn runs_vec_q6_k(s: u32) -> vec2<u32> {
 fn q6x4(ql: u32, qh: u32, shift: u32) -> vec4<f32> {
     return bytes_u((ql & 0x0f0f0f0fu) | (((qh >> shift) & 0x03030303u) << 4u)) - vec4<f32>(32.0);
 }
-fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+// Where Q6_K step s of part row `row` lies (for dot_step_q6_k and
+// quant_dot4_64.wgsl's dot_i8_q6_k).
+struct Q6kStep {
+    blk: u32, // the block
+    n: u32,   // its half
+    g: u32,   // the 32 of the half
+    qv: u32,  // the block's first quant vec4: 192 bytes, ql (8 vec4s) then qh (4)
+}
+fn q6_k_step(row: u32, s: u32) -> Q6kStep {
     let blk = row * p.blocks + s / 4u;
-    let n = (s >> 1u) & 1u;
-    let g = s & 1u;
-    let qv = 12u * blk; // 192 quant bytes: ql (8 vec4s), then qh (4)
-    let sa = 2u * g;
-    let sb = 4u + 2u * g;
-    let scales = aux4(blk);
+    return Q6kStep(blk, (s >> 1u) & 1u, s & 1u, 12u * blk);
+}
+
+fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+    let t = q6_k_step(row, s);
+    let sa = 2u * t.g;
+    let sb = 4u + 2u * t.g;
+    let scales = aux4(t.blk);
     var sum = 0.0;
     for (var j = 0u; j < 2u; j++) {
-        let ql = w4[qv + 4u * n + 2u * g + j];
-        let qh = w4[qv + 8u + 2u * n + j];
+        let ql = w4[t.qv + 4u * t.n + 2u * t.g + j];
+        let qh = w4[t.qv + 8u + 2u * t.n + j];
         let a = dot(q6x4(ql.x, qh.x, sa), xs[4u * j]) + dot(q6x4(ql.y, qh.y, sa), xs[4u * j + 1u])
             + dot(q6x4(ql.z, qh.z, sa), xs[4u * j + 2u]) + dot(q6x4(ql.w, qh.w, sa), xs[4u * j + 3u]);
         let b = dot(q6x4(ql.x >> 4u, qh.x, sb), xs[8u + 4u * j]) + dot(q6x4(ql.y >> 4u, qh.y, sb), xs[9u + 4u * j])
             + dot(q6x4(ql.z >> 4u, qh.z, sb), xs[10u + 4u * j]) + dot(q6x4(ql.w >> 4u, qh.w, sb), xs[11u + 4u * j]);
         // Scales: run a's 16 elements from 16j use scale 8n + 2g + j, run b's 4 later.
-        let sc = 8u * n + 2u * g + j;
+        let sc = 8u * t.n + 2u * t.g + j;
         sum += i8_of(scales, sc) * a + i8_of(scales, sc + 4u) * b;
     }
-    return d16(blk) * sum;
+    return d16(t.blk) * sum;
 }
 
 // ---- Chunks (the tiled vec4 core): half a step, weights as values ---------
