@@ -71,8 +71,8 @@ pub async fn gemv_bandwidth(
 
 /// As `gemv_bandwidth`, through the fused linear layer with x in 8-bit
 /// blocks (`Q8Rows`): a decode projection's path where activations are
-/// q8 (`ActDtype`), its 8-bit x in integer dot products if `dot4` (where
-/// `linear::q8_dot4_fits`; otherwise as f32). `cols` a multiple of 32.
+/// q8 (`ActDtype`), its 8-bit x in integer dot products if `dot4` (an
+/// error where not `linear::q8_dot4_fits`). `cols` a multiple of 32.
 pub async fn gemv_bandwidth_q8(
     ctx: &GpuContext,
     dtype: GgmlType,
@@ -285,8 +285,13 @@ mod tests {
             pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::Q4_K, 8, 512, 2, shape)).unwrap();
         assert!(v.gbps.is_finite() && v.gbps > 0.0, "{v:?}");
         for dot4 in [false, true] {
-            let q = pollster::block_on(gemv_bandwidth_q8(ctx, GgmlType::Q4_1, 16, 576, 2, dot4))
-                .unwrap();
+            let q = pollster::block_on(gemv_bandwidth_q8(ctx, GgmlType::Q4_1, 16, 576, 2, dot4));
+            if dot4 && !crate::kernels::linear::q8_dot4_fits(&ctx.features, GgmlType::Q4_1) {
+                let err = q.unwrap_err();
+                assert!(err.to_string().contains("integer dot products"), "{err}");
+                continue;
+            }
+            let q = q.unwrap();
             assert!(q.gbps.is_finite() && q.gbps > 0.0, "{q:?}");
         }
         let err = pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::F16, 8, 40, 2, shape))

@@ -8,7 +8,7 @@
 //! are interleaved pairs, see `GluPairs`).
 //!
 //! Decode (one token row): one matrix-vector dispatch per matrix part does
-//! all of it (linear_gemv.wgsl). Several rows (prefill): the register-blocked
+//! all of it (linear_gemv.wgsl; `linear_gemv.rs` picks its core and x reader). Several rows (prefill): the register-blocked
 //! matmul with the store / add / bias epilogues (linear_tiled.wgsl), plus a
 //! norm dispatch into scratch before it and, for gating, the activation after
 //! it; a tile sees only part of a row, so it can neither normalise nor gate.
@@ -21,21 +21,13 @@
 
 use std::borrow::Cow;
 
-use super::activation::{act_name, gated_act_pairs, Activation};
+use super::activation::{gated_act_pairs, Activation};
 use super::check_elems;
-use super::matmul::{
-    check_groups, gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits,
-    Params, TileShape, VecShape, COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL,
-    MATVEC_X_F32, TILE_M,
-};
+use super::matmul::{check_groups, Params, TileShape, VecShape, TILE_M};
 use super::rmsnorm::rms_norm;
 use super::rmsnorm_q8::Q8Rows;
-use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
-use crate::format::quant::GgmlType;
-use crate::gpu::{
-    error::shape_err, workgroups_for, Access, GpuBuffer, GpuContext, GpuError, GpuFeatures,
-    OwnedSpec, Recorder, VariantKey,
-};
+use super::weights::QuantMatrix;
+use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 
 /// Token tiles per workgroup of the prefill form for `m` rows (see the
 /// module comment).
@@ -47,20 +39,6 @@ pub(crate) fn prefill_token_tiles(m: usize) -> u32 {
     }
 }
 
-const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
-const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
-const X_UNIT: &str = include_str!("../../../../shaders/linear_x_unit.wgsl");
-const X_VEC: &str = include_str!("../../../../shaders/linear_x_vec.wgsl");
-const X_Q8: &str = include_str!("../../../../shaders/linear_x_q8.wgsl");
-const X_Q8_DOT4: &str = include_str!("../../../../shaders/linear_x_q8_dot4.wgsl");
-
-/// The integer step functions of linear_x_q8_dot4.wgsl for `fmt`'s step length.
-fn quant_dot4_wgsl(fmt: GpuFormat) -> &'static str {
-    match fmt.vec_step() {
-        32 => include_str!("../../../../shaders/quant_dot4_32.wgsl"),
-        _ => include_str!("../../../../shaders/quant_dot4_64.wgsl"),
-    }
-}
 const TILED_MAIN: &str = include_str!("../../../../shaders/linear_tiled.wgsl");
 
 /// What happens to `W · x` on its way to `out`.
@@ -213,23 +191,7 @@ pub(crate) fn linear_as(
 ) -> Result<(), GpuError> {
     op.check()?;
     if op.m == 1 {
-        let software = rec.ctx().adapter.is_software;
-        let subgroups = rec.ctx().features.subgroups;
-        let core = if vec_core_fits(op.w, op.x_offset) {
-            GemvCore::Vec(forced.vec_shape.unwrap_or_else(|| {
-                VecShape::choose(&rec.ctx().adapter, subgroups, op.w.format(), op.w.cols)
-            }))
-        } else {
-            GemvCore::Unit {
-                rows: gemv_rows(software, 1),
-            }
-        };
-        let dot4 = match forced.dot4 {
-            Some(on) => on && q8_dot4_fits(&rec.ctx().features, op.w.dtype),
-            None => q8_dot4(rec.ctx(), op.w.dtype),
-        };
-        record_gemv(rec, op, core, dot4);
-        return Ok(());
+        return gemv::record(rec, op, forced);
     }
     let (x, x_offset) = match op.norm {
         Some((norm, eps)) => {
@@ -304,39 +266,9 @@ fn storage(extra: usize) -> &'static [Access] {
     &[R, R, RW, R, R, R][..3 + extra]
 }
 
-/// Which matrix-vector core a decode projection runs on, with its output
-/// rows per workgroup.
-#[derive(Clone, Copy, Debug)]
-enum GemvCore {
-    /// Units of 16 weights (matmul_gemv.wgsl): any row length and x offset.
-    Unit { rows: u32 },
-    /// Whole-vec4 steps (matvec.wgsl): see `vec_core_fits`.
-    Vec(VecShape),
-}
-
 /// A define that keeps (`""`) or comments out (`"//"`) the lines it prefixes.
 fn on(yes: bool) -> Cow<'static, str> {
     Cow::Borrowed(if yes { "" } else { "//" })
-}
-
-/// Whether the decode GEMV can dot 8-bit x with `dtype`'s quants in integer
-/// dot products (`linear_x_q8_dot4.wgsl`): every quantized GPU format, on a
-/// device whose WGSL has `dot4I8Packed`.
-pub fn q8_dot4_fits(features: &GpuFeatures, dtype: GgmlType) -> bool {
-    features.packed_dot4 && GpuFormat::of(dtype).is_some() && dtype.block_elements() > 1
-}
-
-/// Whether it does, given 8-bit x, on this adapter: on CPU adapters for the
-/// nibble formats Q4_0, Q4_1 and Q5_0 only, whose bytes then go straight
-/// into the dot products instead of each becoming an f32 first: their GEMVs
-/// ran 1.1-1.2x (Q5_0 1.05-1.1x) faster on lavapipe (`wick bench-kernels`,
-/// the `x q8` / `x q8 dot4` rows), while Q8_0's ran no faster and the
-/// K-quants' (a sub-block's scale per 16 or 32 products) no faster or
-/// slower. GPUs take it for every format, as llama.cpp's quantized GEMVs
-/// do (not measured here).
-pub fn q8_dot4(ctx: &GpuContext, dtype: GgmlType) -> bool {
-    let nibbles = matches!(dtype, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0);
-    q8_dot4_fits(&ctx.features, dtype) && (nibbles || !ctx.adapter.is_software)
 }
 
 /// What tests and benchmarks fix instead of the adapter's choice.
@@ -344,151 +276,9 @@ pub fn q8_dot4(ctx: &GpuContext, dtype: GgmlType) -> bool {
 pub(crate) struct Forced {
     /// The vec4 core's shape, where that core takes the op.
     pub vec_shape: Option<VecShape>,
-    /// Integer dot products for 8-bit x (only where `q8_dot4_fits`).
+    /// Integer dot products for 8-bit x (`Some(true)` is an error where not
+    /// `q8_dot4_fits`).
     pub dot4: Option<bool>,
-}
-
-/// The matrix-vector form: one token row (`op.m == 1`) on `core`.
-/// `dot4`: 8-bit x (if given) in integer dot products.
-fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
-    debug_assert_eq!(op.m, 1, "the matrix-vector form takes one token row");
-    let w = op.w;
-    let (norm, bias) = (op.norm.is_some(), op.bias.is_some());
-    let glu = matches!(op.epilogue, Epilogue::Glu(_));
-    let act = match op.epilogue {
-        Epilogue::Glu(a) => a,
-        _ => Activation::Silu,
-    };
-    let fmt = w.format();
-    let code = op.epilogue.code();
-    // The vec4 core binds the part again (as vec4s) after out.
-    let (rows_per_group, vec_shape) = match core {
-        GemvCore::Unit { rows } => (rows, None),
-        GemvCore::Vec(v) => (v.rows(), Some(v)),
-    };
-    // Only the vec4 core reads 8-bit x, and only for quantized weights, as
-    // llama.cpp rounds activations only for those (F16 rows dot f16 x
-    // there, F32 rows f32 x). It binds their scales first.
-    let q8 = op
-        .x_q8
-        .filter(|_| vec_shape.is_some() && w.dtype.block_elements() > 1);
-    let dot4 = dot4 && q8.is_some();
-    let first_extra = 4 + vec_shape.is_some() as usize + q8.is_some() as usize;
-    // Lanes 0 is the unit core; rows, lanes and the lane order fix the rest.
-    let (lanes, chunked, reduce) =
-        vec_shape.map_or((0, 0, 0), |v| (v.lanes, v.chunked as u32, v.reduce as u32));
-    let key = VariantKey {
-        family: "linear_gemv",
-        fmt: fmt.fmt,
-        args: [
-            rows_per_group,
-            norm as u32
-                | (bias as u32) << 1
-                | chunked << 2
-                | (q8.is_some() as u32) << 3
-                | (dot4 as u32) << 4,
-            code,
-            act as u32,
-            lanes,
-            reduce,
-        ],
-    };
-    let make = || {
-        let (mut defines, sources) = match core {
-            GemvCore::Unit { rows } => {
-                let mut d = fmt.defines();
-                d.extend([
-                    ("ROWS", rows.to_string().into()),
-                    ("TOKENS", "1".into()),
-                    ("SG", subgroup_lines(false)),
-                ]);
-                (
-                    d,
-                    vec![
-                        QUANT_WGSL,
-                        COMMON_WGSL,
-                        GEMV_WGSL,
-                        X_UNIT,
-                        ACT_WGSL,
-                        GEMV_MAIN,
-                    ],
-                )
-            }
-            GemvCore::Vec(v) => {
-                let mut d = vec_core_defines(fmt, v);
-                d.push(("XD_BINDING", (first_extra - 1).to_string().into()));
-                let x_reader: &[&'static str] = match (q8, dot4) {
-                    (Some(_), true) => &[X_Q8_DOT4, quant_dot4_wgsl(fmt)],
-                    (Some(_), false) => &[MATVEC_STEP_F32, X_Q8],
-                    (None, _) => &[MATVEC_X_F32, X_VEC],
-                };
-                let mut sources = vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt)];
-                sources.extend(x_reader);
-                sources.extend([ACT_WGSL, GEMV_MAIN]);
-                (d, sources)
-            }
-        };
-        defines.extend([
-            ("NORM", on(norm)),
-            ("NO_NORM", on(!norm)),
-            ("BIAS", on(bias)),
-            ("NO_BIAS", on(!bias)),
-            ("NORM_BINDING", first_extra.to_string().into()),
-            (
-                "BIAS_BINDING",
-                (first_extra + norm as usize).to_string().into(),
-            ),
-            ("EPILOGUE", code.to_string().into()),
-            ("ACT", act_name(act).into()),
-        ]);
-        OwnedSpec {
-            name: format!("{key:?}"),
-            sources,
-            defines,
-            entry: "main",
-            storage: storage(first_extra - 4 + norm as usize + bias as usize),
-        }
-    };
-    for part in &w.parts {
-        let out_row0 = if glu {
-            part.first_row / 2
-        } else {
-            part.first_row
-        };
-        let out_offset = op.out_offset + out_row0;
-        let mut p = Params::new(
-            w,
-            part,
-            1,
-            part.rows,
-            op.x_offset,
-            out_offset,
-            op.out_stride,
-        );
-        let x = q8.map_or(op.x, |q| q.quants);
-        let mut buffers: [&GpuBuffer; 6] = [&part.buffer, x, op.out, op.out, op.out, op.out];
-        let mut n = 3;
-        if vec_shape.is_some() {
-            buffers[n] = &part.buffer;
-            n += 1;
-        }
-        if let Some(q) = q8 {
-            buffers[n] = q.scales;
-            n += 1;
-        }
-        if let Some((norm_w, eps)) = op.norm {
-            p.eps = eps;
-            buffers[n] = norm_w;
-            n += 1;
-        }
-        if let Some((bias_buf, offset)) = op.bias {
-            p.bias_offset = (offset + part.first_row) as u32;
-            buffers[n] = bias_buf;
-            n += 1;
-        }
-        let groups = workgroups_for(part.rows as u32, rows_per_group);
-        rec.dispatch_variant(&key, make, &p, &buffers[..n], groups);
-    }
 }
 
 /// The register-blocked form over `op.w` into `out` (store or add, with the
@@ -570,6 +360,10 @@ fn record_tiled(
     }
     Ok(())
 }
+
+#[path = "linear_gemv.rs"]
+mod gemv;
+pub use gemv::{q8_dot4, q8_dot4_fits};
 
 #[cfg(test)]
 #[path = "linear_tests.rs"]

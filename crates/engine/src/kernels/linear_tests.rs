@@ -104,8 +104,8 @@ enum X8 {
     None,
     /// In 8-bit blocks too, turned to f32 in registers.
     Float,
-    /// In 8-bit blocks too, in integer dot products where the format and
-    /// the adapter take them (`q8_dot4_fits`; else as `Float`).
+    /// In 8-bit blocks too, in integer dot products (only where
+    /// `q8_dot4_fits`: `x8_readers`).
     Dot4,
 }
 
@@ -394,6 +394,23 @@ fn linear_norm_bias_split_parts_and_strided_rows() {
     }
 }
 
+/// One row of x through `w` into `out`, stored plainly.
+fn one_row<'a>(x: &'a GpuBuffer, w: &'a QuantMatrix, out: &'a GpuBuffer) -> Linear<'a> {
+    Linear {
+        x,
+        x_q8: None,
+        x_offset: 0,
+        norm: None,
+        w,
+        bias: None,
+        out,
+        out_offset: 0,
+        out_stride: w.rows,
+        epilogue: Epilogue::Store,
+        m: 1,
+    }
+}
+
 #[test]
 fn linear_refuses_bad_shapes() {
     let ctx = ctx();
@@ -406,19 +423,7 @@ fn linear_refuses_bad_shapes() {
         normed: &s,
         wide: &s,
     };
-    let base = || Linear {
-        x: &x,
-        x_q8: None,
-        x_offset: 0,
-        norm: None,
-        w: &w,
-        bias: None,
-        out: &out,
-        out_offset: 0,
-        out_stride: 5,
-        epilogue: Epilogue::Store,
-        m: 1,
-    };
+    let base = || one_row(&x, &w, &out);
     let mut rec = Recorder::new(ctx);
     let bad = [
         Linear { m: 2, ..base() }, // x too short
@@ -441,4 +446,38 @@ fn linear_refuses_bad_shapes() {
         assert_shape_err(&linear(&mut rec, op, &scratch).unwrap_err(), "linear");
     }
     assert_eq!(rec.dispatches(), 0, "nothing recorded for refused calls");
+}
+
+#[test]
+fn linear_refuses_integer_dot_products_it_cannot_run() {
+    // F16 weights have no integer step functions on any device: forcing
+    // them is an error, not a quiet run of the f32 reader.
+    let ctx = ctx();
+    let bytes = quantize(GgmlType::F16, &random_vec(4 * 64, 2)).unwrap();
+    let w = QuantMatrix::upload(ctx, "w", GgmlType::F16, 4, 64, &bytes).unwrap();
+    let x = ctx.create_storage("x", 4 * 64).unwrap();
+    let xq = ctx.create_storage("xq", 64).unwrap();
+    let xd = ctx.create_storage("xd", 4 * 4).unwrap();
+    let out = ctx.create_storage("out", 4 * 4).unwrap();
+    let q8 = Q8Rows {
+        quants: &xq,
+        scales: &xd,
+    };
+    let op = Linear {
+        x_q8: Some(q8),
+        ..one_row(&x, &w, &out)
+    };
+    let scratch = LinearScratch {
+        normed: &out,
+        wide: &out,
+    };
+    let forced = Forced {
+        dot4: Some(true),
+        ..Forced::default()
+    };
+    let mut rec = Recorder::new(ctx);
+    let err = linear_as(&mut rec, &op, &scratch, forced).unwrap_err();
+    assert_shape_err(&err, "linear");
+    assert!(err.to_string().contains("integer dot products"), "{err}");
+    assert_eq!(rec.dispatches(), 0, "nothing recorded for a refused call");
 }

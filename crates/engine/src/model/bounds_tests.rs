@@ -165,7 +165,7 @@ fn a_config_built_elsewhere_is_checked_the_same() {
 /// buffers over the limit, never wrapped to a small allocation.
 #[test]
 fn buffer_size_products_are_checked() {
-    use crate::model::decoder::f32_bytes;
+    use crate::model::activations::f32_bytes;
     use crate::pipeline::kv_cache::KvCache;
     use crate::testutil::ctx;
     let ctx = ctx();

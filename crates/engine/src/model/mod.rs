@@ -4,6 +4,7 @@
 //! A model is stateless: the pipeline owns the KV cache, scratch buffers and
 //! positions and hands them in through `Forward`.
 
+pub mod activations;
 pub mod bounds;
 pub mod config;
 pub mod decoder;

@@ -2,7 +2,7 @@
 
 use crate::gpu::{BufferRef, GpuContext, GpuError};
 use crate::kernels::kv::{KvDtype, KvLayout};
-use crate::model::decoder::f32_bytes;
+use crate::model::activations::f32_bytes;
 use crate::model::ModelConfig;
 
 pub struct KvCache {

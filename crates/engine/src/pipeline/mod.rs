@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use crate::error::WickError;
 use crate::gpu::{GpuContext, Recorder};
-use crate::model::decoder::Activations;
+use crate::model::activations::Activations;
 use crate::model::{Decoder, Forward};
 
 pub use crate::kernels::kv::KvDtype;

@@ -13,7 +13,7 @@ use crate::gpu::readback::readback_size;
 use crate::gpu::{GpuContext, GpuError};
 use crate::kernels::sample::{SamplerState, MAX_BIAS};
 use crate::kernels::weights::plan_parts;
-use crate::model::decoder::{f32_bytes, Activations};
+use crate::model::activations::{f32_bytes, Activations};
 use crate::model::fusion::{Fusion, Layout};
 use crate::model::loader::{padded_vector_len, Need, NeedKind};
 use crate::model::moe::MoeActivations;

@@ -1,0 +1,239 @@
+//! The fused linear layer's matrix-vector form (decode: one token row):
+//! which core and which x reader a projection runs on, and its dispatches.
+//! One dispatch per matrix part does the whole layer (linear_gemv.wgsl):
+//! norm prologue, epilogue, bias.
+
+use super::{on, storage, Epilogue, Forced, Linear};
+use crate::format::quant::GgmlType;
+use crate::gpu::{
+    error::shape_err, workgroups_for, GpuBuffer, GpuContext, GpuError, GpuFeatures, OwnedSpec,
+    Recorder, VariantKey,
+};
+use crate::kernels::activation::{act_name, Activation};
+use crate::kernels::matmul::{
+    gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Params, VecShape,
+    COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
+};
+use crate::kernels::weights::{GpuFormat, QUANT_WGSL};
+
+const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
+
+const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
+const X_UNIT: &str = include_str!("../../../../shaders/linear_x_unit.wgsl");
+const X_VEC: &str = include_str!("../../../../shaders/linear_x_vec.wgsl");
+const X_Q8: &str = include_str!("../../../../shaders/linear_x_q8.wgsl");
+const X_Q8_DOT4: &str = include_str!("../../../../shaders/linear_x_q8_dot4.wgsl");
+
+/// The integer step functions of linear_x_q8_dot4.wgsl for `fmt`'s step length.
+fn quant_dot4_wgsl(fmt: GpuFormat) -> &'static str {
+    match fmt.vec_step() {
+        32 => include_str!("../../../../shaders/quant_dot4_32.wgsl"),
+        _ => include_str!("../../../../shaders/quant_dot4_64.wgsl"),
+    }
+}
+
+/// Which matrix-vector core a decode projection runs on, with its output
+/// rows per workgroup.
+#[derive(Clone, Copy, Debug)]
+enum GemvCore {
+    /// Units of 16 weights (matmul_gemv.wgsl): any row length and x offset.
+    Unit { rows: u32 },
+    /// Whole-vec4 steps (matvec.wgsl): see `vec_core_fits`.
+    Vec(VecShape),
+}
+
+/// Whether the decode GEMV can dot 8-bit x with `dtype`'s quants in integer
+/// dot products (`linear_x_q8_dot4.wgsl`): every quantized GPU format, on a
+/// device whose WGSL has `dot4I8Packed`.
+pub fn q8_dot4_fits(features: &GpuFeatures, dtype: GgmlType) -> bool {
+    features.packed_dot4 && GpuFormat::of(dtype).is_some() && dtype.block_elements() > 1
+}
+
+/// Whether it does, given 8-bit x, on this adapter: on CPU adapters for the
+/// nibble formats Q4_0, Q4_1 and Q5_0 only, whose bytes then go straight
+/// into the dot products instead of each becoming an f32 first: their GEMVs
+/// ran 1.1-1.2x (Q5_0 1.05-1.1x) faster on lavapipe (`wick bench-kernels`,
+/// the `x q8` / `x q8 dot4` rows), while Q8_0's ran no faster and the
+/// K-quants' (a sub-block's scale per 16 or 32 products) no faster or
+/// slower. GPUs take it for every format, as llama.cpp's quantized GEMVs
+/// do (not measured here).
+pub fn q8_dot4(ctx: &GpuContext, dtype: GgmlType) -> bool {
+    let nibbles = matches!(dtype, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0);
+    q8_dot4_fits(&ctx.features, dtype) && (nibbles || !ctx.adapter.is_software)
+}
+
+/// Records `op` (one token row) in the matrix-vector form, on the core and
+/// x reader the adapter takes, or those `forced` names.
+pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<(), GpuError> {
+    let software = rec.ctx().adapter.is_software;
+    let subgroups = rec.ctx().features.subgroups;
+    let core = if vec_core_fits(op.w, op.x_offset) {
+        GemvCore::Vec(forced.vec_shape.unwrap_or_else(|| {
+            VecShape::choose(&rec.ctx().adapter, subgroups, op.w.format(), op.w.cols)
+        }))
+    } else {
+        GemvCore::Unit {
+            rows: gemv_rows(software, 1),
+        }
+    };
+    let fits = q8_dot4_fits(&rec.ctx().features, op.w.dtype);
+    let dot4 = match forced.dot4 {
+        Some(true) if op.x_q8.is_some() && !fits => {
+            return Err(shape_err(
+                "linear",
+                format!(
+                    "integer dot products for 8-bit x: {} on this device (dot4I8Packed: {})",
+                    op.w.dtype,
+                    rec.ctx().features.packed_dot4
+                ),
+            ))
+        }
+        Some(on) => on,
+        None => q8_dot4(rec.ctx(), op.w.dtype),
+    };
+    record_gemv(rec, op, core, dot4);
+    Ok(())
+}
+
+/// The matrix-vector form: one token row (`op.m == 1`) on `core`.
+/// `dot4`: 8-bit x (if given) in integer dot products.
+fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
+    debug_assert_eq!(op.m, 1, "the matrix-vector form takes one token row");
+    let w = op.w;
+    let (norm, bias) = (op.norm.is_some(), op.bias.is_some());
+    let glu = matches!(op.epilogue, Epilogue::Glu(_));
+    let act = match op.epilogue {
+        Epilogue::Glu(a) => a,
+        _ => Activation::Silu,
+    };
+    let fmt = w.format();
+    let code = op.epilogue.code();
+    // The vec4 core binds the part again (as vec4s) after out.
+    let (rows_per_group, vec_shape) = match core {
+        GemvCore::Unit { rows } => (rows, None),
+        GemvCore::Vec(v) => (v.rows(), Some(v)),
+    };
+    // Only the vec4 core reads 8-bit x, and only for quantized weights, as
+    // llama.cpp rounds activations only for those (F16 rows dot f16 x
+    // there, F32 rows f32 x). It binds their scales first.
+    let q8 = op
+        .x_q8
+        .filter(|_| vec_shape.is_some() && w.dtype.block_elements() > 1);
+    let dot4 = dot4 && q8.is_some();
+    let first_extra = 4 + vec_shape.is_some() as usize + q8.is_some() as usize;
+    // Lanes 0 is the unit core; rows, lanes and the lane order fix the rest.
+    let (lanes, chunked, reduce) =
+        vec_shape.map_or((0, 0, 0), |v| (v.lanes, v.chunked as u32, v.reduce as u32));
+    let key = VariantKey {
+        family: "linear_gemv",
+        fmt: fmt.fmt,
+        args: [
+            rows_per_group,
+            norm as u32
+                | (bias as u32) << 1
+                | chunked << 2
+                | (q8.is_some() as u32) << 3
+                | (dot4 as u32) << 4,
+            code,
+            act as u32,
+            lanes,
+            reduce,
+        ],
+    };
+    let make = || {
+        let (mut defines, sources) = match core {
+            GemvCore::Unit { rows } => {
+                let mut d = fmt.defines();
+                d.extend([
+                    ("ROWS", rows.to_string().into()),
+                    ("TOKENS", "1".into()),
+                    ("SG", subgroup_lines(false)),
+                ]);
+                (
+                    d,
+                    vec![
+                        QUANT_WGSL,
+                        COMMON_WGSL,
+                        GEMV_WGSL,
+                        X_UNIT,
+                        ACT_WGSL,
+                        GEMV_MAIN,
+                    ],
+                )
+            }
+            GemvCore::Vec(v) => {
+                let mut d = vec_core_defines(fmt, v);
+                d.push(("XD_BINDING", (first_extra - 1).to_string().into()));
+                let x_reader: &[&'static str] = match (q8, dot4) {
+                    (Some(_), true) => &[X_Q8_DOT4, quant_dot4_wgsl(fmt)],
+                    (Some(_), false) => &[MATVEC_STEP_F32, X_Q8],
+                    (None, _) => &[MATVEC_X_F32, X_VEC],
+                };
+                let mut sources = vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt)];
+                sources.extend(x_reader);
+                sources.extend([ACT_WGSL, GEMV_MAIN]);
+                (d, sources)
+            }
+        };
+        defines.extend([
+            ("NORM", on(norm)),
+            ("NO_NORM", on(!norm)),
+            ("BIAS", on(bias)),
+            ("NO_BIAS", on(!bias)),
+            ("NORM_BINDING", first_extra.to_string().into()),
+            (
+                "BIAS_BINDING",
+                (first_extra + norm as usize).to_string().into(),
+            ),
+            ("EPILOGUE", code.to_string().into()),
+            ("ACT", act_name(act).into()),
+        ]);
+        OwnedSpec {
+            name: format!("{key:?}"),
+            sources,
+            defines,
+            entry: "main",
+            storage: storage(first_extra - 4 + norm as usize + bias as usize),
+        }
+    };
+    for part in &w.parts {
+        let out_row0 = if glu {
+            part.first_row / 2
+        } else {
+            part.first_row
+        };
+        let out_offset = op.out_offset + out_row0;
+        let mut p = Params::new(
+            w,
+            part,
+            1,
+            part.rows,
+            op.x_offset,
+            out_offset,
+            op.out_stride,
+        );
+        let x = q8.map_or(op.x, |q| q.quants);
+        let mut buffers: [&GpuBuffer; 6] = [&part.buffer, x, op.out, op.out, op.out, op.out];
+        let mut n = 3;
+        if vec_shape.is_some() {
+            buffers[n] = &part.buffer;
+            n += 1;
+        }
+        if let Some(q) = q8 {
+            buffers[n] = q.scales;
+            n += 1;
+        }
+        if let Some((norm_w, eps)) = op.norm {
+            p.eps = eps;
+            buffers[n] = norm_w;
+            n += 1;
+        }
+        if let Some((bias_buf, offset)) = op.bias {
+            p.bias_offset = (offset + part.first_row) as u32;
+            buffers[n] = bias_buf;
+            n += 1;
+        }
+        let groups = workgroups_for(part.rows as u32, rows_per_group);
+        rec.dispatch_variant(&key, make, &p, &buffers[..n], groups);
+    }
+}
