@@ -4,7 +4,7 @@
 use wick::pipeline::sampling::{argmax, reference, Sampler, SamplingParams};
 use wick::pipeline::stopping::FinishReason;
 use wick::pipeline::stopping::StopCriteria;
-use wick::pipeline::PipelineOptions;
+use wick::pipeline::{PipelineOptions, MAX_LOGIT_ROWS};
 use wick::WickError;
 use wick_tests::{load_engine, load_engine_on};
 
@@ -76,13 +76,16 @@ fn sampling_params() -> SamplingParams {
 }
 
 fn engine_with(tokens_per_submit: usize) -> wick::Engine {
-    let path = wick_tests::model_path(MODEL);
-    let bytes = std::fs::read(path).unwrap();
-    let opts = PipelineOptions {
+    engine_opts(PipelineOptions {
         ctx_len: Some(64),
         tokens_per_submit,
         ..Default::default()
-    };
+    })
+}
+
+fn engine_opts(opts: PipelineOptions) -> wick::Engine {
+    let path = wick_tests::model_path(MODEL);
+    let bytes = std::fs::read(path).unwrap();
     pollster::block_on(wick::Engine::load(
         wick_tests::gpu(),
         &bytes,
@@ -192,6 +195,42 @@ fn sampled_decode_reads_back_ids_only() {
         assert_eq!(c.submits, 3, "{c:?}");
         assert_eq!(c.bytes_read_back, 4 * 3 * tps as u64, "{c:?}");
         assert_eq!(c.buffers_created, 0, "{c:?}");
+    }
+}
+
+/// A step returns at most `MAX_LOGIT_ROWS` rows of logits, whatever its
+/// chunk: asking for more cuts the prompt into chunks of that many tokens,
+/// and every row comes back, equal to those of a prompt cut into 8s.
+#[test]
+fn more_logit_rows_than_a_step_holds_come_back_whole() {
+    let text = "The quick brown fox jumps over the lazy dog, and then it runs away. ".repeat(6);
+    let mut rows_by_chunk = Vec::new();
+    for chunk in [64, 8] {
+        let mut engine = engine_opts(PipelineOptions {
+            ctx_len: Some(128),
+            prefill_chunk: chunk,
+            ..Default::default()
+        });
+        let ids = engine.tokenize_prompt(&text).unwrap();
+        let last = MAX_LOGIT_ROWS + 9;
+        assert!(ids.len() > last && ids.len() <= 128, "{} tokens", ids.len());
+        let rows = pollster::block_on(engine.pipeline.prefill(&ids, last)).unwrap();
+        assert_eq!(rows.len(), last, "chunk {chunk}");
+        rows_by_chunk.push(rows);
+    }
+    let (a, b) = (&rows_by_chunk[0], &rows_by_chunk[1]);
+    for (i, (ra, rb)) in a.iter().zip(b).enumerate() {
+        assert_eq!(ra.len(), rb.len());
+        // The two cuts run the same kernels on other row counts: the tiled
+        // matmul and attention sum each output in the same order, so only
+        // the last bits may move (prefill against decode, which sums in
+        // other orders, differs by under 0.005 on this model).
+        let worst = ra
+            .iter()
+            .zip(rb)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max);
+        assert!(worst < 0.01, "row {i}: |logit diff| {worst}");
     }
 }
 

@@ -15,12 +15,18 @@ use crate::{from_js, js_coded, js_err, js_load_err, js_wick_err, to_js};
 pub const NO_WEBGPU: &str = "WebGPU is not available in this browser: wick needs a browser with \
 WebGPU enabled (Chrome/Edge 113+, or Firefox/Safari with WebGPU turned on) and a GPU adapter";
 
+/// The page's default prompt tokens per prefill step, below the native
+/// default (`PipelineOptions`): a chunk is one submit, and while it runs the
+/// browser's GPU process does nothing else (on SwiftShader a 32-token chunk
+/// of a 0.5B model already takes tens of seconds).
+const PAGE_PREFILL_CHUNK: usize = 32;
+
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct LoadOptions {
     /// KV cache positions (default: the model's context, capped by the GPU and 4096).
     context_length: Option<usize>,
-    /// Most prompt tokens per prefill step.
+    /// Most prompt tokens per prefill step (default `PAGE_PREFILL_CHUNK`).
     prefill_chunk: Option<usize>,
     /// Decode steps per GPU submit when generating.
     tokens_per_submit: Option<usize>,
@@ -38,11 +44,9 @@ impl LoadOptions {
     pub fn pipeline(&self) -> Result<PipelineOptions, JsValue> {
         let mut opts = PipelineOptions {
             ctx_len: self.context_length,
+            prefill_chunk: self.prefill_chunk.unwrap_or(PAGE_PREFILL_CHUNK),
             ..Default::default()
         };
-        if let Some(n) = self.prefill_chunk {
-            opts.prefill_chunk = n;
-        }
         if let Some(n) = self.tokens_per_submit {
             opts.tokens_per_submit = n;
         }

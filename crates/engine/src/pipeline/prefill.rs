@@ -19,7 +19,13 @@ impl Pipeline {
         let first_wanted = ids.len() - last;
         let start = self.pos;
         let mut logits = Vec::with_capacity(last);
-        for step in self.plan(ids.len()) {
+        // A step returns at most the logits buffer's rows; a chunk's wanted
+        // rows are at most `last`, and at most its length.
+        let chunk = match last > self.act.max_logit_rows {
+            true => self.act.max_logit_rows,
+            false => self.act.max_rows,
+        };
+        for step in plan_prefill(self.pos, ids.len(), chunk) {
             let (lo, rows) = (step.pos0() - start, step.rows());
             let wanted = (lo + rows).saturating_sub(first_wanted.max(lo));
             let chunk_ids = &ids[lo..lo + rows];

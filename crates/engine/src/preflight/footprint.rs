@@ -19,7 +19,7 @@ use crate::model::loader::{padded_vector_len, Need, NeedKind};
 use crate::model::moe::MoeActivations;
 use crate::model::ModelConfig;
 use crate::pipeline::kv_cache::KvCache;
-use crate::pipeline::PipelineOptions;
+use crate::pipeline::{logit_rows, PipelineOptions};
 
 /// Bytes of GPU memory by what they hold.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -147,7 +147,8 @@ pub fn footprint(
     let rows = opts.prefill_chunk;
     let steps = opts.tokens_per_submit as u64;
     let mut activations = 0u64;
-    for (label, n, width) in Activations::shapes(cfg, rows, rows) {
+    let logit_rows = logit_rows(rows);
+    for (label, n, width) in Activations::shapes(cfg, rows, logit_rows) {
         activations += storage(label, f32_bytes(ctx, label, &[n, width])?)?;
     }
     if let Some(moe) = &cfg.moe {
@@ -173,7 +174,7 @@ pub fn footprint(
         kv_cache: 2 * kv,
         activations,
         // The logits readback is as large as the logits buffer checked above.
-        readback: readback_size(4 * vocab * rows as u64)
+        readback: readback_size(4 * vocab * logit_rows as u64)
             .saturating_add(2 * readback_size(steps.saturating_mul(4))),
         sampler: sampler.iter().sum(),
     })
