@@ -63,8 +63,9 @@ pub struct PipelineOptions {
 
 /// Default prompt tokens per prefill step. A step reads every weight once
 /// and pays each dispatch once, so larger chunks prefill faster: on lavapipe
-/// 64-token chunks prefilled 5-30 % faster than 32-token ones, 128 no faster
-/// than 64 (`wick bench --prefill-chunk`). The page keeps 32 (the web
+/// 64-token chunks prefilled Gemma 3 20-30 % faster than 32-token ones
+/// (SmolLM2 and Qwen2.5: from inside the noise to 16 %), 128 no faster than
+/// 64 (`wick bench --prefill-chunk`). The page keeps 32 (the web
 /// crate's loader): a chunk is one submit there, and a long submit holds
 /// the browser's GPU process.
 pub const DEFAULT_PREFILL_CHUNK: usize = 64;
