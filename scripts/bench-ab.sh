@@ -23,8 +23,8 @@ models=()
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rounds) rounds="$2"; shift 2 ;;
-    --old) old="$2"; shift 2 ;;
+    --rounds) rounds="${2:-}"; shift $(( $# > 1 ? 2 : 1 )) ;;
+    --old) old="${2:-}"; shift $(( $# > 1 ? 2 : 1 )) ;;
     --) shift; bench_args=("$@"); break ;;
     -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
