@@ -8,10 +8,11 @@
 //! are interleaved pairs, see `GluPairs`).
 //!
 //! Decode (one token row): one matrix-vector dispatch per matrix part does
-//! all of it (linear_gemv.wgsl; `linear_gemv.rs` picks its core and x reader). Several rows (prefill): the register-blocked
-//! matmul with the store / add / bias epilogues (linear_tiled.wgsl), plus a
-//! norm dispatch into scratch before it and, for gating, the activation after
-//! it; a tile sees only part of a row, so it can neither normalise nor gate.
+//! all of it (linear_gemv.wgsl; `linear_gemv.rs` picks its core and x
+//! reader). Several rows (prefill): the register-blocked matmul with the
+//! store / add / bias epilogues (linear_tiled.wgsl), plus a norm dispatch
+//! into scratch before it and, for gating, the activation after it; a tile
+//! sees only part of a row, so it can neither normalise nor gate.
 //! The prefill form takes 2 token tiles a workgroup for chunks of up to 8
 //! rows, 4 up to 16 and 8 for longer ones (`prefill_token_tiles`): a prompt
 //! of any length needs the same three pipelines, which loading compiles once
@@ -277,7 +278,8 @@ pub(crate) struct Forced {
     /// The vec4 core's shape, where that core takes the op.
     pub vec_shape: Option<VecShape>,
     /// Integer dot products for 8-bit x (`Some(true)` is an error where not
-    /// `q8_dot4_fits`).
+    /// `q8_dot4_fits`; 8-bit x always takes the vec4 core, as `Linear::check`
+    /// admits it only from offset 0 of rows whose blocks are whole steps).
     pub dot4: Option<bool>,
 }
 

@@ -173,7 +173,7 @@ impl Pipeline {
             )));
         }
         let act = Activations::new(&ctx, cfg, rows, logit_rows(rows), q8_input)?;
-        let logits = LogitsReader::new(&ctx, cfg.vocab_size, logit_rows(rows));
+        let logits = LogitsReader::new(&ctx, cfg.vocab_size, act.max_logit_rows);
         let tokens = TokenRing::new(&ctx, opts.tokens_per_submit)?;
         let sampler = SamplerState::with_capacity(
             &ctx,
