@@ -97,7 +97,7 @@ fn emit_rows(lid: u32, row0: u32) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,

@@ -25,7 +25,7 @@
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
 
-const WG: u32 = 64u;
+const WG: u32 = {{WG}}u; // a multiple of LANES
 const LANES: u32 = {{LANES}}u;
 const GROUP_ROWS: u32 = {{GROUP_ROWS}}u;
 const ROWS: u32 = GROUP_ROWS * (WG / LANES); // rows a workgroup

@@ -8,7 +8,7 @@ fn x_vec(base4: u32, j: u32) -> vec4<f32> {
 
 fn stash_lane(lid: u32) {}
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,

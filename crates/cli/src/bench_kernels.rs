@@ -14,7 +14,7 @@ use wick::kernels::bench::{
     copy_bandwidth, gemv_bandwidth, gemv_bandwidth_q8, gemv_bandwidth_vec, GemvBench,
 };
 use wick::kernels::linear::q8_dot4_fits;
-use wick::kernels::matmul::{vec_core_step, Reduce, VecShape};
+use wick::kernels::matmul::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
 use wick::kernels::rmsnorm_q8::Q8_BLOCK;
 use wick::kernels::weights::GPU_DTYPES;
 
@@ -198,7 +198,7 @@ fn print_row(r: &Value) {
 }
 
 /// The vec4 core with one lane a row group (rows across lanes, no lane
-/// sums), lane groups of one SIMD batch (8) or the whole workgroup (64), 2
+/// sums), lane groups of 6, one SIMD batch (8) or the whole workgroup (64), 2
 /// to 16 rows a group, lanes over contiguous runs of steps or interleaved,
 /// each reduction, for every format whose blocks and steps divide `shape`'s
 /// columns.
@@ -222,14 +222,22 @@ fn sweep_vec_core(
         let bytes = dtype.row_bytes(cols as u64).unwrap_or(0) as usize * rows;
         let iters = iters_for(bytes, most_iters);
         for chunked in [true, false] {
-            for lanes in [1, 8, 64] {
+            for lanes in [1u32, 6, 8, 64] {
+                // Groups of 6 come 8 to a workgroup, as CPU adapters take
+                // groups that are not a power of two (`cpu_group_lanes`).
+                let workgroup = if lanes == 6 { 48 } else { VEC_WORKGROUP };
                 for group_rows in [2, 4, 8, 16] {
                     for &reduce in &reductions {
+                        // Only the serial sum takes any lane count.
+                        if reduce != Reduce::Serial && !lanes.is_power_of_two() {
+                            continue;
+                        }
                         let shape = VecShape {
                             lanes,
                             group_rows,
                             chunked,
                             reduce,
+                            workgroup,
                         };
                         let b = pollster::block_on(gemv_bandwidth_vec(
                             ctx, dtype, rows, cols, iters, shape,

@@ -280,6 +280,7 @@ mod tests {
             group_rows: 4,
             chunked: true,
             reduce: Reduce::Serial,
+            workgroup: 64,
         };
         let v =
             pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::Q4_K, 8, 512, 2, shape)).unwrap();

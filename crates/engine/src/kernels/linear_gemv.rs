@@ -68,6 +68,9 @@ pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<
     let software = rec.ctx().adapter.is_software;
     let subgroups = rec.ctx().features.subgroups;
     let core = if vec_core_fits(op.w, op.x_offset) {
+        if let Some(shape) = forced.vec_shape {
+            shape.check().map_err(|e| shape_err("linear", e))?;
+        }
         GemvCore::Vec(forced.vec_shape.unwrap_or_else(|| {
             VecShape::choose(&rec.ctx().adapter, subgroups, op.w.format(), op.w.cols)
         }))
@@ -121,9 +124,15 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
         .filter(|_| vec_shape.is_some() && w.dtype.block_elements() > 1);
     let dot4 = dot4 && q8.is_some();
     let first_extra = 4 + vec_shape.is_some() as usize + q8.is_some() as usize;
-    // Lanes 0 is the unit core; rows, lanes and the lane order fix the rest.
-    let (lanes, chunked, reduce) =
-        vec_shape.map_or((0, 0, 0), |v| (v.lanes, v.chunked as u32, v.reduce as u32));
+    // Lanes 0 is the unit core; rows, lanes, workgroup size and the lane
+    // order fix the rest.
+    let (lanes, chunked, reduce) = vec_shape.map_or((0, 0, 0), |v| {
+        (
+            v.lanes | v.workgroup << 16,
+            v.chunked as u32,
+            v.reduce as u32,
+        )
+    });
     let key = VariantKey {
         family: "linear_gemv",
         fmt: fmt.fmt,

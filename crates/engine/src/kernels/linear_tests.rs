@@ -357,15 +357,19 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
 }
 
 /// The adapter's vec4 core shape (`None`), then the CPU adapters' (8 and 4
-/// lanes) and the GPUs' shapes with each reduction this adapter runs: the norm, bias and
-/// epilogues read the reduced sums, so each reduction meets each of them.
+/// lane batches) and the GPUs' shapes with each reduction this adapter runs
+/// that can run them: the norm, bias and epilogues read the reduced sums, so
+/// each reduction meets each of them.
 fn vec_shapes(dtype: GgmlType, k: usize) -> Vec<Option<VecShape>> {
     let fmt = crate::kernels::weights::GpuFormat::of(dtype).unwrap();
     let mut shapes = vec![None];
     for cpu_lanes in [Some(8), Some(4), None] {
         for reduce in vec_reductions() {
             let shape = VecShape::for_class(cpu_lanes, false, fmt, k);
-            shapes.push(Some(VecShape { reduce, ..shape }));
+            let shape = VecShape { reduce, ..shape };
+            if shape.check().is_ok() {
+                shapes.push(Some(shape));
+            }
         }
     }
     shapes

@@ -17,7 +17,7 @@ pub(crate) use super::matmul_variants::{
     gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Operand, Variant,
     COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
 };
-pub use super::matmul_variants::{vec_core_step, Reduce, VecShape};
+pub use super::matmul_variants::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
 pub(crate) use super::tile_shape::{
     tiled_rows, tiled_token_tiles, tiled_tokens, EXPERT_TILE, TILE_M,
 };
@@ -172,6 +172,7 @@ pub(crate) fn matmul_form(
                     ),
                 ));
             }
+            shape.check().map_err(|e| shape_err("matmul", e))?;
             let variant = Variant::vec(w, shape);
             let key = variant.key();
             for part in &w.parts {

@@ -70,14 +70,20 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                     // The vec4 core: a lane a row group (as `bench-kernels
                     // --sweep` times it), lane groups from one SIMD batch to
                     // the whole workgroup, both lane orders, up to 256 rows a
-                    // workgroup (more rows than lanes), every reduction.
-                    for (lanes, group_rows, chunked) in [
-                        (1, 4, true),
-                        (64, 4, false),
-                        (16, 1, false),
-                        (8, 8, true),
-                        (8, 16, true),
-                        (32, 3, true),
+                    // workgroup (more rows than lanes), groups of lanes that
+                    // are no power of two in workgroups that are not 64 (as
+                    // CPU adapters take them), every reduction that can run
+                    // the shape.
+                    for (lanes, group_rows, chunked, workgroup) in [
+                        (1, 4, true, 64),
+                        (64, 4, false, 64),
+                        (16, 1, false, 64),
+                        (8, 8, true, 64),
+                        (8, 16, true, 64),
+                        (32, 3, true, 64),
+                        (6, 16, true, 24),
+                        (5, 8, true, 40),
+                        (7, 3, false, 56),
                     ] {
                         for reduce in vec_reductions() {
                             let shape = VecShape {
@@ -85,7 +91,11 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                                 group_rows,
                                 chunked,
                                 reduce,
+                                workgroup,
                             };
+                            if shape.check().is_err() {
+                                continue;
+                            }
                             let vec = run(&w, &x, m, Form::Vec(shape), 4, 5);
                             check(&vec, &want, &scale, k, &format!("{what} {shape:?}"));
                         }
@@ -155,10 +165,11 @@ fn matmul_over_split_parts_matches_unsplit() {
             (
                 1,
                 Form::Vec(VecShape {
-                    lanes: 8,
-                    group_rows: 8,
+                    lanes: 6,
+                    group_rows: 16,
                     chunked: true,
                     reduce: Reduce::Serial,
+                    workgroup: 24,
                 }),
             ),
             (3, Form::Gemv(16)),
@@ -227,14 +238,20 @@ fn long_rows_stay_within_the_loop_budget() {
                 forms.push(Form::TiledAs(TileShape { tn, x4, vec, form }));
             }
             if m == 1 {
-                for (lanes, group_rows, chunked) in [(8, 16, true), (64, 4, false)] {
+                for (lanes, group_rows, chunked, workgroup) in
+                    [(8, 16, true, 64), (64, 4, false, 64), (6, 16, true, 24)]
+                {
                     for reduce in vec_reductions() {
-                        forms.push(Form::Vec(VecShape {
+                        let shape = VecShape {
                             lanes,
                             group_rows,
                             chunked,
                             reduce,
-                        }));
+                            workgroup,
+                        };
+                        if shape.check().is_ok() {
+                            forms.push(Form::Vec(shape));
+                        }
                     }
                 }
             }
@@ -250,4 +267,63 @@ fn long_rows_stay_within_the_loop_budget() {
             }
         }
     }
+}
+
+#[test]
+fn cpu_groups_waste_the_fewest_lane_steps() {
+    use crate::kernels::matmul_variants::cpu_group_lanes;
+    let slots = |lanes: u32, steps: u32| lanes * steps.div_ceil(lanes);
+    for batch in [4u32, 8] {
+        for steps in 1..=300 {
+            let lanes = cpu_group_lanes(batch, steps);
+            let range = batch / 2..=2 * batch;
+            assert!(
+                range.contains(&lanes),
+                "batch {batch} steps {steps}: {lanes}"
+            );
+            let fewest = range.map(|l| slots(l, steps)).min().unwrap();
+            assert_eq!(
+                slots(lanes, steps),
+                fewest,
+                "batch {batch} steps {steps}: {lanes}"
+            );
+        }
+    }
+    // The doc's example: 576-element rows of 32-element blocks.
+    assert_eq!(cpu_group_lanes(8, 18), 6);
+    // Nothing wasted at a batch: the batch it is.
+    assert_eq!(cpu_group_lanes(8, 48), 8);
+    assert_eq!(cpu_group_lanes(4, 48), 4);
+}
+
+#[test]
+fn vec_shapes_that_cannot_run_are_refused_by_name() {
+    let shape = |lanes, reduce, workgroup| VecShape {
+        lanes,
+        group_rows: 4,
+        chunked: true,
+        reduce,
+        workgroup,
+    };
+    assert!(shape(6, Reduce::Serial, 24).check().is_ok());
+    assert!(shape(8, Reduce::Tree, 64).check().is_ok());
+    for reduce in [Reduce::Tree, Reduce::Subgroup] {
+        let err = shape(6, reduce, 48).check().unwrap_err();
+        assert!(err.contains("power-of-two"), "{err}");
+    }
+    for (lanes, workgroup) in [(6, 64), (0, 64), (8, 512)] {
+        let err = shape(lanes, Reduce::Serial, workgroup).check().unwrap_err();
+        assert!(err.contains("whole groups"), "{err}");
+    }
+    // The matmul refuses such a shape with a typed error, not a wrong sum.
+    let ctx = ctx();
+    let (bytes, _) = random_matrix(GgmlType::Q8_0, 8, 64, 3);
+    let w = QuantMatrix::upload(ctx, "w", GgmlType::Q8_0, 8, 64, &bytes).unwrap();
+    let x = ctx.upload_f32("x", &[0.5; 64]).unwrap();
+    let y = ctx.create_storage("y", 8 * 4).unwrap();
+    let mut rec = Recorder::new(ctx);
+    let bad = Form::Vec(shape(6, Reduce::Tree, 48));
+    let err = matmul_form(&mut rec, bad, &x, 0, &w, &y, 0, 1).unwrap_err();
+    assert_shape_err(&err, "matmul");
+    assert!(err.to_string().contains("power-of-two"), "{err}");
 }

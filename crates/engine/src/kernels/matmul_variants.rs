@@ -24,16 +24,21 @@ pub(crate) fn gemv_rows(software: bool, tokens: usize) -> u32 {
     }
 }
 
-/// How the vec4 core (matvec.wgsl) spreads a workgroup's 64 lanes: groups
-/// of `lanes` lanes, each over `group_rows` rows, taking contiguous runs of
-/// steps (`chunked`) or interleaved ones.
+/// How the vec4 core (matvec.wgsl) spreads a workgroup's `workgroup`
+/// invocations: groups of `lanes` lanes, each over `group_rows` rows, taking
+/// contiguous runs of steps (`chunked`) or interleaved ones. `workgroup` is
+/// a multiple of `lanes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VecShape {
     pub lanes: u32,
     pub group_rows: u32,
     pub chunked: bool,
     pub reduce: Reduce,
+    pub workgroup: u32,
 }
+
+/// Invocations of a vec4-core workgroup on a GPU.
+pub const VEC_WORKGROUP: u32 = 64;
 
 /// How the vec4 core turns a row's `lanes` partial sums into one, after
 /// they meet in workgroup memory.
@@ -76,15 +81,58 @@ impl Reduce {
     }
 }
 
-/// A CPU adapter's SIMD batch, the vec4 core's lanes per group there (None
-/// on GPUs): llvmpipe runs 8 lanes at a time (AVX2), other CPU adapters
-/// (SwiftShader) 4; in headless Chromium SmolLM2 decoded 1.9-2.3 tok/s with
-/// 4 lanes against 1.4-1.9 with 8 and 1.2-1.5 with 16.
+/// A CPU adapter's SIMD batch, about the vec4 core's lanes per group there
+/// (`cpu_group_lanes`; None on GPUs): llvmpipe runs 8 lanes at a time
+/// (AVX2), other CPU adapters (SwiftShader) 4; in headless Chromium SmolLM2
+/// decoded 1.9-2.3 tok/s with groups of 4 lanes against 1.4-1.9 with 8 and
+/// 1.2-1.5 with 16.
 pub(crate) fn cpu_lanes(adapter: &AdapterSummary) -> Option<u32> {
     match (adapter.is_software, adapter.is_llvmpipe()) {
         (false, _) => None,
         (true, true) => Some(8),
         (true, false) => Some(4),
+    }
+}
+
+/// Lanes of a group on a CPU adapter whose SIMD batch is `batch` lanes,
+/// for rows of `steps` steps. A batch runs its loop until its busiest lane
+/// is done, so lanes that get fewer steps (or none) still cost a full
+/// run: 576-element rows are 18 blocks, which 8 lanes take as 3, 3, 3, 3,
+/// 3, 3, 0, 0 (a quarter of the batch idle), and 6 lanes as 3 each. So the
+/// count between batch / 2 and 2 x batch that wastes the fewest lane-steps
+/// (lanes x ceil(steps / lanes)); of equals, the largest up to `batch`
+/// (the shape measured best when nothing is wasted), else the smallest.
+pub(crate) fn cpu_group_lanes(batch: u32, steps: u32) -> u32 {
+    let batch = batch.max(2);
+    (batch / 2..=2 * batch)
+        .min_by_key(|&lanes| {
+            let slots = lanes * steps.div_ceil(lanes);
+            let distance = if lanes <= batch {
+                (0, batch - lanes)
+            } else {
+                (1, lanes - batch)
+            };
+            (slots, distance)
+        })
+        .unwrap_or(batch)
+}
+
+/// Rows a group and groups a workgroup on a CPU adapter whose SIMD batch is
+/// `batch` lanes. Each lane loads its x once per step for all its group's
+/// rows, and x goes through the same slow per-lane loads as the weights, so
+/// more rows a group read less x per weight: on lavapipe (8-lane batches)
+/// 16 rows a group ran faster than 8 for every 32-element format
+/// (`bench-kernels`, 576- to 2048-column shapes). Four such groups make 64
+/// rows a workgroup, so a 576-row matrix still spreads over 9 workgroups
+/// (the adapter's threads share them out whole).
+/// SwiftShader's (4-lane batches) stay as measured in the page: 8 rows (16
+/// for the K-quants' 64-element steps), 16 groups.
+fn cpu_group_rows(batch: u32, fmt: GpuFormat) -> (u32, u32) {
+    if batch >= 8 {
+        (16, 4)
+    } else {
+        let rows = if fmt.vec_step() == 64 { 16 } else { 8 };
+        (rows, VEC_WORKGROUP / batch.max(1))
     }
 }
 
@@ -101,13 +149,13 @@ impl VecShape {
     }
 
     /// The shape for `fmt` rows of `k` elements. CPU adapters
-    /// (`cpu_lanes` Some): a group per SIMD batch, each lane's x values
-    /// serving as many rows as its step has x vec4s (8, or 16 for the
-    /// K-quants' 64-element steps), since x is re-read per group through
-    /// slow per-lane loads; contiguous steps per lane. GPUs (None): as many
-    /// lanes as the row has steps (8 to 64), about 4 rows a workgroup,
-    /// interleaved steps. `bench-kernels --sweep` times the alternatives.
-    /// `subgroups`: whether the device has them (`Reduce::choose`).
+    /// (`cpu_lanes` Some, their SIMD batch): groups of about a batch of
+    /// lanes (`cpu_group_lanes`) over contiguous steps, their rows and count
+    /// from `cpu_group_rows`, so a workgroup's rows do not depend on the
+    /// lanes. GPUs (None): as many lanes as the row has steps (8 to 64),
+    /// about 4 rows a workgroup of 64, interleaved steps. `bench-kernels
+    /// --sweep` times the alternatives. `subgroups`: whether the device has
+    /// them (`Reduce::choose`).
     pub(crate) fn for_class(
         cpu_lanes: Option<u32>,
         subgroups: bool,
@@ -115,28 +163,52 @@ impl VecShape {
         k: usize,
     ) -> VecShape {
         let reduce = Reduce::choose(cpu_lanes.is_some(), subgroups);
-        if let Some(lanes) = cpu_lanes {
-            let group_rows = if fmt.vec_step() == 64 { 16 } else { 8 };
+        let steps = (k / fmt.vec_step() as usize).max(1) as u32;
+        if let Some(batch) = cpu_lanes {
+            let lanes = cpu_group_lanes(batch, steps);
+            let (group_rows, groups) = cpu_group_rows(batch, fmt);
             return VecShape {
                 lanes,
                 group_rows,
                 chunked: true,
                 reduce,
+                workgroup: lanes * groups,
             };
         }
-        let steps = (k / fmt.vec_step() as usize).max(1) as u32;
         let lanes = steps.next_power_of_two().clamp(8, 64);
         VecShape {
             lanes,
             group_rows: (4 * lanes / 64).max(1),
             chunked: false,
             reduce,
+            workgroup: VEC_WORKGROUP,
         }
+    }
+
+    /// Why the core cannot run this shape, if it cannot: the workgroup must
+    /// be whole groups within WebGPU's 256 invocations, and every reduction
+    /// but the serial one halves the lanes each level (the tree over row
+    /// sums, and with subgroups the fused norm's tree over the lanes' sums
+    /// of squares), so it needs a power of two.
+    pub fn check(&self) -> Result<(), String> {
+        let lanes_fit = self.lanes > 0 && self.workgroup % self.lanes == 0;
+        if !lanes_fit || self.group_rows == 0 || self.workgroup > 256 {
+            return Err(format!(
+                "vec4 core shape {self:?}: a workgroup of at most 256 invocations, whole groups of lanes, rows in each"
+            ));
+        }
+        if self.reduce != Reduce::Serial && !self.lanes.is_power_of_two() {
+            return Err(format!(
+                "vec4 core shape {self:?}: the {} reduction needs a power-of-two lane count",
+                self.reduce.name()
+            ));
+        }
+        Ok(())
     }
 
     /// Output rows of one workgroup.
     pub fn rows(&self) -> u32 {
-        self.group_rows * 64 / self.lanes
+        self.group_rows * self.workgroup / self.lanes
     }
 }
 
@@ -195,6 +267,7 @@ pub(crate) fn vec_core_defines(
     let mut defines = fmt.defines();
     defines.extend([
         ("LANES", shape.lanes.to_string().into()),
+        ("WG", shape.workgroup.to_string().into()),
         ("GROUP_ROWS", shape.group_rows.to_string().into()),
         ("STEP", fmt.vec_step().to_string().into()),
         (
@@ -314,7 +387,7 @@ impl Variant {
                 v.group_rows,
                 v.chunked as u32,
                 v.reduce.code(),
-                0,
+                v.workgroup,
             ],
         };
         VariantKey {
@@ -331,13 +404,14 @@ impl Variant {
             Shape::Vec(v) => {
                 defines = vec_core_defines(fmt, v);
                 let name = format!(
-                    "{}_vec_{}_l{}_r{}_c{}_s{}",
+                    "{}_vec_{}_l{}_r{}_c{}_s{}_w{}",
                     op.prefix(),
                     fmt.fmt,
                     v.lanes,
                     v.group_rows,
                     v.chunked as u8,
-                    v.reduce.code()
+                    v.reduce.code(),
+                    v.workgroup
                 );
                 (
                     name,
