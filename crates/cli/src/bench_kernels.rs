@@ -228,10 +228,6 @@ fn sweep_vec_core(
                 let workgroup = if lanes == 6 { 48 } else { VEC_WORKGROUP };
                 for group_rows in [2, 4, 8, 16] {
                     for &reduce in &reductions {
-                        // Only the serial sum takes any lane count.
-                        if reduce != Reduce::Serial && !lanes.is_power_of_two() {
-                            continue;
-                        }
                         let shape = VecShape {
                             lanes,
                             group_rows,
@@ -239,6 +235,10 @@ fn sweep_vec_core(
                             reduce,
                             workgroup,
                         };
+                        // Only the serial sum takes any lane count.
+                        if shape.check().is_err() {
+                            continue;
+                        }
                         let b = pollster::block_on(gemv_bandwidth_vec(
                             ctx, dtype, rows, cols, iters, shape,
                         ))?;

@@ -68,12 +68,13 @@ pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<
     let software = rec.ctx().adapter.is_software;
     let subgroups = rec.ctx().features.subgroups;
     let core = if vec_core_fits(op.w, op.x_offset) {
-        if let Some(shape) = forced.vec_shape {
-            shape.check().map_err(|e| shape_err("linear", e))?;
-        }
-        GemvCore::Vec(forced.vec_shape.unwrap_or_else(|| {
-            VecShape::choose(&rec.ctx().adapter, subgroups, op.w.format(), op.w.cols)
-        }))
+        GemvCore::Vec(match forced.vec_shape {
+            Some(shape) => {
+                shape.check().map_err(|e| shape_err("linear", e))?;
+                shape
+            }
+            None => VecShape::choose(&rec.ctx().adapter, subgroups, op.w.format(), op.w.cols),
+        })
     } else {
         GemvCore::Unit {
             rows: gemv_rows(software, 1),

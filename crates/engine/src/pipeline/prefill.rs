@@ -21,9 +21,10 @@ impl Pipeline {
         let mut logits = Vec::with_capacity(last);
         // A step returns at most the logits buffer's rows; a chunk's wanted
         // rows are at most `last`, and at most its length.
-        let chunk = match last > self.act.max_logit_rows {
-            true => self.act.max_logit_rows,
-            false => self.act.max_rows,
+        let chunk = if last > self.act.max_logit_rows {
+            self.act.max_logit_rows
+        } else {
+            self.act.max_rows
         };
         for step in plan_prefill(self.pos, ids.len(), chunk) {
             let (lo, rows) = (step.pos0() - start, step.rows());
