@@ -65,9 +65,12 @@ fn dot_step_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
 }
 
 // ---- Chunks (the tiled vec4 core): a block, weights as values -------------
+// decode_chunk_FMT(row, c) gives chunk c's CV vec4s of weights; their x is
+// two runs of CV / 2 vec4s, starting where chunk_x_FMT(c) says (here
+// neighbours: the block's elements in order).
 
-fn chunk_x_block(c: u32) -> u32 {
-    return 8u * c;
+fn chunk_x_block(c: u32) -> vec2<u32> {
+    return vec2<u32>(8u * c, 8u * c + 4u);
 }
 // Nibble values of a block's 16 quant bytes, times d, plus `off`.
 fn nibbles8(q: vec4<u32>, d: f32, off: f32) -> array<vec4<f32>, CV> {
@@ -76,7 +79,7 @@ fn nibbles8(q: vec4<u32>, d: f32, off: f32) -> array<vec4<f32>, CV> {
         d * nib_hi(q.x) + o, d * nib_hi(q.y) + o, d * nib_hi(q.z) + o, d * nib_hi(q.w) + o);
 }
 
-fn chunk_x_q8_0(c: u32) -> u32 {
+fn chunk_x_q8_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
 fn decode_chunk_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
@@ -88,7 +91,7 @@ fn decode_chunk_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
         d * bytes_i(b.x), d * bytes_i(b.y), d * bytes_i(b.z), d * bytes_i(b.w));
 }
 
-fn chunk_x_q4_0(c: u32) -> u32 {
+fn chunk_x_q4_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
 fn decode_chunk_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
@@ -97,7 +100,7 @@ fn decode_chunk_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
     return nibbles8(w4[blk], d, -8.0 * d);
 }
 
-fn chunk_x_q4_1(c: u32) -> u32 {
+fn chunk_x_q4_1(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
 fn decode_chunk_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
@@ -106,7 +109,7 @@ fn decode_chunk_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
     return nibbles8(w4[blk], dm.x, dm.y);
 }
 
-fn chunk_x_q5_0(c: u32) -> u32 {
+fn chunk_x_q5_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
 fn decode_chunk_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {

@@ -87,55 +87,56 @@ fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
     return d16(t.blk) * sum;
 }
 
-// ---- Chunks (the tiled vec4 core): half a step, weights as values ---------
-// Chunk c is run c % 2 of step c / 2 (see runs_vec_FMT), 32 elements.
+// ---- Chunks (the tiled vec4 core): 32 elements from 16 bytes of quants ----
+// A chunk reads one vec4 of quant bytes and decodes both their nibbles
+// (Q6_K: with their top bits from one vec4 of qh, which one other chunk
+// reads too), so each nibble byte is read once, not once per nibble. The
+// two nibbles are elements 32 (Q4_K) or 64 (Q6_K) apart: x is two runs of
+// 16 elements (chunk_x_FMT: their starts, in vec4s).
 
-fn chunk_x_q4_k(c: u32) -> u32 {
-    return 8u * c; // Q4_K's runs follow each other
+// Q4_K chunk c: block c / 8, step s = (c % 8) / 2 (sub-blocks 2s and 2s + 1),
+// quant bytes 32s + 16h .. + 16 (h = c % 2): low nibbles are elements
+// 64s + 16h + (0..16), high nibbles 32 further.
+fn chunk_x_q4_k(c: u32) -> vec2<u32> {
+    let a = 16u * (c / 2u) + 4u * (c & 1u);
+    return vec2<u32>(a, a + 8u);
 }
 fn decode_chunk_q4_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
-    let s = c / 2u;
-    let blk = row * p.blocks + s / 4u;
-    let cc = s & 3u;
-    let sc = chunk_scales_q4_k_of(aux4(blk), cc);
-    let q0 = w4[8u * blk + 2u * cc];
-    let q1 = w4[8u * blk + 2u * cc + 1u];
-    if ((c & 1u) == 0u) {
-        let d = sc.x;
-        let m = vec4<f32>(sc.y);
-        return array<vec4<f32>, CV>(d * nib_lo(q0.x) - m, d * nib_lo(q0.y) - m, d * nib_lo(q0.z) - m, d * nib_lo(q0.w) - m,
-            d * nib_lo(q1.x) - m, d * nib_lo(q1.y) - m, d * nib_lo(q1.z) - m, d * nib_lo(q1.w) - m);
-    }
-    let d = sc.z;
-    let m = vec4<f32>(sc.w);
-    return array<vec4<f32>, CV>(d * nib_hi(q0.x) - m, d * nib_hi(q0.y) - m, d * nib_hi(q0.z) - m, d * nib_hi(q0.w) - m,
-        d * nib_hi(q1.x) - m, d * nib_hi(q1.y) - m, d * nib_hi(q1.z) - m, d * nib_hi(q1.w) - m);
+    let blk = row * p.blocks + c / 8u;
+    let s = (c / 2u) & 3u;
+    let sc = chunk_scales_q4_k_of(aux4(blk), s);
+    let q = w4[8u * blk + 2u * s + (c & 1u)];
+    let da = sc.x;
+    let ma = vec4<f32>(sc.y);
+    let db = sc.z;
+    let mb = vec4<f32>(sc.w);
+    return array<vec4<f32>, CV>(da * nib_lo(q.x) - ma, da * nib_lo(q.y) - ma, da * nib_lo(q.z) - ma, da * nib_lo(q.w) - ma,
+        db * nib_hi(q.x) - mb, db * nib_hi(q.y) - mb, db * nib_hi(q.z) - mb, db * nib_hi(q.w) - mb);
 }
 
-fn chunk_x_q6_k(c: u32) -> u32 {
-    let runs = runs_vec_q6_k(c / 2u);
-    return select(runs.x, runs.y, (c & 1u) == 1u);
+// Q6_K chunk c: block c / 8, half n = (c / 4) % 2, g = (c / 2) % 2, k = c % 2:
+// ql bytes 64n + 32g + 16k .. + 16 hold the low 4 bits of half elements
+// 32g + 16k + (0..16) (low nibbles; top bits at shift 2g of qh bytes
+// 32n + 16k + (0..16)) and of the 16 elements 64 further (high nibbles,
+// shift 4 + 2g). Each 16 elements have one scale.
+fn chunk_x_q6_k(c: u32) -> vec2<u32> {
+    let a = 64u * (c / 8u) + 32u * ((c / 4u) & 1u) + 8u * ((c / 2u) & 1u) + 4u * (c & 1u);
+    return vec2<u32>(a, a + 16u);
 }
 fn decode_chunk_q6_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
-    let s = c / 2u;
-    let h = c & 1u; // run a (low nibbles) or b (high nibbles)
-    let blk = row * p.blocks + s / 4u;
-    let n = (s >> 1u) & 1u;
-    let g = s & 1u;
-    let qv = 12u * blk;
-    let qh_shift = 2u * g + 4u * h;
-    let ql_shift = 4u * h;
-    let d = d16(blk);
+    let blk = row * p.blocks + c / 8u;
+    let n = (c / 4u) & 1u;
+    let g = (c / 2u) & 1u;
+    let k = c & 1u;
+    let ql = w4[12u * blk + 4u * n + 2u * g + k];
+    let qh = w4[12u * blk + 8u + 2u * n + k];
     let scales = aux4(blk);
-    var v: array<vec4<f32>, CV>;
-    for (var j = 0u; j < 2u; j++) {
-        let ql = w4[qv + 4u * n + 2u * g + j];
-        let qh = w4[qv + 8u + 2u * n + j];
-        let sc = d * i8_of(scales, 8u * n + 2u * g + j + 4u * h);
-        v[4u * j] = sc * q6x4(ql.x >> ql_shift, qh.x, qh_shift);
-        v[4u * j + 1u] = sc * q6x4(ql.y >> ql_shift, qh.y, qh_shift);
-        v[4u * j + 2u] = sc * q6x4(ql.z >> ql_shift, qh.z, qh_shift);
-        v[4u * j + 3u] = sc * q6x4(ql.w >> ql_shift, qh.w, qh_shift);
-    }
-    return v;
+    let d = d16(blk);
+    let sa = d * i8_of(scales, 8u * n + 2u * g + k);
+    let sb = d * i8_of(scales, 8u * n + 4u + 2u * g + k);
+    let ha = 2u * g;
+    let hb = 4u + 2u * g;
+    return array<vec4<f32>, CV>(sa * q6x4(ql.x, qh.x, ha), sa * q6x4(ql.y, qh.y, ha), sa * q6x4(ql.z, qh.z, ha),
+        sa * q6x4(ql.w, qh.w, ha), sb * q6x4(ql.x >> 4u, qh.x, hb), sb * q6x4(ql.y >> 4u, qh.y, hb),
+        sb * q6x4(ql.z >> 4u, qh.z, hb), sb * q6x4(ql.w >> 4u, qh.w, hb));
 }

@@ -6,12 +6,14 @@
 //! Each GEMV is timed with f32 x (`x: "f32"`, what `matmul` reads) and,
 //! for quantized weights whose columns are whole 32-value blocks, with x in
 //! 8-bit blocks through the fused linear layer (`x: "q8"`, a decode projection's input
-//! with `--activations q8`).
+//! with `--activations q8`). `--tokens N` times the matmul over N token rows
+//! instead (the prefill form `matmul` picks), in multiply-adds per second.
 
 use serde_json::{json, Value};
 use wick::gpu::GpuContext;
 use wick::kernels::bench::{
-    copy_bandwidth, gemv_bandwidth, gemv_bandwidth_q8, gemv_bandwidth_vec, GemvBench,
+    copy_bandwidth, gemv_bandwidth, gemv_bandwidth_q8, gemv_bandwidth_vec, matmul_throughput,
+    GemvBench,
 };
 use wick::kernels::linear::q8_dot4_fits;
 use wick::kernels::matmul::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
@@ -43,6 +45,11 @@ pub struct BenchKernelsArgs {
     /// on the first shape.
     #[arg(long)]
     pub sweep: bool,
+    /// Token rows of x per matmul: 1 times the decode GEMV; more times the
+    /// prefill form (`matmul` over a prompt chunk of that many tokens) and
+    /// reports multiply-adds per second (GMAC/s).
+    #[arg(long, default_value_t = 1)]
+    pub tokens: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -84,10 +91,12 @@ fn row_json(b: &GemvBench, copy_gbps: f64) -> Value {
         "dtype": b.dtype.name(),
         "rows": b.rows,
         "cols": b.cols,
+        "tokens": b.tokens,
         "weight_bytes": b.weight_bytes,
         "us_per_gemv": b.seconds * 1e6,
         "gemv_gbps": b.gbps,
         "ratio": b.gbps / copy_gbps,
+        "gmac_s": b.gmacs(),
         "x": "f32",
     })
 }
@@ -95,6 +104,12 @@ fn row_json(b: &GemvBench, copy_gbps: f64) -> Value {
 pub fn run(args: BenchKernelsArgs) -> CliResult {
     if args.iters == 0 {
         return Err("--iters must be >= 1".into());
+    }
+    if args.tokens == 0 {
+        return Err("--tokens must be >= 1".into());
+    }
+    if args.tokens > 1 && args.sweep {
+        return Err("--sweep times the decode GEMV's shapes: it takes no --tokens".into());
     }
     let shapes = parse_shapes(&args)?;
     let ctx = pollster::block_on(GpuContext::new())?;
@@ -112,6 +127,15 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
                 continue;
             }
             let bytes = dtype.row_bytes(cols as u64).unwrap_or(0) as usize * rows;
+            if args.tokens > 1 {
+                // About as much work per measurement as the GEMVs': the
+                // weights once per token.
+                let iters = iters_for(bytes * args.tokens, args.iters);
+                let shape = (rows, cols);
+                let b = matmul_throughput(&ctx, dtype, shape, args.tokens, iters);
+                results.push(row_json(&pollster::block_on(b)?, copy_gbps));
+                continue;
+            }
             let iters = iters_for(bytes, args.iters);
             let b = pollster::block_on(gemv_bandwidth(&ctx, dtype, rows, cols, iters))?;
             results.push(row_json(&b, copy_gbps));
@@ -151,6 +175,25 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
         "adapter {}  copy bandwidth {copy_gbps:.2} GB/s",
         ctx.adapter.name
     );
+    if args.tokens > 1 {
+        println!("matmuls of {} token rows (the prefill form)", args.tokens);
+        println!(
+            "{:<14} {:>14} {:>12} {:>12} {:>10}",
+            "type", "shape", "bytes", "us/matmul", "GMAC/s"
+        );
+        for r in &results {
+            println!(
+                "{:<14} {:>14} {:>12} {:>12.1} {:>10.2}",
+                r["dtype"].as_str().unwrap_or(""),
+                format!("{}x{}", r["rows"], r["cols"]),
+                r["weight_bytes"],
+                r["us_per_gemv"].as_f64().unwrap_or(0.0),
+                r["gmac_s"].as_f64().unwrap_or(0.0)
+            );
+        }
+        print_skipped(&skipped);
+        return Ok(());
+    }
     println!(
         "{:<14} {:>14} {:>12} {:>12} {:>10} {:>7}",
         "type", "shape", "bytes", "us/GEMV", "GB/s", "ratio"
@@ -158,7 +201,12 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
     for r in results.iter().chain(&sweep) {
         print_row(r);
     }
-    for s in &skipped {
+    print_skipped(&skipped);
+    Ok(())
+}
+
+fn print_skipped(skipped: &[Value]) {
+    for s in skipped {
         println!(
             "{:<14} {:>14} skipped: {}",
             s["dtype"].as_str().unwrap_or(""),
@@ -166,7 +214,6 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
             s["reason"].as_str().unwrap_or("")
         );
     }
-    Ok(())
 }
 
 fn print_row(r: &Value) {

@@ -313,6 +313,47 @@ fn matrix_bytes(quant: &str, rows: u64, cols: u64) -> u64 {
     rows * cols / block_elements * block_bytes
 }
 
+/// `wick bench-kernels --tokens N` times the prefill form: every format that
+/// takes the shape reports N token rows and a finite, positive GMAC/s;
+/// nonsense counts are refused by name.
+#[test]
+fn bench_kernels_times_many_token_matmuls() {
+    let out = wick(&[
+        "bench-kernels",
+        "--rows",
+        "40",
+        "--cols",
+        "64",
+        "--tokens",
+        "9",
+        "--iters",
+        "2",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["gemv"].as_array().unwrap();
+    // F32, F16 and the 32-element block formats; the K-quants are skipped.
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 2);
+    for r in rows {
+        assert_eq!(
+            (r["tokens"].as_u64(), r["x"].as_str()),
+            (Some(9), Some("f32")),
+            "{r}"
+        );
+        let gmacs = r["gmac_s"].as_f64().unwrap();
+        let us = r["us_per_gemv"].as_f64().unwrap();
+        assert!(gmacs.is_finite() && gmacs > 0.0 && us > 0.0, "{r}");
+        // GMAC/s is the matmul's 40 x 64 x 9 multiply-adds over its time.
+        let want = (40 * 64 * 9) as f64 / us / 1e3;
+        assert!((gmacs - want).abs() <= 1e-9 * want, "{r}");
+    }
+    fails_with(&["bench-kernels", "--tokens", "0"], "--tokens");
+    fails_with(&["bench-kernels", "--tokens", "4", "--sweep"], "--sweep");
+}
+
 /// `wick bench --synthetic`: a published architecture with random weights
 /// runs like a file, and its roofline fields are finite and positive, with
 /// the weight bytes of SmolLM2-135M's shapes.

@@ -1,7 +1,9 @@
 //! Bandwidth benchmarks: how close the GEMV comes to the memory system's
 //! speed. A decode step is memory bound, so GB/s of weights read by the GEMV
 //! against GB/s of a plain buffer copy (the best a kernel can hope for) says
-//! how much of a step's time the kernels leave on the table.
+//! how much of a step's time the kernels leave on the table. A prompt's
+//! matmuls (many token rows, the prefill form) are timed the same way and
+//! judged by multiply-adds per second (`matmul_throughput`).
 //!
 //! Timing is wall clock around many dispatches recorded into a few submits,
 //! after a warm-up that compiles the pipelines and faults in the buffers.
@@ -26,18 +28,29 @@ const BATCHES: usize = 4;
 /// Dispatches per submit: well under the uniform arena's 8192 slots.
 const PER_SUBMIT: usize = 256;
 
-/// One GEMV benchmark's result.
+/// One GEMV (or many-token matmul) benchmark's result.
 #[derive(Clone, Debug)]
 pub struct GemvBench {
     pub dtype: GgmlType,
     pub rows: usize,
     pub cols: usize,
+    /// Token rows of x per matmul: 1 for a GEMV (decode), more for the
+    /// prefill form (`matmul_throughput`).
+    pub tokens: usize,
     /// Stored bytes of one weight matrix: what one GEMV must read.
     pub weight_bytes: usize,
-    /// Wall-clock seconds per GEMV (one token row).
+    /// Wall-clock seconds per GEMV or matmul (all its token rows).
     pub seconds: f64,
-    /// Weight bytes read per second, in GB/s (10^9).
+    /// Weight bytes read per second, in GB/s (10^9), counting each matrix
+    /// once per matmul.
     pub gbps: f64,
+}
+
+impl GemvBench {
+    /// Multiply-adds per second, in 10^9: what the prefill form is judged by.
+    pub fn gmacs(&self) -> f64 {
+        (self.rows * self.cols * self.tokens) as f64 / self.seconds / 1e9
+    }
 }
 
 /// Deterministic values in [-1, 1) without a rand dependency (a 64-bit LCG):
@@ -66,7 +79,24 @@ pub async fn gemv_bandwidth(
     cols: usize,
     iters: usize,
 ) -> Result<GemvBench, GpuError> {
-    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Matmul(None)).await
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Matmul(None), 1).await
+}
+
+/// Times `iters` matmuls of `tokens` token rows through a `rows x cols`
+/// matrix of `dtype`, in the form `matmul` picks for that many rows (the
+/// prefill form for more than one): how fast a prompt's projections run.
+pub async fn matmul_throughput(
+    ctx: &GpuContext,
+    dtype: GgmlType,
+    (rows, cols): (usize, usize),
+    tokens: usize,
+    iters: usize,
+) -> Result<GemvBench, GpuError> {
+    if tokens == 0 {
+        let message = "a matmul of 0 token rows".to_string();
+        return Err(crate::gpu::error::shape_err("matmul_throughput", message));
+    }
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Matmul(None), tokens).await
 }
 
 /// As `gemv_bandwidth`, through the fused linear layer with x in 8-bit
@@ -81,7 +111,7 @@ pub async fn gemv_bandwidth_q8(
     iters: usize,
     dot4: bool,
 ) -> Result<GemvBench, GpuError> {
-    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Q8 { dot4 }).await
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Q8 { dot4 }, 1).await
 }
 
 /// How the timed GEMVs get x.
@@ -105,7 +135,7 @@ pub async fn gemv_bandwidth_vec(
     shape: VecShape,
 ) -> Result<GemvBench, GpuError> {
     let form = Form::Vec(shape);
-    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Matmul(Some(form))).await
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Matmul(Some(form)), 1).await
 }
 
 async fn gemv_bandwidth_in(
@@ -115,6 +145,7 @@ async fn gemv_bandwidth_in(
     cols: usize,
     iters: usize,
     input: Input,
+    tokens: usize,
 ) -> Result<GemvBench, GpuError> {
     let bad = |message: String| crate::gpu::error::shape_err("gemv_bandwidth", message);
     let bytes = quantize(dtype, &pseudo_random(rows * cols, 1)).map_err(|e| bad(e.to_string()))?;
@@ -122,8 +153,8 @@ async fn gemv_bandwidth_in(
     let mats = (0..copies)
         .map(|i| QuantMatrix::upload(ctx, &format!("bench w{i}"), dtype, rows, cols, &bytes))
         .collect::<Result<Vec<_>, _>>()?;
+    let x = ctx.upload_f32("bench x", &pseudo_random(tokens * cols, 2))?;
     let x_values = pseudo_random(cols, 2);
-    let x = ctx.upload_f32("bench x", &x_values)?;
     let (q, scales) = quantize_row_q8(&x_values);
     let words: Vec<u32> = q
         .chunks(4)
@@ -138,7 +169,7 @@ async fn gemv_bandwidth_in(
         quants: &x8.0,
         scales: &x8.1,
     };
-    let y = ctx.create_storage("bench y", rows as u64 * 4)?;
+    let y = ctx.create_storage("bench y", (tokens * rows) as u64 * 4)?;
     let gemvs = Gemvs {
         ctx,
         mats: &mats,
@@ -146,6 +177,7 @@ async fn gemv_bandwidth_in(
         x8,
         y: &y,
         input,
+        tokens,
     };
     // Warm-up: compiles the pipeline and touches every copy.
     gemvs.run(copies.max(4)).await?;
@@ -162,6 +194,7 @@ async fn gemv_bandwidth_in(
         dtype,
         rows,
         cols,
+        tokens,
         weight_bytes: bytes.len(),
         seconds,
         gbps: bytes.len() as f64 / seconds / 1e9,
@@ -176,6 +209,8 @@ struct Gemvs<'a> {
     x8: Q8Rows<'a>,
     y: &'a GpuBuffer,
     input: Input,
+    /// Token rows of x per matmul (1 but for `matmul_throughput`).
+    tokens: usize,
 }
 
 impl Gemvs<'_> {
@@ -200,7 +235,7 @@ impl Gemvs<'_> {
         let (x, y) = (self.x, self.y);
         match self.input {
             Input::Matmul(Some(f)) => matmul_form(rec, f, x, 0, w, y, 0, 1),
-            Input::Matmul(None) => matmul(rec, x, 0, w, y, 0, 1),
+            Input::Matmul(None) => matmul(rec, x, 0, w, y, 0, self.tokens),
             Input::Q8 { dot4 } => {
                 let op = Linear {
                     x,
@@ -298,5 +333,11 @@ mod tests {
         let err = pollster::block_on(gemv_bandwidth_vec(ctx, GgmlType::F16, 8, 40, 2, shape))
             .unwrap_err();
         assert!(err.to_string().contains("vec4 core"), "{err}");
+        let t = pollster::block_on(matmul_throughput(ctx, GgmlType::Q5_0, (40, 96), 9, 2)).unwrap();
+        assert_eq!((t.tokens, t.weight_bytes), (9, 40 * 3 * 22), "{t:?}");
+        assert!(t.gmacs().is_finite() && t.gmacs() > 0.0, "{t:?}");
+        let err =
+            pollster::block_on(matmul_throughput(ctx, GgmlType::Q5_0, (40, 96), 0, 2)).unwrap_err();
+        assert!(err.to_string().contains("0 token rows"), "{err}");
     }
 }

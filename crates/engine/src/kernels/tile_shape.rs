@@ -148,7 +148,8 @@ fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'stat
             fmt.fmt
         )
     };
-    let loop_loads = "        var xs: array<array<vec4<f32>, CV>, TM>;\n        for (var t = 0u; t < TM; t++) {\n            // Tokens and rows past the end repeat the last; never written.\n            let base = x_base(min(tok0 + t, n_tok - 1u)) / 4u + xc;\n            for (var i = 0u; i < CV; i++) {\n                xs[t][i] = x[base + i];\n            }\n        }\n";
+    // x: the chunk's two runs of CV / 2 vec4s from xc.x and xc.y.
+    let loop_loads = "        var xs: array<array<vec4<f32>, CV>, TM>;\n        for (var t = 0u; t < TM; t++) {\n            // Tokens and rows past the end repeat the last; never written.\n            let base = x_base(min(tok0 + t, n_tok - 1u)) / 4u;\n            for (var i = 0u; i < CV / 2u; i++) {\n                xs[t][i] = x[base + xc.x + i];\n                xs[t][i + CV / 2u] = x[base + xc.y + i];\n            }\n        }\n";
     if form == RowForm::Loop {
         let steps = format!(
             "        for (var r = 0u; r < TN; r++) {{\n            let ws = {};\n            for (var t = 0u; t < TM; t++) {{\n                acc[t * TN + r] += dot_chunk(ws, &xs, t);\n            }}\n        }}\n",
@@ -169,10 +170,14 @@ fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'stat
     if form == RowForm::Flat {
         for t in 0..TILE_M {
             // Tokens and rows past the end repeat the last; never written.
-            loads +=
-                &format!("        let xb{t} = x_base(min(tok0 + {t}u, n_tok - 1u)) / 4u + xc;\n");
+            loads += &format!("        let xb{t} = x_base(min(tok0 + {t}u, n_tok - 1u)) / 4u;\n");
             for i in 0..cv {
-                loads += &format!("        let x{t}_{i} = x[xb{t} + {i}u];\n");
+                let (run, at) = if i < cv / 2 {
+                    ("x", i)
+                } else {
+                    ("y", i - cv / 2)
+                };
+                loads += &format!("        let x{t}_{i} = x[xb{t} + xc.{run} + {at}u];\n");
             }
         }
     } else {
