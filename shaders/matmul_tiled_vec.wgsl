@@ -5,8 +5,8 @@
 // of quants, or 16 F32/F16 elements), whose x is two runs of CV / 2 vec4s
 // (chunk_x_FMT); an invocation loads a chunk's x for its TM tokens, then
 // decodes the chunk of each of its TN weight rows once (decode_chunk_FMT,
-// quant_vec*.wgsl) and dots it with all TM. x rows start on a vec4 (x_offset, k multiples
-// of 4) and are whole chunks long.
+// quant_vec*.wgsl) and dots it with all TM. x rows start on a vec4
+// (x_offset, k multiples of 4) and are whole chunks long.
 // Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, matmul_tile.wgsl, this file,
 // quant_vec{16,32,64}.wgsl, then an entry point (matmul_tiled_main.wgsl,
 // linear_tiled.wgsl).

@@ -153,9 +153,10 @@ async fn gemv_bandwidth_in(
     let mats = (0..copies)
         .map(|i| QuantMatrix::upload(ctx, &format!("bench w{i}"), dtype, rows, cols, &bytes))
         .collect::<Result<Vec<_>, _>>()?;
-    let x = ctx.upload_f32("bench x", &pseudo_random(tokens * cols, 2))?;
-    let x_values = pseudo_random(cols, 2);
-    let (q, scales) = quantize_row_q8(&x_values);
+    let x_values = pseudo_random(tokens * cols, 2);
+    let x = ctx.upload_f32("bench x", &x_values)?;
+    // The 8-bit x of the GEMVs that take it: the first token row.
+    let (q, scales) = quantize_row_q8(&x_values[..cols]);
     let words: Vec<u32> = q
         .chunks(4)
         .map(|b| b.iter().rev().fold(0u32, |w, &v| w << 8 | v as u8 as u32))
