@@ -245,10 +245,10 @@ fn print_row(r: &Value) {
 }
 
 /// The vec4 core with one lane a row group (rows across lanes, no lane
-/// sums), lane groups of 6, one SIMD batch (8) or the whole workgroup (64), 2
-/// to 16 rows a group, lanes over contiguous runs of steps or interleaved,
-/// each reduction, for every format whose blocks and steps divide `shape`'s
-/// columns.
+/// sums; workgroups of 8 lanes), lane groups of 6, one SIMD batch (8) or
+/// the whole workgroup (64), 2 to 16 rows a group, lanes over contiguous
+/// runs of steps or interleaved, each reduction, for every format whose
+/// blocks and steps divide `shape`'s columns.
 fn sweep_vec_core(
     ctx: &GpuContext,
     (rows, cols): (usize, usize),
@@ -271,8 +271,14 @@ fn sweep_vec_core(
         for chunked in [true, false] {
             for lanes in [1u32, 6, 8, 64] {
                 // Groups of 6 come 8 to a workgroup, as CPU adapters take
-                // groups that are not a power of two (`cpu_group_lanes`).
-                let workgroup = if lanes == 6 { 48 } else { VEC_WORKGROUP };
+                // groups that are not a power of two (`cpu_group_lanes`);
+                // one lane a group in a workgroup of one llvmpipe batch, as
+                // llvmpipe takes it for matrices with rows to spare.
+                let workgroup = match lanes {
+                    6 => 48,
+                    1 => 8,
+                    _ => VEC_WORKGROUP,
+                };
                 for group_rows in [2, 4, 8, 16] {
                     for &reduce in &reductions {
                         let shape = VecShape {

@@ -73,7 +73,13 @@ pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<
                 shape.check().map_err(|e| shape_err("linear", e))?;
                 shape
             }
-            None => VecShape::choose(&rec.ctx().adapter, subgroups, op.w.format(), op.w.cols),
+            None => VecShape::choose(
+                &rec.ctx().adapter,
+                subgroups,
+                op.w.format(),
+                op.w.cols,
+                op.w.rows,
+            ),
         })
     } else {
         GemvCore::Unit {

@@ -323,7 +323,7 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
                     bias: !glu && (d + e) % 2 == 1,
                     epilogue,
                 };
-                for shape in vec_shapes(dtype, k) {
+                for shape in vec_shapes(dtype, k, n) {
                     let seed = (d * 10 + e) as u64;
                     run_at(&case, dtype, None, 0, seed, 4, shape, X8::None);
                     if !norm {
@@ -344,7 +344,7 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
         bias: true,
         epilogue: Epilogue::Add,
     };
-    for shape in vec_shapes(GgmlType::Q8_0, case.k) {
+    for shape in vec_shapes(GgmlType::Q8_0, case.k, case.n) {
         run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4, shape, X8::None);
         let case = Case {
             norm: false,
@@ -359,15 +359,17 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
 /// The adapter's vec4 core shape (`None`), then the CPU adapters' (8 and 4
 /// lane batches) and the GPUs' shapes with each reduction this adapter runs
 /// that can run them: the norm, bias and epilogues read the reduced sums, so
-/// each reduction meets each of them.
-fn vec_shapes(dtype: GgmlType, k: usize) -> Vec<Option<VecShape>> {
+/// each reduction meets each of them. llvmpipe's shape both for `n` rows
+/// and for a large matrix (16 rows a lane, more than `n` has).
+fn vec_shapes(dtype: GgmlType, k: usize, n: usize) -> Vec<Option<VecShape>> {
     let fmt = crate::kernels::weights::GpuFormat::of(dtype).unwrap();
     let mut shapes = vec![None];
-    for cpu_lanes in [Some(8), Some(4), None] {
+    let classes = [(Some(8), n), (Some(8), 1 << 20), (Some(4), n), (None, n)];
+    for (cpu_lanes, rows) in classes {
         for reduce in vec_reductions() {
-            let shape = VecShape::for_class(cpu_lanes, false, fmt, k);
+            let shape = VecShape::for_class(cpu_lanes, false, fmt, k, rows);
             let shape = VecShape { reduce, ..shape };
-            if shape.check().is_ok() {
+            if shape.check().is_ok() && !shapes.contains(&Some(shape)) {
                 shapes.push(Some(shape));
             }
         }

@@ -136,6 +136,7 @@ pub fn matmul(
             subgroups,
             w.format(),
             w.cols,
+            w.rows,
         ))
     } else if m <= GEMV_MAX_TOKENS {
         Form::Gemv(gemv_rows(software, m))

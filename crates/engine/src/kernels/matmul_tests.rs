@@ -76,6 +76,7 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                     // the shape.
                     for (lanes, group_rows, chunked, workgroup) in [
                         (1, 4, true, 64),
+                        (1, 16, true, 8),
                         (64, 4, false, 64),
                         (16, 1, false, 64),
                         (8, 8, true, 64),
@@ -238,9 +239,12 @@ fn long_rows_stay_within_the_loop_budget() {
                 forms.push(Form::TiledAs(TileShape { tn, x4, vec, form }));
             }
             if m == 1 {
-                for (lanes, group_rows, chunked, workgroup) in
-                    [(8, 16, true, 64), (64, 4, false, 64), (6, 16, true, 24)]
-                {
+                for (lanes, group_rows, chunked, workgroup) in [
+                    (1, 16, true, 8),
+                    (8, 16, true, 64),
+                    (64, 4, false, 64),
+                    (6, 16, true, 24),
+                ] {
                     for reduce in vec_reductions() {
                         let shape = VecShape {
                             lanes,
@@ -294,6 +298,32 @@ fn cpu_groups_waste_the_fewest_lane_steps() {
     // Nothing wasted at a batch: the batch it is.
     assert_eq!(cpu_group_lanes(8, 48), 8);
     assert_eq!(cpu_group_lanes(4, 48), 4);
+}
+
+/// llvmpipe takes one lane a group (whole rows) only where the matrix still
+/// gives each of its threads several workgroups; SwiftShader and GPUs never.
+#[test]
+fn llvmpipe_takes_whole_rows_a_lane_for_matrices_with_rows_to_spare() {
+    let fmt = crate::kernels::weights::GpuFormat::of(GgmlType::Q5_0).unwrap();
+    let lanes = |cpu, rows| VecShape::for_class(cpu, false, fmt, 896, rows).lanes;
+    // 8 workgroups of 8 lanes x 16 rows need more than 896 rows.
+    for (rows, whole_rows) in [
+        (151936, true),
+        (1152, true),
+        (897, true),
+        (896, false),
+        (128, false),
+    ] {
+        assert_eq!(
+            lanes(Some(8), rows) == 1,
+            whole_rows,
+            "llvmpipe, {rows} rows"
+        );
+        let shape = VecShape::for_class(Some(8), false, fmt, 896, rows);
+        assert!(shape.check().is_ok(), "{shape:?}");
+        assert_ne!(lanes(Some(4), rows), 1, "SwiftShader, {rows} rows");
+        assert_ne!(lanes(None, rows), 1, "GPU, {rows} rows");
+    }
 }
 
 #[test]

@@ -136,52 +136,88 @@ fn cpu_group_rows(batch: u32, fmt: GpuFormat) -> (u32, u32) {
     }
 }
 
+/// Rows one lane takes on llvmpipe when each lane takes whole rows
+/// (`VecShape::for_class`), in workgroups of one SIMD batch.
+const LLVMPIPE_LANE_ROWS: u32 = 16;
+/// The fewest such workgroups a matrix must give for llvmpipe to take that
+/// shape: it deals whole workgroups to its threads (one a core), and a
+/// 896-row matrix in 7 of them left a thread idle for the last one, so
+/// fewer rows keep lane groups of 64 rows a workgroup.
+const LLVMPIPE_MIN_WORKGROUPS: usize = 8;
+
 impl VecShape {
-    /// The shape for `fmt` rows of `k` elements on `adapter` (`for_class`
-    /// with its CPU lanes). `subgroups`: whether the device has them.
+    /// The shape for `fmt` rows of `k` elements, in a matrix of `rows` rows,
+    /// on `adapter` (`for_class` with its CPU lanes). `subgroups`: whether
+    /// the device has them.
     pub(crate) fn choose(
         adapter: &AdapterSummary,
         subgroups: bool,
         fmt: GpuFormat,
         k: usize,
+        rows: usize,
     ) -> VecShape {
-        Self::for_class(cpu_lanes(adapter), subgroups, fmt, k)
+        Self::for_class(cpu_lanes(adapter), subgroups, fmt, k, rows)
     }
 
-    /// The shape for `fmt` rows of `k` elements. CPU adapters
-    /// (`cpu_lanes` Some, their SIMD batch): groups of about a batch of
+    /// The shape for `fmt` rows of `k` elements in a matrix of `rows` rows.
+    /// llvmpipe (`cpu_lanes` Some(8)), where the matrix gives at least
+    /// `LLVMPIPE_MIN_WORKGROUPS` workgroups of a batch of lanes over 16 rows
+    /// each: one lane a group, over whole rows and every step. A batch's
+    /// lanes then run the same trip count (none idles on a short share of
+    /// steps), load the same x at the same time, and need no sum across
+    /// lanes; `bench-kernels` timed Qwen2.5's 1152x896 q/k/v GEMVs 1.2x and
+    /// its 151936x896 Q8_0 head 1.3x faster than with lane groups, while
+    /// 896-row matrices (7 such workgroups) ran no faster. Other CPU
+    /// adapters, and llvmpipe's smaller matrices: groups of about a batch of
     /// lanes (`cpu_group_lanes`) over contiguous steps, their rows and count
-    /// from `cpu_group_rows`, so a workgroup's rows do not depend on the
-    /// lanes. GPUs (None): as many lanes as the row has steps (8 to 64),
-    /// about 4 rows a workgroup of 64, interleaved steps. `bench-kernels
-    /// --sweep` times the alternatives. `subgroups`: whether the device has
-    /// them (`Reduce::choose`).
+    /// from `cpu_group_rows`. GPUs (None): as many lanes as the row has
+    /// steps (8 to 64), about 4 rows a workgroup of 64, interleaved steps.
+    /// `bench-kernels --sweep` times the alternatives. `subgroups`: whether
+    /// the device has them (`Reduce::choose`).
     pub(crate) fn for_class(
         cpu_lanes: Option<u32>,
         subgroups: bool,
         fmt: GpuFormat,
         k: usize,
+        rows: usize,
     ) -> VecShape {
         let reduce = Reduce::choose(cpu_lanes.is_some(), subgroups);
         let steps = (k / fmt.vec_step() as usize).max(1) as u32;
-        if let Some(batch) = cpu_lanes {
-            let lanes = cpu_group_lanes(batch, steps);
-            let (group_rows, groups) = cpu_group_rows(batch, fmt);
-            return VecShape {
-                lanes,
-                group_rows,
-                chunked: true,
-                reduce,
-                workgroup: lanes * groups,
-            };
-        }
-        let lanes = steps.next_power_of_two().clamp(8, 64);
-        VecShape {
-            lanes,
-            group_rows: (4 * lanes / 64).max(1),
-            chunked: false,
-            reduce,
-            workgroup: VEC_WORKGROUP,
+        match cpu_lanes {
+            Some(batch)
+                if batch >= 8
+                    && rows.div_ceil((batch * LLVMPIPE_LANE_ROWS) as usize)
+                        >= LLVMPIPE_MIN_WORKGROUPS =>
+            {
+                VecShape {
+                    lanes: 1,
+                    group_rows: LLVMPIPE_LANE_ROWS,
+                    chunked: true,
+                    reduce,
+                    workgroup: batch,
+                }
+            }
+            Some(batch) => {
+                let lanes = cpu_group_lanes(batch, steps);
+                let (group_rows, groups) = cpu_group_rows(batch, fmt);
+                VecShape {
+                    lanes,
+                    group_rows,
+                    chunked: true,
+                    reduce,
+                    workgroup: lanes * groups,
+                }
+            }
+            None => {
+                let lanes = steps.next_power_of_two().clamp(8, 64);
+                VecShape {
+                    lanes,
+                    group_rows: (4 * lanes / 64).max(1),
+                    chunked: false,
+                    reduce,
+                    workgroup: VEC_WORKGROUP,
+                }
+            }
         }
     }
 
