@@ -140,9 +140,10 @@ fn cpu_group_rows(batch: u32, fmt: GpuFormat) -> (u32, u32) {
 /// (`VecShape::for_class`), in workgroups of one SIMD batch.
 const LLVMPIPE_LANE_ROWS: u32 = 16;
 /// The fewest such workgroups a matrix must give for llvmpipe to take that
-/// shape: it deals whole workgroups to its threads (one a core), and a
-/// 896-row matrix in 7 of them left a thread idle for the last one, so
-/// fewer rows keep lane groups of 64 rows a workgroup.
+/// shape. 896-row matrices (7 of them) ran no faster that way than in lane
+/// groups of 64 rows a workgroup, which they keep; llvmpipe deals whole
+/// workgroups to its threads (one a core), so 7 on two threads leave one
+/// idle for the last, which is the likely reason.
 const LLVMPIPE_MIN_WORKGROUPS: usize = 8;
 
 impl VecShape {
