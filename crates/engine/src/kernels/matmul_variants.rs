@@ -82,10 +82,11 @@ impl Reduce {
 }
 
 /// A CPU adapter's SIMD batch, about the vec4 core's lanes per group there
-/// (`cpu_group_lanes`; None on GPUs): llvmpipe runs 8 lanes at a time
-/// (AVX2), other CPU adapters (SwiftShader) 4; in headless Chromium SmolLM2
-/// decoded 1.9-2.3 tok/s with groups of 4 lanes against 1.4-1.9 with 8 and
-/// 1.2-1.5 with 16.
+/// (`cpu_group_lanes`; on llvmpipe, for matrices with rows to spare, its
+/// workgroup of one-lane groups: `VecShape::for_class`; None on GPUs):
+/// llvmpipe runs 8 lanes at a time (AVX2), other CPU adapters (SwiftShader)
+/// 4; in headless Chromium SmolLM2 decoded 1.9-2.3 tok/s with groups of 4
+/// lanes against 1.4-1.9 with 8 and 1.2-1.5 with 16.
 pub(crate) fn cpu_lanes(adapter: &AdapterSummary) -> Option<u32> {
     match (adapter.is_software, adapter.is_llvmpipe()) {
         (false, _) => None,
