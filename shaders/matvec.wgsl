@@ -15,9 +15,10 @@
 // the whole loop before the next, and interleaved steps would make each
 // batch stride through memory.
 // Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, this file,
-// quant_vec{16,32,64}.wgsl, an x reader (step_x and dot_x, with the type
-// StepX they share: matvec_step_f32.wgsl with matvec_x_f32.wgsl or
-// linear_x_q8.wgsl, or linear_x_q8_dot4.wgsl alone), then an entry point.
+// matvec_tile.wgsl, quant_vec{16,32,64}.wgsl, an x reader (step_x, dot_x
+// and dot_x_scaled, with the type StepX they share: matvec_step_f32.wgsl
+// with matvec_x_f32.wgsl or linear_x_q8.wgsl, or linear_x_q8_dot4.wgsl
+// alone), then an entry point.
 
 @group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
 // Binding 2, x, is declared by the x reader (matvec_x_f32.wgsl,
@@ -31,6 +32,9 @@ const GROUP_ROWS: u32 = {{GROUP_ROWS}}u;
 const ROWS: u32 = GROUP_ROWS * (WG / LANES); // rows a workgroup
 const TOKENS: u32 = 1u;
 const CHUNKED: bool = {{CHUNKED}};
+// One lane over whole scale tiles of rows (matvec_tile.wgsl), for the
+// shapes and formats kernels::matvec_tile::tiles names.
+const TILE_CORE: bool = {{TILE_CORE}};
 // Lanes that between them load each x element once: one group.
 const X_LANES: u32 = LANES;
 
@@ -54,17 +58,21 @@ fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     let end = select(steps, min(first + per, steps), CHUNKED);
     let stride = select(LANES, 1u, CHUNKED);
     let base4 = x_base / 4u;
-    var acc: array<f32, GROUP_ROWS>;
-    for (var s = first; s < end; s += stride) {
-        let x = step_x(base4, s);
-        for (var r = 0u; r < GROUP_ROWS; r++) {
-            // Rows past the part repeat its last row; their sums are dropped.
-            acc[r] += dot_x(w_row0 + min(group_row0 + r, p.rows - 1u), s, x);
+    if (TILE_CORE) {
+        tile_partials(lid, w_row0 + group_row0, first, end, base4);
+    } else {
+        var acc: array<f32, GROUP_ROWS>;
+        for (var s = first; s < end; s += stride) {
+            let x = step_x(base4, s);
+            for (var r = 0u; r < GROUP_ROWS; r++) {
+                // Rows past the part repeat its last row; their sums are dropped.
+                acc[r] += dot_x(w_row0 + min(group_row0 + r, p.rows - 1u), s, x);
+            }
         }
-    }
-    let first_row = (lid / LANES) * GROUP_ROWS;
-    for (var r = 0u; r < GROUP_ROWS; r++) {
-        partial[(first_row + r) * LANES + lane] = acc[r];
+        let first_row = (lid / LANES) * GROUP_ROWS;
+        for (var r = 0u; r < GROUP_ROWS; r++) {
+            partial[(first_row + r) * LANES + lane] = acc[r];
+        }
     }
     stash_lane(lid);
     workgroupBarrier();

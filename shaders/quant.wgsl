@@ -7,15 +7,17 @@
 //   @group(0) @binding(1) var<storage, read> w: array<u32>; // one matrix part
 // F32 and F16 rows are stored as in the file (an odd F16 row length puts a
 // row at 2 bytes past a word). Quantized parts are in the GPU layout of
-// kernels::layout: three regions of words, block i of the part (row-major)
-// at the same stride in each:
-//   quants: QUANT_WORDS words of block i at word i * QUANT_WORDS;
-//   aux:    AUX_WORDS words at p.aux_base + i * AUX_WORDS;
-//   d16:    the block's f16 scale, half i % 2 of word p.d16_base + i / 2.
-// So every read is an aligned word, and the quants of a block are whole
-// vec4s. The part buffer carries at least 80 zero bytes after its data, so a
-// partial F32/F16 unit may read a whole unit past the row end (the kernel
-// masks those lanes).
+// kernels::layout: three regions of words. Block i of the part (row-major)
+// has its quants at QUANT_WORDS words from word i * QUANT_WORDS; block b of
+// part row r has its scale slot t = scale_slot(r, b) in the other two:
+//   aux:    AUX_WORDS words at p.aux_base + t * AUX_WORDS;
+//   d16:    the block's f16 scale, half t % 2 of word p.d16_base + t / 2.
+// Slots go in tiles of SCALE_TILE rows (8 for the 32-element formats, 1
+// for the K-quants): block b of a tile's rows side by side. So every read
+// is an aligned word, the quants of a block are whole vec4s, and so are a
+// tile's 8 scales of one block (matvec_tile.wgsl). The part buffer carries
+// at least 80 zero bytes after its data, so a partial F32/F16 unit may read
+// a whole unit past the row end (the kernel masks those lanes).
 //
 // Decoding works in units of 16 weights: two runs of 8 consecutive row
 // elements, at block elements `runs_FMT(u)` (x: run a, y: run b). The runs
@@ -23,8 +25,8 @@
 // e.g. the low and high nibbles of one Q4_0 byte are elements j and j+16.
 // `decode_FMT(row, U)` decodes unit U of part row `row`. Per format FMT the
 // kernel gets, as defines, QK (elements per block, 16 for F32/F16 whose
-// "block" is one unit), BLOCK_BYTES, UNITS (units per block), QUANT_WORDS and
-// AUX_WORDS.
+// "block" is one unit), BLOCK_BYTES, UNITS (units per block), QUANT_WORDS,
+// AUX_WORDS and SCALE_TILE.
 
 struct Unit {
     a0: vec4<f32>, // run a, elements 0..4
@@ -37,24 +39,33 @@ struct Unit {
 
 const QUANT_WORDS: u32 = {{QUANT_WORDS}};
 const AUX_WORDS: u32 = {{AUX_WORDS}};
+const SCALE_TILE: u32 = {{SCALE_TILE}};
 
 // Block of unit U of part row `row`, and the unit within it.
 fn block_of(row: u32, U: u32) -> u32 {
     return row * p.blocks + U / UNITS;
 }
+// Scale slot of block b of part row `row` (kernels::layout::scale_slot).
+fn scale_slot(row: u32, b: u32) -> u32 {
+    return ((row / SCALE_TILE) * p.blocks + b) * SCALE_TILE + row % SCALE_TILE;
+}
+// Scale slot of unit U of part row `row`.
+fn slot_of(row: u32, U: u32) -> u32 {
+    return scale_slot(row, U / UNITS);
+}
 fn quant_word(blk: u32, j: u32) -> u32 {
     return w[blk * QUANT_WORDS + j];
 }
-fn aux_word(blk: u32, j: u32) -> u32 {
-    return w[p.aux_base + blk * AUX_WORDS + j];
+fn aux_word(slot: u32, j: u32) -> u32 {
+    return w[p.aux_base + slot * AUX_WORDS + j];
 }
-fn d16(blk: u32) -> f32 {
-    let v = unpack2x16float(w[p.d16_base + (blk >> 1u)]);
-    return select(v.x, v.y, (blk & 1u) == 1u);
+fn d16(slot: u32) -> f32 {
+    let v = unpack2x16float(w[p.d16_base + (slot >> 1u)]);
+    return select(v.x, v.y, (slot & 1u) == 1u);
 }
-// Signed byte j of the block's aux words.
-fn aux_i8(blk: u32, j: u32) -> f32 {
-    let v = aux_word(blk, j >> 2u) >> ((j & 3u) * 8u);
+// Signed byte j of the slot's aux words.
+fn aux_i8(slot: u32, j: u32) -> f32 {
+    let v = aux_word(slot, j >> 2u) >> ((j & 3u) * 8u);
     return f32(bitcast<i32>(v << 24u) >> 24u);
 }
 // Byte offset of unit U of row `row` in an F32/F16 part.
@@ -155,8 +166,9 @@ fn runs_q8_0(u: u32) -> vec2<u32> {
 }
 fn decode_q8_0(row: u32, U: u32) -> Unit {
     let blk = block_of(row, U);
+    let slot = slot_of(row, U);
     let u = U % UNITS;
-    let d = d16(blk);
+    let d = d16(slot);
     let q = vec4<u32>(quant_word(blk, 4u * u), quant_word(blk, 4u * u + 1u), quant_word(blk, 4u * u + 2u), quant_word(blk, 4u * u + 3u));
     return Unit(d * bytes_i(q.x), d * bytes_i(q.y), d * bytes_i(q.z), d * bytes_i(q.w));
 }
@@ -169,8 +181,9 @@ fn runs_q4_0(u: u32) -> vec2<u32> {
 }
 fn decode_q4_0(row: u32, U: u32) -> Unit {
     let blk = block_of(row, U);
+    let slot = slot_of(row, U);
     let u = U % UNITS;
-    let d = d16(blk);
+    let d = d16(slot);
     let q = vec2<u32>(quant_word(blk, 2u * u), quant_word(blk, 2u * u + 1u));
     let z = vec4<f32>(8.0);
     return Unit(d * (nib_lo(q.x) - z), d * (nib_lo(q.y) - z), d * (nib_hi(q.x) - z), d * (nib_hi(q.y) - z));
@@ -183,8 +196,9 @@ fn runs_q4_1(u: u32) -> vec2<u32> {
 }
 fn decode_q4_1(row: u32, U: u32) -> Unit {
     let blk = block_of(row, U);
+    let slot = slot_of(row, U);
     let u = U % UNITS;
-    let dm = unpack2x16float(aux_word(blk, 0u));
+    let dm = unpack2x16float(aux_word(slot, 0u));
     let q0 = quant_word(blk, 2u * u);
     let q1 = quant_word(blk, 2u * u + 1u);
     let m = vec4<f32>(dm.y);
@@ -199,9 +213,10 @@ fn runs_q5_0(u: u32) -> vec2<u32> {
 }
 fn decode_q5_0(row: u32, U: u32) -> Unit {
     let blk = block_of(row, U);
+    let slot = slot_of(row, U);
     let u = U % UNITS;
-    let d = d16(blk);
-    let qh = aux_word(blk, 0u);
+    let d = d16(slot);
+    let qh = aux_word(slot, 0u);
     let q = vec2<u32>(quant_word(blk, 2u * u), quant_word(blk, 2u * u + 1u));
     let ha = qh >> (8u * u);
     let hb = qh >> (16u + 8u * u);
@@ -231,10 +246,10 @@ fn scale_min_q4_k(j: u32, s0: u32, s1: u32, s2: u32) -> vec2<f32> {
     let high = vec2<u32>((b2 & 15u) | ((b0 >> 6u) << 4u), (b2 >> 4u) | ((b1 >> 6u) << 4u));
     return vec2<f32>(select(high, low, j < 4u));
 }
-// d * scale and dmin * min of sub-blocks 2c and 2c + 1 of block blk:
-// (scale a, min a, scale b, min b).
-fn chunk_scales_q4_k(blk: u32, c: u32) -> vec4<f32> {
-    let aux = vec4<u32>(aux_word(blk, 0u), aux_word(blk, 1u), aux_word(blk, 2u), aux_word(blk, 3u));
+// d * scale and dmin * min of sub-blocks 2c and 2c + 1 of the block with
+// scale slot `slot`: (scale a, min a, scale b, min b).
+fn chunk_scales_q4_k(slot: u32, c: u32) -> vec4<f32> {
+    let aux = vec4<u32>(aux_word(slot, 0u), aux_word(slot, 1u), aux_word(slot, 2u), aux_word(slot, 3u));
     return chunk_scales_q4_k_of(aux, c);
 }
 // The same from the block's four aux words (d and dmin, then the 12
@@ -255,7 +270,7 @@ fn decode_q4_k(row: u32, U: u32) -> Unit {
     let u = U % UNITS;
     let c = u >> 2u;
     let s = u & 3u;
-    let sc = chunk_scales_q4_k(blk, c);
+    let sc = chunk_scales_q4_k(slot_of(row, U), c);
     let da = sc.x;
     let ma = vec4<f32>(sc.y);
     let db = sc.z;
@@ -297,12 +312,13 @@ fn decode_q6_k(row: u32, U: u32) -> Unit {
     let qa1 = (ql.y & 0x0f0f0f0fu) | (((qh.y >> sh_a) & 0x03030303u) << 4u);
     let qb0 = ((ql.x >> 4u) & 0x0f0f0f0fu) | (((qh.x >> sh_b) & 0x03030303u) << 4u);
     let qb1 = ((ql.y >> 4u) & 0x0f0f0f0fu) | (((qh.y >> sh_b) & 0x03030303u) << 4u);
-    let d = d16(blk);
+    let slot = slot_of(row, U);
+    let d = d16(slot);
     // Run a starts at half element l0 + 32g, run b 64 further: scale index + 4
     // (the 16 scale bytes are the block's 4 aux words).
     let sc = 8u * n + (l0 + 32u * g) / 16u;
-    let da = d * aux_i8(blk, sc);
-    let db = d * aux_i8(blk, sc + 4u);
+    let da = d * aux_i8(slot, sc);
+    let db = d * aux_i8(slot, sc + 4u);
     let z = vec4<f32>(32.0);
     return Unit(da * (bytes_u(qa0) - z), da * (bytes_u(qa1) - z), db * (bytes_u(qb0) - z), db * (bytes_u(qb1) - z));
 }

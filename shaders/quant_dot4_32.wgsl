@@ -18,9 +18,14 @@ fn step_x(base4: u32, s: u32) -> StepX {
 }
 
 fn dot_i8_q8_0(row: u32, s: u32, x: StepX) -> f32 {
+    return dot_i8_scaled_q8_0(row, s, x, d16(scale_slot(row, s)), 0u);
+}
+// The step given its block's scales as they are stored (see quant_vec32.wgsl's
+// dot_scaled_FMT): d the f16 scale, aux the aux word.
+fn dot_i8_scaled_q8_0(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
     let blk = row * p.blocks + s;
     let sum = dot16(w4[2u * blk], x.lo) + dot16(w4[2u * blk + 1u], x.hi);
-    return d16(blk) * x.d * sum;
+    return d * x.d * sum;
 }
 
 // A block's 16 quant bytes: element i is the low nibble of byte i, element
@@ -30,24 +35,31 @@ fn dot_nibbles_i8(q: vec4<u32>, lo5: vec4<u32>, hi5: vec4<u32>, x: StepX) -> f32
 }
 
 fn dot_i8_q4_0(row: u32, s: u32, x: StepX) -> f32 {
-    let blk = row * p.blocks + s;
-    let sum = dot_nibbles_i8(w4[blk], vec4<u32>(0u), vec4<u32>(0u), x);
-    return d16(blk) * (x.d * sum - 8.0 * x.dsum);
+    return dot_i8_scaled_q4_0(row, s, x, d16(scale_slot(row, s)), 0u);
+}
+fn dot_i8_scaled_q4_0(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
+    let sum = dot_nibbles_i8(w4[row * p.blocks + s], vec4<u32>(0u), vec4<u32>(0u), x);
+    return d * (x.d * sum - 8.0 * x.dsum);
 }
 
 fn dot_i8_q4_1(row: u32, s: u32, x: StepX) -> f32 {
-    let blk = row * p.blocks + s;
-    let dm = unpack2x16float(aux_word(blk, 0u));
-    let sum = dot_nibbles_i8(w4[blk], vec4<u32>(0u), vec4<u32>(0u), x);
+    return dot_i8_scaled_q4_1(row, s, x, 0.0, aux_word(scale_slot(row, s), 0u));
+}
+// aux: d and m as two f16.
+fn dot_i8_scaled_q4_1(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
+    let dm = unpack2x16float(aux);
+    let sum = dot_nibbles_i8(w4[row * p.blocks + s], vec4<u32>(0u), vec4<u32>(0u), x);
     return dm.x * x.d * sum + dm.y * x.dsum;
 }
 
 fn dot_i8_q5_0(row: u32, s: u32, x: StepX) -> f32 {
-    let blk = row * p.blocks + s;
-    // Bit j of qh is the fifth bit of element j.
-    let qh = aux_word(blk, 0u);
+    let slot = scale_slot(row, s);
+    return dot_i8_scaled_q5_0(row, s, x, d16(slot), aux_word(slot, 0u));
+}
+// aux: qh, whose bit j is the fifth bit of element j.
+fn dot_i8_scaled_q5_0(row: u32, s: u32, x: StepX, d: f32, qh: u32) -> f32 {
     let lo5 = vec4<u32>(fifth_bits(qh), fifth_bits(qh >> 4u), fifth_bits(qh >> 8u), fifth_bits(qh >> 12u));
     let hi5 = vec4<u32>(fifth_bits(qh >> 16u), fifth_bits(qh >> 20u), fifth_bits(qh >> 24u), fifth_bits(qh >> 28u));
-    let sum = dot_nibbles_i8(w4[blk], lo5, hi5, x);
-    return d16(blk) * (x.d * sum - 16.0 * x.dsum);
+    let sum = dot_nibbles_i8(w4[row * p.blocks + s], lo5, hi5, x);
+    return d * (x.d * sum - 16.0 * x.dsum);
 }

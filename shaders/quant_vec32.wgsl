@@ -18,12 +18,18 @@ fn runs_vec_q8_0(s: u32) -> vec2<u32> {
     return runs_vec_block(s);
 }
 fn dot_step_q8_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
+    return dot_scaled_q8_0(row, s, xs, xg, d16(scale_slot(row, s)), 0u);
+}
+// The step given its block's scales as they are stored: d the f16 scale
+// (d16), aux its aux word (each format reads the ones it has), which the
+// one-lane tile reader (matvec_tile.wgsl) loads for 16 rows at once.
+fn dot_scaled_q8_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>, d: f32, aux: u32) -> f32 {
     let blk = row * p.blocks + s;
     let a = w4[2u * blk];
     let b = w4[2u * blk + 1u];
     let sum = dot(bytes_i(a.x), xs[0]) + dot(bytes_i(a.y), xs[1]) + dot(bytes_i(a.z), xs[2]) + dot(bytes_i(a.w), xs[3])
         + dot(bytes_i(b.x), xs[4]) + dot(bytes_i(b.y), xs[5]) + dot(bytes_i(b.z), xs[6]) + dot(bytes_i(b.w), xs[7]);
-    return d16(blk) * sum;
+    return d * sum;
 }
 
 // Sum over a block of 16 quant bytes: low nibbles are elements 0..16 (xs[0..4]),
@@ -37,31 +43,38 @@ fn runs_vec_q4_0(s: u32) -> vec2<u32> {
     return runs_vec_block(s);
 }
 fn dot_step_q4_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
-    let blk = row * p.blocks + s;
-    return d16(blk) * (dot_nibbles(w4[blk], xs) - 8.0 * xg[0]);
+    return dot_scaled_q4_0(row, s, xs, xg, d16(scale_slot(row, s)), 0u);
+}
+fn dot_scaled_q4_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>, d: f32, aux: u32) -> f32 {
+    return d * (dot_nibbles(w4[row * p.blocks + s], xs) - 8.0 * xg[0]);
 }
 
 fn runs_vec_q4_1(s: u32) -> vec2<u32> {
     return runs_vec_block(s);
 }
 fn dot_step_q4_1(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
-    let blk = row * p.blocks + s;
-    let dm = unpack2x16float(aux_word(blk, 0u));
-    return dm.x * dot_nibbles(w4[blk], xs) + dm.y * xg[0];
+    return dot_scaled_q4_1(row, s, xs, xg, 0.0, aux_word(scale_slot(row, s), 0u));
+}
+// aux: d and m as two f16.
+fn dot_scaled_q4_1(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>, d: f32, aux: u32) -> f32 {
+    let dm = unpack2x16float(aux);
+    return dm.x * dot_nibbles(w4[row * p.blocks + s], xs) + dm.y * xg[0];
 }
 
 fn runs_vec_q5_0(s: u32) -> vec2<u32> {
     return runs_vec_block(s);
 }
 fn dot_step_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
-    let blk = row * p.blocks + s;
-    let q = w4[blk];
-    // Bit j of qh is the fifth bit of element j.
-    let qh = aux_word(blk, 0u);
+    let slot = scale_slot(row, s);
+    return dot_scaled_q5_0(row, s, xs, xg, d16(slot), aux_word(slot, 0u));
+}
+// aux: qh, whose bit j is the fifth bit of element j.
+fn dot_scaled_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>, d: f32, qh: u32) -> f32 {
+    let q = w4[row * p.blocks + s];
     let sum = dot(q5_lo(q.x, qh), xs[0]) + dot(q5_lo(q.y, qh >> 4u), xs[1]) + dot(q5_lo(q.z, qh >> 8u), xs[2])
         + dot(q5_lo(q.w, qh >> 12u), xs[3]) + dot(q5_hi(q.x, qh >> 16u), xs[4]) + dot(q5_hi(q.y, qh >> 20u), xs[5])
         + dot(q5_hi(q.z, qh >> 24u), xs[6]) + dot(q5_hi(q.w, qh >> 28u), xs[7]);
-    return d16(blk) * (sum - 16.0 * xg[0]);
+    return d * (sum - 16.0 * xg[0]);
 }
 
 // ---- Chunks (the tiled vec4 core): a block, weights as values -------------
@@ -86,7 +99,7 @@ fn decode_chunk_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c;
     let a = w4[2u * blk];
     let b = w4[2u * blk + 1u];
-    let d = d16(blk);
+    let d = d16(scale_slot(row, c));
     return array<vec4<f32>, CV>(d * bytes_i(a.x), d * bytes_i(a.y), d * bytes_i(a.z), d * bytes_i(a.w),
         d * bytes_i(b.x), d * bytes_i(b.y), d * bytes_i(b.z), d * bytes_i(b.w));
 }
@@ -96,7 +109,7 @@ fn chunk_x_q4_0(c: u32) -> vec2<u32> {
 }
 fn decode_chunk_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c;
-    let d = d16(blk);
+    let d = d16(scale_slot(row, c));
     return nibbles8(w4[blk], d, -8.0 * d);
 }
 
@@ -105,7 +118,7 @@ fn chunk_x_q4_1(c: u32) -> vec2<u32> {
 }
 fn decode_chunk_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c;
-    let dm = unpack2x16float(aux_word(blk, 0u));
+    let dm = unpack2x16float(aux_word(scale_slot(row, c), 0u));
     return nibbles8(w4[blk], dm.x, dm.y);
 }
 
@@ -113,12 +126,12 @@ fn chunk_x_q5_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
 fn decode_chunk_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
-    let blk = row * p.blocks + c;
-    let q = w4[blk];
-    let d = d16(blk);
+    let q = w4[row * p.blocks + c];
+    let slot = scale_slot(row, c);
+    let d = d16(slot);
     let o = vec4<f32>(-16.0 * d);
     // Bit j of qh is the fifth bit of element j.
-    let qh = aux_word(blk, 0u);
+    let qh = aux_word(slot, 0u);
     return array<vec4<f32>, CV>(d * q5_lo(q.x, qh) + o, d * q5_lo(q.y, qh >> 4u) + o, d * q5_lo(q.z, qh >> 8u) + o,
         d * q5_lo(q.w, qh >> 12u) + o, d * q5_hi(q.x, qh >> 16u) + o, d * q5_hi(q.y, qh >> 20u) + o,
         d * q5_hi(q.z, qh >> 24u) + o, d * q5_hi(q.w, qh >> 28u) + o);

@@ -13,9 +13,11 @@
 // A block's four aux words (Q4_K: d, dmin and the scale bytes; Q6_K: the 16
 // scales) in one vec4 load rather than four word loads: on CPU adapters
 // every load costs alike, whatever its width. The aux region starts on a
-// vec4, after the part's quants (32 or 48 words a block).
-fn aux4(blk: u32) -> vec4<u32> {
-    return w4[p.aux_base / 4u + blk];
+// vec4, after the part's quants (32 or 48 words a block). The K-quants'
+// scale slots are row-major (SCALE_TILE 1), so a block's slot is its index
+// and their readers pass the block for it.
+fn aux4(slot: u32) -> vec4<u32> {
+    return w4[p.aux_base / 4u + slot];
 }
 // Signed byte j (0..16) of `aux`.
 fn i8_of(aux: vec4<u32>, j: u32) -> f32 {

@@ -166,7 +166,7 @@ mod tests {
                 rows,
                 k,
                 &bytes,
-                8 * row_bytes + crate::kernels::weights::PART_SLACK,
+                8 * row_bytes + crate::kernels::weights::part_overhead(dtype, k),
             )
             .unwrap();
             assert_eq!(split.parts.len(), 5);

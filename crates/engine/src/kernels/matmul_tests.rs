@@ -76,6 +76,7 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                     // the shape.
                     for (lanes, group_rows, chunked, workgroup) in [
                         (1, 4, true, 64),
+                        (1, 8, true, 8),
                         (1, 16, true, 8),
                         (64, 4, false, 64),
                         (16, 1, false, 64),
@@ -157,7 +158,7 @@ fn matmul_over_split_parts_matches_unsplit() {
             n,
             k,
             &bytes,
-            10 * row_bytes + crate::kernels::weights::PART_SLACK,
+            10 * row_bytes + crate::kernels::weights::part_overhead(dtype, k),
         )
         .unwrap();
         assert_eq!(split.parts.len(), 7);
@@ -240,6 +241,7 @@ fn long_rows_stay_within_the_loop_budget() {
             }
             if m == 1 {
                 for (lanes, group_rows, chunked, workgroup) in [
+                    (1, 8, true, 8),
                     (1, 16, true, 8),
                     (8, 16, true, 64),
                     (64, 4, false, 64),
@@ -304,9 +306,10 @@ fn cpu_groups_waste_the_fewest_lane_steps() {
 /// gives each of its threads several workgroups; SwiftShader and GPUs never.
 #[test]
 fn llvmpipe_takes_whole_rows_a_lane_for_matrices_with_rows_to_spare() {
-    let fmt = crate::kernels::weights::GpuFormat::of(GgmlType::Q5_0).unwrap();
-    let lanes = |cpu, rows| VecShape::for_class(cpu, false, fmt, 896, rows).lanes;
-    // 8 workgroups of 8 lanes x 16 rows need more than 896 rows.
+    let format = |dtype| crate::kernels::weights::GpuFormat::of(dtype).unwrap();
+    let shape = |cpu, dtype, rows| VecShape::for_class(cpu, false, format(dtype), 1024, rows);
+    // 8 workgroups of 8 lanes x 16 rows need more than 896 rows; smaller
+    // matrices take one lane a scale tile in the formats that have tiles.
     for (rows, whole_rows) in [
         (151936, true),
         (1152, true),
@@ -314,15 +317,32 @@ fn llvmpipe_takes_whole_rows_a_lane_for_matrices_with_rows_to_spare() {
         (896, false),
         (128, false),
     ] {
-        assert_eq!(
-            lanes(Some(8), rows) == 1,
-            whole_rows,
-            "llvmpipe, {rows} rows"
-        );
-        let shape = VecShape::for_class(Some(8), false, fmt, 896, rows);
-        assert!(shape.check().is_ok(), "{shape:?}");
-        assert_ne!(lanes(Some(4), rows), 1, "SwiftShader, {rows} rows");
-        assert_ne!(lanes(None, rows), 1, "GPU, {rows} rows");
+        for dtype in [
+            GgmlType::Q5_0,
+            GgmlType::Q8_0,
+            GgmlType::Q4_K,
+            GgmlType::F16,
+        ] {
+            let tiled = format(dtype).scale_tile > 1;
+            let s = shape(Some(8), dtype, rows);
+            let want = match (whole_rows, tiled) {
+                (true, _) => Some(16),
+                (false, true) => Some(format(dtype).scale_tile),
+                (false, false) => None,
+            };
+            assert_eq!(
+                (s.lanes == 1).then_some(s.group_rows),
+                want,
+                "llvmpipe, {dtype}, {rows} rows: {s:?}"
+            );
+            assert!(s.check().is_ok(), "{s:?}");
+            assert_ne!(
+                shape(Some(4), dtype, rows).lanes,
+                1,
+                "SwiftShader, {rows} rows"
+            );
+            assert_ne!(shape(None, dtype, rows).lanes, 1, "GPU, {rows} rows");
+        }
     }
 }
 

@@ -138,7 +138,9 @@ fn cpu_group_rows(batch: u32, fmt: GpuFormat) -> (u32, u32) {
 }
 
 /// Rows one lane takes on llvmpipe when each lane takes whole rows
-/// (`VecShape::for_class`), in workgroups of one SIMD batch.
+/// (`VecShape::for_class`), in workgroups of one SIMD batch: two scale
+/// tiles (`layout::SCALE_TILE`), whose scales the lane loads a tile at once
+/// (`matvec_tile`).
 const LLVMPIPE_LANE_ROWS: u32 = 16;
 /// The fewest such workgroups a matrix must give for llvmpipe to take that
 /// shape. 896-row matrices (7 of them) ran no faster that way than in lane
@@ -168,9 +170,14 @@ impl VecShape {
     /// lanes then run the same trip count (none idles on a short share of
     /// steps), load the same x at the same time, and need no sum across
     /// lanes; `bench-kernels` timed Qwen2.5's 1152x896 q/k/v GEMVs 1.2x and
-    /// its 151936x896 Q8_0 head 1.3x faster than with lane groups, while
-    /// 896-row matrices (7 such workgroups) ran no faster. Other CPU
-    /// adapters, and llvmpipe's smaller matrices: groups of about a batch of
+    /// its 151936x896 Q8_0 head 1.3x faster than with lane groups. Smaller
+    /// matrices take that shape over one scale tile (8 rows a lane) in the
+    /// formats with tiles, whose lanes load a step's scales a tile at once
+    /// (`matvec_tile`): 1.1-1.2x faster than lane groups at 576x1536 and
+    /// 896x896, as fast at 576x576. Without tiles (F32, F16, K-quants) 16
+    /// rows a lane ran no faster than lane groups at 896 rows (7 such
+    /// workgroups), so those keep lane groups. Other CPU adapters, and
+    /// llvmpipe's small matrices without tiles: groups of about a batch of
     /// lanes (`cpu_group_lanes`) over contiguous steps, their rows and count
     /// from `cpu_group_rows`. GPUs (None): as many lanes as the row has
     /// steps (8 to 64), about 4 rows a workgroup of 64, interleaved steps.
@@ -186,30 +193,25 @@ impl VecShape {
         let reduce = Reduce::choose(cpu_lanes.is_some(), subgroups);
         let steps = (k / fmt.vec_step() as usize).max(1) as u32;
         match cpu_lanes {
-            Some(batch)
-                if batch >= 8
-                    && rows.div_ceil((batch * LLVMPIPE_LANE_ROWS) as usize)
-                        >= LLVMPIPE_MIN_WORKGROUPS =>
-            {
+            Some(batch) if batch >= 8 => {
+                let rows_to_spare =
+                    rows.div_ceil((batch * LLVMPIPE_LANE_ROWS) as usize) >= LLVMPIPE_MIN_WORKGROUPS;
+                let group_rows = match (rows_to_spare, fmt.scale_tile > 1) {
+                    (true, _) => LLVMPIPE_LANE_ROWS,
+                    (false, true) => fmt.scale_tile,
+                    (false, false) => {
+                        return Self::cpu_groups(batch, fmt, steps, reduce);
+                    }
+                };
                 VecShape {
                     lanes: 1,
-                    group_rows: LLVMPIPE_LANE_ROWS,
+                    group_rows,
                     chunked: true,
                     reduce,
                     workgroup: batch,
                 }
             }
-            Some(batch) => {
-                let lanes = cpu_group_lanes(batch, steps);
-                let (group_rows, groups) = cpu_group_rows(batch, fmt);
-                VecShape {
-                    lanes,
-                    group_rows,
-                    chunked: true,
-                    reduce,
-                    workgroup: lanes * groups,
-                }
-            }
+            Some(batch) => Self::cpu_groups(batch, fmt, steps, reduce),
             None => {
                 let lanes = steps.next_power_of_two().clamp(8, 64);
                 VecShape {
@@ -220,6 +222,20 @@ impl VecShape {
                     workgroup: VEC_WORKGROUP,
                 }
             }
+        }
+    }
+
+    /// Groups of about a CPU adapter's `batch` of lanes over contiguous
+    /// steps (`cpu_group_lanes`), their rows and count from `cpu_group_rows`.
+    fn cpu_groups(batch: u32, fmt: GpuFormat, steps: u32, reduce: Reduce) -> VecShape {
+        let lanes = cpu_group_lanes(batch, steps);
+        let (group_rows, groups) = cpu_group_rows(batch, fmt);
+        VecShape {
+            lanes,
+            group_rows,
+            chunked: true,
+            reduce,
+            workgroup: lanes * groups,
         }
     }
 
@@ -264,7 +280,8 @@ pub(crate) const COMMON_X4_WGSL: &str = concat!(
 pub(crate) const MATVEC_WGSL: &str = concat!(
     include_str!("../../../../shaders/matmul_params.wgsl"),
     include_str!("../../../../shaders/vec_consts.wgsl"),
-    include_str!("../../../../shaders/matvec.wgsl")
+    include_str!("../../../../shaders/matvec.wgsl"),
+    include_str!("../../../../shaders/matvec_tile.wgsl")
 );
 /// The vec4 core's x reader for f32 x (through the entry point's x_vec),
 /// with the f32 step type that it and linear_x_q8.wgsl share.
@@ -315,6 +332,7 @@ pub(crate) fn vec_core_defines(
         ("REDUCE", shape.reduce.code().to_string().into()),
         ("SG", subgroup_lines(shape.reduce == Reduce::Subgroup)),
     ]);
+    defines.extend(super::matvec_tile::defines(fmt, shape));
     defines
 }
 

@@ -18,6 +18,7 @@ pub mod layout;
 pub mod linear;
 pub mod matmul;
 pub(crate) mod matmul_variants;
+pub(crate) mod matvec_tile;
 pub mod moe;
 pub mod pool;
 pub mod rmsnorm;

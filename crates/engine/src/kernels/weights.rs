@@ -16,7 +16,9 @@ use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError};
 /// Zero bytes after the last row of every part. Decoders read whole words,
 /// up to one word past their data, and a partial F32/F16 unit at the end of a
 /// row reads a whole unit (64 bytes) past it before masking; 80 covers both.
-/// A part's size may also round up by a half-used d16 word (4 more).
+/// A part's size may also round up by a half-used d16 word (4 more); the
+/// unused slots of its last scale tile are planned on their own
+/// (`plan_parts`).
 const PART_PADDING: u64 = 80;
 pub(crate) const PART_SLACK: u64 = PART_PADDING + 4;
 
@@ -52,6 +54,10 @@ pub(crate) struct GpuFormat {
     /// Words of one block in the quants and aux regions (0 for F32/F16).
     pub quant_words: u32,
     pub aux_words: u32,
+    /// Rows of a scale tile (`layout::SCALE_TILE` or 1; 1 for F32/F16).
+    pub scale_tile: u32,
+    /// Whether a block has an f16 scale in the d16 region.
+    pub has_d16: bool,
 }
 
 /// Every block decodes in units of 16 weights (see quant.wgsl).
@@ -68,6 +74,8 @@ impl GpuFormat {
                     block_bytes: if f32 { 64 } else { 32 },
                     quant_words: 0,
                     aux_words: 0,
+                    scale_tile: 1,
+                    has_d16: false,
                 });
             }
             GgmlType::Q8_0 => "q8_0",
@@ -85,6 +93,8 @@ impl GpuFormat {
             block_bytes: dtype.block_bytes() as u32,
             quant_words: layout.quant_words() as u32,
             aux_words: layout.aux_words() as u32,
+            scale_tile: layout.tile_rows as u32,
+            has_d16: layout.d16.is_some(),
         })
     }
 
@@ -107,6 +117,7 @@ impl GpuFormat {
             ("UNITS", format!("{}u", self.qk as usize / UNIT).into()),
             ("QUANT_WORDS", format!("{}u", self.quant_words).into()),
             ("AUX_WORDS", format!("{}u", self.aux_words).into()),
+            ("SCALE_TILE", format!("{}u", self.scale_tile).into()),
         ]
     }
 }
@@ -198,7 +209,8 @@ impl QuantMatrix {
             } else {
                 format!("{label}[rows {first_row}..{}]", first_row + n)
             };
-            let repacked = repack(dtype, data);
+            let blocks_per_row = cols / dtype.block_elements();
+            let repacked = repack(dtype, data, blocks_per_row);
             let (data, bases) = match &repacked {
                 Some((gpu, bases)) => (&gpu[..], *bases),
                 None => (data, RegionBases::default()),
@@ -308,8 +320,11 @@ pub fn plan_parts(
     }
     // Shaders address bytes with u32: keep every part under 4 GiB.
     let limit = max_part_bytes.min(u32::MAX as u64 - 255);
+    let layout = BlockLayout::of(dtype);
+    let blocks_per_row = (cols / dtype.block_elements()) as u64;
+    let overhead = part_overhead(dtype, cols);
     let group_bytes = row_bytes.saturating_mul(row_group as u64);
-    let rows_per_part = limit.saturating_sub(PART_SLACK) / group_bytes * row_group as u64;
+    let rows_per_part = limit.saturating_sub(overhead) / group_bytes * row_group as u64;
     if rows_per_part == 0 {
         let what = if row_group == 1 {
             "one row"
@@ -318,20 +333,18 @@ pub fn plan_parts(
         };
         return Err(GpuError::BufferTooLarge {
             label: format!("{label} ({what})"),
-            size: group_bytes.saturating_add(PART_SLACK),
+            size: group_bytes.saturating_add(overhead),
             limit_name: "max_storage_buffer_binding_size",
             limit,
         });
     }
-    let layout = BlockLayout::of(dtype);
-    let blocks_per_row = (cols / dtype.block_elements()) as u64;
     let mut parts = Vec::new();
     let mut first_row = 0usize;
     while first_row < rows {
         let n = (rows - first_row).min(rows_per_part as usize);
         // As `repack` lays the part out; F32/F16 keep their bytes.
         let data_bytes = match &layout {
-            Some(l) => region_sizes(l, (n as u64 * blocks_per_row) as usize).0 as u64,
+            Some(l) => region_sizes(l, n, blocks_per_row as usize).0 as u64,
             None => n as u64 * row_bytes,
         };
         parts.push(PartPlan {
@@ -342,6 +355,18 @@ pub fn plan_parts(
         first_row += n;
     }
     Ok(parts)
+}
+
+/// The most bytes a part of a `dtype` matrix of `cols` columns takes
+/// beyond its rows' stored bytes: `PART_SLACK`, and the unused slots of its
+/// last scale tile (up to tile - 1 rows of scales; plus a half d16 word).
+pub(crate) fn part_overhead(dtype: GgmlType, cols: usize) -> u64 {
+    let blocks_per_row = (cols / dtype.block_elements()) as u64;
+    let tile_slack = BlockLayout::of(dtype).map_or(0, |l| {
+        let scale_bytes = (l.aux.len() + 2 * l.d16.is_some() as usize) as u64;
+        (l.tile_rows as u64 - 1) * blocks_per_row * scale_bytes + 2
+    });
+    PART_SLACK + tile_slack
 }
 
 /// A layer's experts' copies of one matrix, stacked as GGUF stores them

@@ -18,19 +18,21 @@ fn upload_splits_by_rows_within_the_limit() {
         rows,
         cols,
         &bytes,
-        3 * row_bytes + PART_SLACK,
+        3 * row_bytes + part_overhead(GgmlType::Q8_0, cols),
     )
     .unwrap();
     let sizes: Vec<(usize, usize)> = m.parts.iter().map(|p| (p.first_row, p.rows)).collect();
     assert_eq!(sizes, [(0, 3), (3, 3), (6, 3), (9, 1)]);
     for p in &m.parts {
-        assert!(p.buffer.size() <= 3 * row_bytes + PART_SLACK);
+        assert!(p.buffer.size() <= 3 * row_bytes + part_overhead(GgmlType::Q8_0, cols));
     }
-    // The stored bytes arrive, rearranged: the last part's two blocks
-    // read back as the file's.
+    // The stored bytes arrive, rearranged: the last part's row (two blocks)
+    // reads back as the file's.
     let p = &m.parts[3];
-    let back = pollster::block_on(ctx.read_bytes(&p.buffer, 0, 68)).unwrap();
-    let blocks = super::super::layout::unpack(GgmlType::Q8_0, &back, 2).unwrap();
+    let layout = super::super::layout::BlockLayout::of(GgmlType::Q8_0).unwrap();
+    let size = super::super::layout::region_sizes(&layout, 1, 2).0 as u64;
+    let back = pollster::block_on(ctx.read_bytes(&p.buffer, 0, size)).unwrap();
+    let blocks = super::super::layout::unpack(GgmlType::Q8_0, &back, 1, 2).unwrap();
     assert_eq!(blocks, &bytes[9 * 68..]);
 }
 
@@ -61,8 +63,8 @@ fn plan_parts_is_what_upload_makes() {
         let row_bytes = bytes.len() as u64 / rows as u64;
         for (limit, group) in [
             (u64::MAX, 1),
-            (3 * row_bytes + PART_SLACK, 1),
-            (4 * row_bytes + PART_SLACK, 2),
+            (3 * row_bytes + part_overhead(dtype, cols), 1),
+            (4 * row_bytes + part_overhead(dtype, cols), 2),
         ] {
             let rows = rows - rows % group;
             let bytes = &bytes[..rows * row_bytes as usize];
