@@ -43,7 +43,7 @@ pub(crate) struct BlockLayout {
 
 /// Rows of a scale tile of the 32-element formats: one `vec4` of f16
 /// scales. A lane of llvmpipe's decode shape takes one or two
-/// (`matmul_variants::VecShape::for_class`).
+/// (`vec_shape::VecShape::for_class`).
 pub(crate) const SCALE_TILE: usize = 8;
 
 /// The slot of block `b` of part row `row` in the aux and d16 regions, for
@@ -79,6 +79,11 @@ impl BlockLayout {
 
     pub(crate) fn aux_words(&self) -> usize {
         self.aux.len() / 4
+    }
+
+    /// Bytes of one scale slot: the aux bytes and the f16 scale.
+    pub(crate) fn scale_bytes(&self) -> usize {
+        self.aux.len() + 2 * self.d16.is_some() as usize
     }
 
     /// Scale slots of a part of `rows` rows of `blocks_per_row` blocks: its
@@ -247,9 +252,8 @@ mod tests {
                 Some((gpu, _)) => {
                     let l = BlockLayout::of(dtype).unwrap();
                     let unused_slots = l.slots(rows, blocks_per_row) - rows * blocks_per_row;
-                    let scale_bytes = l.aux.len() + 2 * l.d16.is_some() as usize;
                     assert!(
-                        gpu.len() <= gguf.len() + unused_slots * scale_bytes + 2,
+                        gpu.len() <= gguf.len() + unused_slots * l.scale_bytes() + 2,
                         "{dtype}: grew by more than the last tile"
                     );
                     assert_ne!(gpu, gguf, "{dtype}: repack left the bytes in place");

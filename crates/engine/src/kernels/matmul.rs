@@ -13,15 +13,16 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::check_elems;
+pub use super::matmul_variants::vec_core_step;
 pub(crate) use super::matmul_variants::{
     gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Operand, Variant,
     COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
 };
-pub use super::matmul_variants::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
 pub(crate) use super::tile_shape::{
     tiled_rows, tiled_token_tiles, tiled_tokens, EXPERT_TILE, TILE_M,
 };
 pub use super::tile_shape::{RowForm, TileShape};
+pub use super::vec_shape::{Reduce, VecShape, VEC_WORKGROUP};
 use super::weights::{MatrixPart, QuantMatrix, UNIT};
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
 

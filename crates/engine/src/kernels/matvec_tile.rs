@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use super::matmul_variants::VecShape;
+use super::vec_shape::VecShape;
 use super::weights::GpuFormat;
 
 /// Whether the vec4 core in `shape` reads `fmt` a tile at a time: one lane
@@ -117,7 +117,7 @@ fn body(fmt: GpuFormat, rows: u32) -> String {
 mod tests {
     use super::*;
     use crate::format::quant::GgmlType;
-    use crate::kernels::matmul_variants::Reduce;
+    use crate::kernels::vec_shape::Reduce;
 
     fn shape(lanes: u32, group_rows: u32) -> VecShape {
         VecShape {

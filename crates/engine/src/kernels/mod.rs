@@ -30,6 +30,7 @@ pub mod rope_yarn;
 pub mod sample;
 pub mod softmax;
 pub(crate) mod tile_shape;
+pub(crate) mod vec_shape;
 pub mod weights;
 
 use crate::gpu::{error::shape_err, GpuBuffer, GpuError};

@@ -358,15 +358,14 @@ pub fn plan_parts(
 }
 
 /// The most bytes a part of a `dtype` matrix of `cols` columns takes
-/// beyond its rows' stored bytes: `PART_SLACK`, and the unused slots of its
-/// last scale tile (up to tile - 1 rows of scales; plus a half d16 word).
+/// beyond its rows' stored bytes: `PART_SLACK` (padding and a half-used d16
+/// word), and the unused slots of its last scale tile (up to tile - 1 rows
+/// of scales; tiled parts have whole d16 words).
 pub(crate) fn part_overhead(dtype: GgmlType, cols: usize) -> u64 {
-    let blocks_per_row = (cols / dtype.block_elements()) as u64;
-    let tile_slack = BlockLayout::of(dtype).map_or(0, |l| {
-        let scale_bytes = (l.aux.len() + 2 * l.d16.is_some() as usize) as u64;
-        (l.tile_rows as u64 - 1) * blocks_per_row * scale_bytes + 2
-    });
-    PART_SLACK + tile_slack
+    let blocks_per_row = cols / dtype.block_elements();
+    let tile_slack =
+        BlockLayout::of(dtype).map_or(0, |l| (l.tile_rows - 1) * blocks_per_row * l.scale_bytes());
+    PART_SLACK + tile_slack as u64
 }
 
 /// A layer's experts' copies of one matrix, stacked as GGUF stores them
