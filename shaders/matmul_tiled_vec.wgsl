@@ -4,7 +4,7 @@
 // vec4s (a 32-element block, 32 elements of a K-quant block from one vec4
 // of quants, or 16 F32/F16 elements), whose x is two runs of CV / 2 vec4s
 // (chunk_x_FMT); an invocation loads a chunk's x for its TM tokens, then
-// decodes the chunk of each of its TN weight rows once (decode_chunk_FMT,
+// decodes the chunk of each of its TN weight rows once (chunk_q_FMT,
 // quant_vec*.wgsl) and dots it with all TM. x rows start on a vec4
 // (x_offset, k multiples of 4) and are whole chunks long.
 // Sources: quant.wgsl, matmul_params.wgsl, vec_consts.wgsl, matmul_tile.wgsl, this file,
@@ -16,7 +16,7 @@
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
 
-// Token t's dot product with one row's decoded chunk.
+// Token t's dot product with one row's chunk of weights (F32, F16).
 fn dot_chunk(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>, t: u32) -> f32 {
     var d = 0.0;
     for (var i = 0u; i < CV; i++) {
@@ -25,13 +25,52 @@ fn dot_chunk(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, 
     return d;
 }
 
-// The four tokens' dot products with one row's decoded chunk (TM == 4).
+// The four tokens' dot products with one row's chunk of weights (TM == 4).
 fn dot_tokens(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>) -> vec4<f32> {
     var d = vec4<f32>(0.0);
     for (var i = 0u; i < CV; i++) {
         d += vec4<f32>(dot(ws[i], (*xs)[0][i]), dot(ws[i], (*xs)[1][i]), dot(ws[i], (*xs)[2][i]), dot(ws[i], (*xs)[3][i]));
     }
     return d;
+}
+
+// Quantized chunks: quants q and each run's (a, b) (chunk_q_FMT and
+// chunk_ab_FMT): a run's dot product with x is a * dot(q, x) + b * sum(x),
+// so the weights are never scaled one by one.
+
+// Token t's dot product with one row's quantized chunk.
+fn dot_chunk_scaled(q: array<vec4<f32>, CV>, ab: vec4<f32>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>, t: u32) -> f32 {
+    var d = vec4<f32>(0.0); // run 0's dot and x sum, then run 1's
+    for (var i = 0u; i < CV / 2u; i++) {
+        let x0 = (*xs)[t][i];
+        let x1 = (*xs)[t][i + CV / 2u];
+        d += vec4<f32>(dot(q[i], x0), dot(x0, vec4<f32>(1.0)), dot(q[i + CV / 2u], x1), dot(x1, vec4<f32>(1.0)));
+    }
+    return dot(ab, d);
+}
+
+// The four tokens' sums of x over the chunk's run from vec4 `first` (TM == 4).
+fn run_sums(xs: ptr<function, array<array<vec4<f32>, CV>, TM>>, first: u32) -> vec4<f32> {
+    let one = vec4<f32>(1.0);
+    var s = vec4<f32>(0.0);
+    for (var i = first; i < first + CV / 2u; i++) {
+        s += vec4<f32>(dot((*xs)[0][i], one), dot((*xs)[1][i], one), dot((*xs)[2][i], one), dot((*xs)[3][i], one));
+    }
+    return s;
+}
+
+// The four tokens' dot products with one row's quantized chunk (TM == 4),
+// given their x sums over each run (run_sums).
+fn dot_tokens_scaled(q: array<vec4<f32>, CV>, ab: vec4<f32>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>,
+    sums0: vec4<f32>, sums1: vec4<f32>) -> vec4<f32> {
+    var d0 = vec4<f32>(0.0);
+    var d1 = vec4<f32>(0.0);
+    for (var i = 0u; i < CV / 2u; i++) {
+        let j = i + CV / 2u;
+        d0 += vec4<f32>(dot(q[i], (*xs)[0][i]), dot(q[i], (*xs)[1][i]), dot(q[i], (*xs)[2][i]), dot(q[i], (*xs)[3][i]));
+        d1 += vec4<f32>(dot(q[j], (*xs)[0][j]), dot(q[j], (*xs)[1][j]), dot(q[j], (*xs)[2][j]), dot(q[j], (*xs)[3][j]));
+    }
+    return ab.x * d0 + ab.y * sums0 + ab.z * d1 + ab.w * sums1;
 }
 
 // The per-chunk code (X_LOADS, ROW_SUMS, ROW_STEPS, ROW_STORES) comes from

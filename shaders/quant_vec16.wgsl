@@ -29,12 +29,13 @@ fn dot_step_f16(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) 
     return dot(f16x4(a.xy), xs[0]) + dot(f16x4(a.zw), xs[1]) + dot(f16x4(b.xy), xs[2]) + dot(f16x4(b.zw), xs[3]);
 }
 
-// Chunks (the tiled vec4 core): a step, weights as values; x in two
-// neighbouring runs of 2 vec4s (chunk_x_FMT, as in quant_vec32.wgsl).
+// Chunks (the tiled vec4 core): a step, chunk_q_FMT the weights themselves
+// (no chunk_ab_FMT: nothing to scale); x in two neighbouring runs of 2
+// vec4s (chunk_x_FMT, as in quant_vec32.wgsl).
 fn chunk_x_f32(c: u32) -> vec2<u32> {
     return vec2<u32>(4u * c, 4u * c + 2u);
 }
-fn decode_chunk_f32(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_f32(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let v = row * (p.row_bytes / 16u) + 4u * c;
     return array<vec4<f32>, CV>(bitcast<vec4<f32>>(w4[v]), bitcast<vec4<f32>>(w4[v + 1u]),
         bitcast<vec4<f32>>(w4[v + 2u]), bitcast<vec4<f32>>(w4[v + 3u]));
@@ -42,7 +43,7 @@ fn decode_chunk_f32(row: u32, c: u32) -> array<vec4<f32>, CV> {
 fn chunk_x_f16(c: u32) -> vec2<u32> {
     return vec2<u32>(4u * c, 4u * c + 2u);
 }
-fn decode_chunk_f16(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_f16(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let v = row * (p.row_bytes / 16u) + 2u * c;
     let a = w4[v];
     let b = w4[v + 1u];

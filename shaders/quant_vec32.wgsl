@@ -77,62 +77,74 @@ fn dot_scaled_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG
     return d * (sum - 16.0 * xg[0]);
 }
 
-// ---- Chunks (the tiled vec4 core): a block, weights as values -------------
-// decode_chunk_FMT(row, c) gives chunk c's CV vec4s of weights; their x is
-// two runs of CV / 2 vec4s, starting where chunk_x_FMT(c) says (here
-// neighbours: the block's elements in order).
+// ---- Chunks (the tiled vec4 core): a block, quants and scales apart -------
+// chunk_q_FMT(row, c) gives chunk c's CV vec4s of quants as integer-valued
+// floats and chunk_ab_FMT(row, c) the affine map of each run of CV / 2
+// vec4s, (a0, b0, a1, b1): run r's weights are a_r * q + b_r. The core
+// scales each row's dot products instead of each weight (the x sums serve
+// the offsets). Their x is two runs starting where chunk_x_FMT(c) says
+// (here neighbours: the block's elements in order).
 
 fn chunk_x_block(c: u32) -> vec2<u32> {
     return vec2<u32>(8u * c, 8u * c + 4u);
 }
-// Nibble values of a block's 16 quant bytes, times d, plus `off`.
-fn nibbles8(q: vec4<u32>, d: f32, off: f32) -> array<vec4<f32>, CV> {
-    let o = vec4<f32>(off);
-    return array<vec4<f32>, CV>(d * nib_lo(q.x) + o, d * nib_lo(q.y) + o, d * nib_lo(q.z) + o, d * nib_lo(q.w) + o,
-        d * nib_hi(q.x) + o, d * nib_hi(q.y) + o, d * nib_hi(q.z) + o, d * nib_hi(q.w) + o);
+// Nibble values of a block's 16 quant bytes.
+fn nibbles8(q: vec4<u32>) -> array<vec4<f32>, CV> {
+    return array<vec4<f32>, CV>(nib_lo(q.x), nib_lo(q.y), nib_lo(q.z), nib_lo(q.w),
+        nib_hi(q.x), nib_hi(q.y), nib_hi(q.z), nib_hi(q.w));
+}
+// One scale and offset for the whole block.
+fn block_ab(d: f32, off: f32) -> vec4<f32> {
+    return vec4<f32>(d, off, d, off);
 }
 
 fn chunk_x_q8_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
-fn decode_chunk_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c;
     let a = w4[2u * blk];
     let b = w4[2u * blk + 1u];
-    let d = d16(scale_slot(row, c));
-    return array<vec4<f32>, CV>(d * bytes_i(a.x), d * bytes_i(a.y), d * bytes_i(a.z), d * bytes_i(a.w),
-        d * bytes_i(b.x), d * bytes_i(b.y), d * bytes_i(b.z), d * bytes_i(b.w));
+    return array<vec4<f32>, CV>(bytes_i(a.x), bytes_i(a.y), bytes_i(a.z), bytes_i(a.w),
+        bytes_i(b.x), bytes_i(b.y), bytes_i(b.z), bytes_i(b.w));
+}
+fn chunk_ab_q8_0(row: u32, c: u32) -> vec4<f32> {
+    return block_ab(d16(scale_slot(row, c)), 0.0);
 }
 
 fn chunk_x_q4_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
-fn decode_chunk_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
-    let blk = row * p.blocks + c;
+fn chunk_q_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    return nibbles8(w4[row * p.blocks + c]);
+}
+fn chunk_ab_q4_0(row: u32, c: u32) -> vec4<f32> {
     let d = d16(scale_slot(row, c));
-    return nibbles8(w4[blk], d, -8.0 * d);
+    return block_ab(d, -8.0 * d);
 }
 
 fn chunk_x_q4_1(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
-fn decode_chunk_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
-    let blk = row * p.blocks + c;
+fn chunk_q_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    return nibbles8(w4[row * p.blocks + c]);
+}
+fn chunk_ab_q4_1(row: u32, c: u32) -> vec4<f32> {
     let dm = unpack2x16float(aux_word(scale_slot(row, c), 0u));
-    return nibbles8(w4[blk], dm.x, dm.y);
+    return block_ab(dm.x, dm.y);
 }
 
 fn chunk_x_q5_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
-fn decode_chunk_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let q = w4[row * p.blocks + c];
-    let slot = scale_slot(row, c);
-    let d = d16(slot);
-    let o = vec4<f32>(-16.0 * d);
     // Bit j of qh is the fifth bit of element j.
-    let qh = aux_word(slot, 0u);
-    return array<vec4<f32>, CV>(d * q5_lo(q.x, qh) + o, d * q5_lo(q.y, qh >> 4u) + o, d * q5_lo(q.z, qh >> 8u) + o,
-        d * q5_lo(q.w, qh >> 12u) + o, d * q5_hi(q.x, qh >> 16u) + o, d * q5_hi(q.y, qh >> 20u) + o,
-        d * q5_hi(q.z, qh >> 24u) + o, d * q5_hi(q.w, qh >> 28u) + o);
+    let qh = aux_word(scale_slot(row, c), 0u);
+    return array<vec4<f32>, CV>(q5_lo(q.x, qh), q5_lo(q.y, qh >> 4u), q5_lo(q.z, qh >> 8u), q5_lo(q.w, qh >> 12u),
+        q5_hi(q.x, qh >> 16u), q5_hi(q.y, qh >> 20u), q5_hi(q.z, qh >> 24u), q5_hi(q.w, qh >> 28u));
+}
+fn chunk_ab_q5_0(row: u32, c: u32) -> vec4<f32> {
+    let d = d16(scale_slot(row, c));
+    return block_ab(d, -16.0 * d);
 }

@@ -54,7 +54,11 @@ fn runs_vec_q6_k(s: u32) -> vec2<u32> {
 }
 // Element values (q - 32) of 4 elements from a ql word and a qh word.
 fn q6x4(ql: u32, qh: u32, shift: u32) -> vec4<f32> {
-    return bytes_u((ql & 0x0f0f0f0fu) | (((qh >> shift) & 0x03030303u) << 4u)) - vec4<f32>(32.0);
+    return q6x4_u(ql, qh, shift) - vec4<f32>(32.0);
+}
+// The same, unsigned (q).
+fn q6x4_u(ql: u32, qh: u32, shift: u32) -> vec4<f32> {
+    return bytes_u((ql & 0x0f0f0f0fu) | (((qh >> shift) & 0x03030303u) << 4u));
 }
 // Where Q6_K step s of part row `row` lies (for dot_step_q6_k and
 // quant_dot4_64.wgsl's dot_i8_q6_k).
@@ -90,11 +94,13 @@ fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
 }
 
 // ---- Chunks (the tiled vec4 core): 32 elements from 16 bytes of quants ----
-// A chunk reads one vec4 of quant bytes and decodes both their nibbles
-// (Q6_K: with their top bits from one vec4 of qh, which one other chunk
-// reads too), so each nibble byte is read once, not once per nibble. The
-// two nibbles are elements 32 (Q4_K) or 64 (Q6_K) apart: x is two runs of
-// 16 elements (chunk_x_FMT: their starts, in vec4s).
+// As quant_vec32.wgsl's chunks: chunk_q_FMT gives the quants as
+// integer-valued floats, chunk_ab_FMT each run's (a, b). A chunk reads one
+// vec4 of quant bytes and takes both their nibbles (Q6_K: with their top
+// bits from one vec4 of qh, which one other chunk reads too), so each nibble
+// byte is read once, not once per nibble. The two nibbles are elements 32
+// (Q4_K) or 64 (Q6_K) apart: x is two runs of 16 elements (chunk_x_FMT:
+// their starts, in vec4s), each with a scale of its own.
 
 // Q4_K chunk c: block c / 8, step s = (c % 8) / 2 (sub-blocks 2s and 2s + 1),
 // quant bytes 32s + 16h .. + 16 (h = c % 2): low nibbles are elements
@@ -103,17 +109,17 @@ fn chunk_x_q4_k(c: u32) -> vec2<u32> {
     let a = 16u * (c / 2u) + 4u * (c & 1u);
     return vec2<u32>(a, a + 8u);
 }
-fn decode_chunk_q4_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_q4_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c / 8u;
-    let s = (c / 2u) & 3u;
-    let sc = chunk_scales_q4_k_of(aux4(blk), s);
-    let q = w4[8u * blk + 2u * s + (c & 1u)];
-    let da = sc.x;
-    let ma = vec4<f32>(sc.y);
-    let db = sc.z;
-    let mb = vec4<f32>(sc.w);
-    return array<vec4<f32>, CV>(da * nib_lo(q.x) - ma, da * nib_lo(q.y) - ma, da * nib_lo(q.z) - ma, da * nib_lo(q.w) - ma,
-        db * nib_hi(q.x) - mb, db * nib_hi(q.y) - mb, db * nib_hi(q.z) - mb, db * nib_hi(q.w) - mb);
+    let q = w4[8u * blk + 2u * ((c / 2u) & 3u) + (c & 1u)];
+    return array<vec4<f32>, CV>(nib_lo(q.x), nib_lo(q.y), nib_lo(q.z), nib_lo(q.w),
+        nib_hi(q.x), nib_hi(q.y), nib_hi(q.z), nib_hi(q.w));
+}
+fn chunk_ab_q4_k(row: u32, c: u32) -> vec4<f32> {
+    let blk = row * p.blocks + c / 8u;
+    // (d * scale, dmin * min) of both sub-blocks: the weights are d * scale * q - dmin * min.
+    let sc = chunk_scales_q4_k_of(aux4(blk), (c / 2u) & 3u);
+    return vec4<f32>(sc.x, -sc.y, sc.z, -sc.w);
 }
 
 // Q6_K chunk c: block c / 8, half n = (c / 4) % 2, g = (c / 2) % 2, k = c % 2:
@@ -125,20 +131,26 @@ fn chunk_x_q6_k(c: u32) -> vec2<u32> {
     let a = 64u * (c / 8u) + 32u * ((c / 4u) & 1u) + 8u * ((c / 2u) & 1u) + 4u * (c & 1u);
     return vec2<u32>(a, a + 16u);
 }
-fn decode_chunk_q6_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_q6_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c / 8u;
     let n = (c / 4u) & 1u;
     let g = (c / 2u) & 1u;
     let k = c & 1u;
     let ql = w4[12u * blk + 4u * n + 2u * g + k];
     let qh = w4[12u * blk + 8u + 2u * n + k];
-    let scales = aux4(blk);
-    let d = d16(blk);
-    let sa = d * i8_of(scales, 8u * n + 2u * g + k);
-    let sb = d * i8_of(scales, 8u * n + 4u + 2u * g + k);
     let ha = 2u * g;
     let hb = 4u + 2u * g;
-    return array<vec4<f32>, CV>(sa * q6x4(ql.x, qh.x, ha), sa * q6x4(ql.y, qh.y, ha), sa * q6x4(ql.z, qh.z, ha),
-        sa * q6x4(ql.w, qh.w, ha), sb * q6x4(ql.x >> 4u, qh.x, hb), sb * q6x4(ql.y >> 4u, qh.y, hb),
-        sb * q6x4(ql.z >> 4u, qh.z, hb), sb * q6x4(ql.w >> 4u, qh.w, hb));
+    return array<vec4<f32>, CV>(q6x4_u(ql.x, qh.x, ha), q6x4_u(ql.y, qh.y, ha), q6x4_u(ql.z, qh.z, ha),
+        q6x4_u(ql.w, qh.w, ha), q6x4_u(ql.x >> 4u, qh.x, hb), q6x4_u(ql.y >> 4u, qh.y, hb),
+        q6x4_u(ql.z >> 4u, qh.z, hb), q6x4_u(ql.w >> 4u, qh.w, hb));
+}
+fn chunk_ab_q6_k(row: u32, c: u32) -> vec4<f32> {
+    let blk = row * p.blocks + c / 8u;
+    let i = 8u * ((c / 4u) & 1u) + 2u * ((c / 2u) & 1u) + (c & 1u);
+    let scales = aux4(blk);
+    let d = d16(blk);
+    // Element values are q - 32.
+    let sa = d * i8_of(scales, i);
+    let sb = d * i8_of(scales, i + 4u);
+    return vec4<f32>(sa, -32.0 * sa, sb, -32.0 * sb);
 }

@@ -4,8 +4,9 @@
 // to eight (two norms, two ropes, two cache writes, and the copies between).
 //
 // qkv rows are [q_heads | kv_heads | kv_heads] heads of head_dim, one row per
-// token (token t at position pos0 + t). One workgroup per (token, head slot):
-// slots 0 .. q_heads are queries, then keys, then values.
+// token (token t at position pos0 + t). A (token, head slot) is a head: a
+// workgroup each, or an invocation each (LANES below); slots 0 .. q_heads
+// are queries, then keys, then values.
 // Rotation as rope.wgsl: pair i (< n_rot / 2) turns by
 // pos * base^(-2i / n_rot) / factor_i * freq_scale (factor_i is 1, or
 // freq_factors[i] in the FREQ_FACTORS variant); interleaved pairs (2i, 2i + 1) or
@@ -13,7 +14,7 @@
 // ramp and magnitude scale as rope.wgsl applies them.
 // Cache layout: see kernels/kv.rs. An f16 cache (the F16 variant: lines
 // marked F16 live, F32 ones commented out, and the reverse) is written a word
-// (two elements) at a time: keys are rotated into workgroup memory first.
+// (two elements) at a time.
 
 struct Params {
     rows: u32,           // tokens
@@ -53,8 +54,7 @@ const TWO_PI_HI: f32 = 6.28125;               // see rope.wgsl
 const TWO_PI_LO: f32 = 0.0019353071795864769;
 const INV_TWO_PI: f32 = 0.15915494309189535;
 
-var<workgroup> head: array<f32, 256>;
-var<workgroup> partial: array<f32, WG>;
+var<workgroup> partial: array<f32, WG>; // the workgroup form's QK_NORM sums
 
 // cos and sin of pair i's angle at `pos`, exactly as rope.wgsl computes them.
 fn rotation(i: u32, pos: u32) -> vec2<f32> {
@@ -79,21 +79,83 @@ fn cache_base(slot: u32, token: u32) -> u32 {
     return row + ((slot - p.q_heads) % p.kv_heads) * hd;
 }
 
-// Where element e of a (token, slot) head goes (an f16 cache: for keys, to
-// workgroup memory, written out by main as pairs).
-fn store(slot: u32, token: u32, e: u32, v: f32) {
-    let hd = p.head_dim;
-    if (slot < p.q_heads) {
-        q_out[p.q_offset + (token * p.q_heads + slot) * hd + e] = v;
-{{F32}}    } else if (slot < p.q_heads + p.kv_heads) {
-{{F32}}        k_cache[cache_base(slot, token) + e] = v;
-{{F32}}    } else {
-{{F32}}        v_cache[cache_base(slot, token) + e] = v;
-{{F16}}    } else {
-{{F16}}        head[e] = v;
-    }
+// Element e of a query or key head whose qkv row starts at `src`, normed
+// (QK_NORM: times `scale` and the norm's weight) but not rotated.
+fn normed(src: u32, e: u32, scale: f32, is_q: bool) -> f32 {
+    var v = qkv[src + e];
+{{QK_NORM}}    v *= scale * select(k_norm[e], q_norm[e], is_q);
+    return v;
 }
 
+// Element e of a query or key head, normed and rotated (e < n_rot).
+fn rotated(src: u32, e: u32, pos: u32, scale: f32, is_q: bool) -> f32 {
+    let half = p.n_rot / 2u;
+    var i = e / 2u;
+    var a = 2u * i;
+    var b = a + 1u;
+    if (p.neox != 0u) {
+        i = e % half;
+        a = i;
+        b = i + half;
+    }
+    let cs = rotation(i, pos);
+    let x0 = normed(src, a, scale, is_q);
+    let x1 = normed(src, b, scale, is_q);
+    return select(x0 * cs.y + x1 * cs.x, x0 * cs.x - x1 * cs.y, e == a);
+}
+
+// Elements 2 * wd and 2 * wd + 1 of a (token, query or key slot) head, to
+// q_out or the key cache (an f16 cache: as one word).
+fn store_pair(slot: u32, token: u32, wd: u32, v: vec2<f32>) {
+    if (slot < p.q_heads) {
+        let at = p.q_offset + (token * p.q_heads + slot) * p.head_dim + 2u * wd;
+        q_out[at] = v.x;
+        q_out[at + 1u] = v.y;
+        return;
+    }
+    let kb = cache_base(slot, token);
+{{F32}}    k_cache[kb + 2u * wd] = v.x;
+{{F32}}    k_cache[kb + 2u * wd + 1u] = v.y;
+{{F16}}    k_cache[kb / 2u + wd] = pack2x16float(v);
+}
+
+// The last element of an odd head_dim (only an f32 cache allows one), which
+// no pair covers; past n_rot, so never rotated.
+fn store_last(slot: u32, token: u32, src: u32, scale: f32) {
+    let e = p.head_dim - 1u;
+    let v = normed(src, e, scale, slot < p.q_heads);
+    if (slot < p.q_heads) {
+        q_out[p.q_offset + (token * p.q_heads + slot) * p.head_dim + e] = v;
+        return;
+    }
+{{F32}}    if (slot < p.q_heads + p.kv_heads) {
+{{F32}}        k_cache[cache_base(slot, token) + e] = v;
+{{F32}}    } else {
+{{F32}}        v_cache[cache_base(slot, token) + e] = qkv[src + e];
+{{F32}}    }
+}
+
+// Invocations a (token, slot) head: 64, a workgroup a head (GROUP lines:
+// GPUs), or 1, an invocation a head and 64 heads a workgroup (SERIAL
+// lines: CPU adapters, where it needs no barrier at all).
+const LANES: u32 = {{LANES}}u;
+
+// The head's sum of squares from each lane's share `ss`. In the workgroup
+// form every lane calls it: the returns before it depend on the workgroup.
+fn head_sum(lid: u32, ss: f32) -> f32 {
+{{SERIAL}}    return ss;
+{{GROUP}}    partial[lid] = ss;
+{{GROUP}}    workgroupBarrier();
+{{GROUP}}    var total = 0.0;
+{{GROUP}}    for (var j = 0u; j < WG; j++) {
+{{GROUP}}        total += partial[j];
+{{GROUP}}    }
+{{GROUP}}    return total;
+}
+
+// Each lane writes whole pairs of elements, computing each from qkv (no
+// head in workgroup memory), so only QK_NORM's sum needs a barrier, and
+// only in the workgroup form.
 @compute @workgroup_size(64)
 fn main(
     @builtin(local_invocation_index) lid: u32,
@@ -101,65 +163,49 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
 ) {
     let slots = p.q_heads + 2u * p.kv_heads;
-    let g = wid.x + wid.y * groups.x;
+    let wg = wid.x + wid.y * groups.x;
+{{GROUP}}    let g = wg; // the head
+{{GROUP}}    let lane = lid;
+{{SERIAL}}    let g = wg * WG + lid;
+{{SERIAL}}    let lane = 0u;
     if (g >= p.rows * slots) {
-        return; // whole workgroup: uniform
+        return; // the workgroup form: whole workgroup, uniform
     }
     let token = g / slots;
     let slot = g % slots;
     let hd = p.head_dim;
     let src = p.qkv_offset + g * hd; // rows are contiguous runs of slots
     if (slot >= p.q_heads + p.kv_heads) {
-{{F32}}        for (var e = lid; e < hd; e += WG) {
-{{F32}}            store(slot, token, e, qkv[src + e]);
-{{F32}}        }
-{{F16}}        let vb = cache_base(slot, token) / 2u;
-{{F16}}        for (var i = lid; i < hd / 2u; i += WG) {
-{{F16}}            v_cache[vb + i] = pack2x16float(vec2(qkv[src + 2u * i], qkv[src + 2u * i + 1u]));
-{{F16}}        }
-        return; // uniform: slot depends on the workgroup id alone
-    }
-    var ss = 0.0;
-    for (var e = lid; e < hd; e += WG) {
-        let v = qkv[src + e];
-        head[e] = v;
-        ss += v * v;
-    }
-    partial[lid] = ss;
-    workgroupBarrier();
-{{QK_NORM}}    var total = 0.0;
-{{QK_NORM}}    for (var j = 0u; j < WG; j++) {
-{{QK_NORM}}        total += partial[j];
-{{QK_NORM}}    }
-{{QK_NORM}}    let scale = inverseSqrt(total / f32(hd) + p.eps);
-{{QK_NORM}}    let is_q = slot < p.q_heads;
-{{QK_NORM}}    for (var e = lid; e < hd; e += WG) {
-{{QK_NORM}}        head[e] *= scale * select(k_norm[e], q_norm[e], is_q);
-{{QK_NORM}}    }
-{{QK_NORM}}    workgroupBarrier();
-    let half = p.n_rot / 2u;
-    let pos = p.pos0 + token;
-    for (var i = lid; i < half; i += WG) {
-        var a = 2u * i;
-        var b = a + 1u;
-        if (p.neox != 0u) {
-            a = i;
-            b = i + half;
+        let vb = cache_base(slot, token);
+        for (var wd = lane; wd < hd / 2u; wd += LANES) {
+            let v = vec2<f32>(qkv[src + 2u * wd], qkv[src + 2u * wd + 1u]);
+{{F32}}            v_cache[vb + 2u * wd] = v.x;
+{{F32}}            v_cache[vb + 2u * wd + 1u] = v.y;
+{{F16}}            v_cache[vb / 2u + wd] = pack2x16float(v);
         }
-        let cs = rotation(i, pos);
-        let x0 = head[a];
-        let x1 = head[b];
-        store(slot, token, a, x0 * cs.x - x1 * cs.y);
-        store(slot, token, b, x0 * cs.y + x1 * cs.x);
+        if (lane == 0u && hd % 2u == 1u) {
+            store_last(slot, token, src, 1.0);
+        }
+        return; // the workgroup form: uniform, slot depends on the workgroup id alone
     }
-    for (var e = p.n_rot + lid; e < hd; e += WG) {
-        store(slot, token, e, head[e]);
+    let is_q = slot < p.q_heads;
+    var scale = 1.0;
+{{QK_NORM}}    var ss = 0.0;
+{{QK_NORM}}    for (var e = lane; e < hd; e += LANES) {
+{{QK_NORM}}        let v = qkv[src + e];
+{{QK_NORM}}        ss += v * v;
+{{QK_NORM}}    }
+{{QK_NORM}}    scale = inverseSqrt(head_sum(lid, ss) / f32(hd) + p.eps);
+    let pos = p.pos0 + token;
+    for (var wd = lane; wd < hd / 2u; wd += LANES) {
+        let e = 2u * wd;
+        var v = vec2<f32>(normed(src, e, scale, is_q), normed(src, e + 1u, scale, is_q));
+        if (e < p.n_rot) {
+            v = vec2<f32>(rotated(src, e, pos, scale, is_q), rotated(src, e + 1u, pos, scale, is_q));
+        }
+        store_pair(slot, token, wd, v);
     }
-{{F16}}    workgroupBarrier();
-{{F16}}    if (slot >= p.q_heads) {
-{{F16}}        let kb = cache_base(slot, token) / 2u;
-{{F16}}        for (var i = lid; i < hd / 2u; i += WG) {
-{{F16}}            k_cache[kb + i] = pack2x16float(vec2(head[2u * i], head[2u * i + 1u]));
-{{F16}}        }
-{{F16}}    }
+    if (lane == 0u && hd % 2u == 1u) {
+        store_last(slot, token, src, scale);
+    }
 }

@@ -38,6 +38,19 @@ pub(crate) fn lanes_for(len: usize) -> u32 {
     (len.div_ceil(4).next_power_of_two() as u32).clamp(32, 256)
 }
 
+/// Invocations per row of the norm on `rec`'s adapter. CPU adapters take
+/// 32 whatever the row: their workgroups run each barrier as a switch
+/// between lane batches, and 32 lanes a row (8 rows a workgroup) need 6
+/// barriers where 256 need 9 for one row; a 64-row prefill's norm ran about
+/// twice as fast on lavapipe so.
+fn norm_lanes(rec: &Recorder, dim: usize) -> u32 {
+    if rec.ctx().adapter.is_software {
+        32
+    } else {
+        lanes_for(dim)
+    }
+}
+
 /// Whether element ranges `[a, a + n)` and `[b, b + n)` of one buffer overlap.
 pub(crate) fn overlaps(a: usize, b: usize, n: usize) -> bool {
     n > 0 && a < b + n && b < a + n
@@ -60,7 +73,27 @@ pub fn rms_norm(
     dim: usize,
     eps: f32,
 ) -> Result<(), GpuError> {
-    let (params, groups) = checked(x, x_offset, weight, out, out_offset, rows, dim, eps)?;
+    let lanes = norm_lanes(rec, dim);
+    rms_norm_lanes(
+        rec, lanes, x, x_offset, weight, out, out_offset, rows, dim, eps,
+    )
+}
+
+/// `rms_norm` with `lanes` invocations a row (a power of two in 32..=256).
+#[allow(clippy::too_many_arguments)]
+fn rms_norm_lanes(
+    rec: &mut Recorder,
+    lanes: u32,
+    x: &GpuBuffer,
+    x_offset: usize,
+    weight: &GpuBuffer,
+    out: &GpuBuffer,
+    out_offset: usize,
+    rows: usize,
+    dim: usize,
+    eps: f32,
+) -> Result<(), GpuError> {
+    let (params, groups) = checked(x, x_offset, weight, out, out_offset, rows, dim, eps, lanes)?;
     let n = rows * dim;
     if out.id() == weight.id() {
         return Err(shape_err(K, "out may not live in the weight's buffer"));
@@ -120,7 +153,8 @@ pub fn rms_norm_add(
     dim: usize,
     eps: f32,
 ) -> Result<(), GpuError> {
-    let (params, groups) = checked(y, y_offset, weight, x, x_offset, rows, dim, eps)?;
+    let lanes = norm_lanes(rec, dim);
+    let (params, groups) = checked(y, y_offset, weight, x, x_offset, rows, dim, eps, lanes)?;
     if x.id() == y.id() || x.id() == weight.id() {
         return Err(shape_err(K, "x must be a buffer of its own"));
     }
@@ -143,7 +177,8 @@ pub fn rms_norm_add(
 }
 
 /// The checks both norms share (sizes, dim, eps), then their parameters and
-/// dispatch shape: `rows` rows of `dim` read from `x` and written to `out`.
+/// dispatch shape: `rows` rows of `dim` read from `x` and written to `out`,
+/// `lanes` invocations a row.
 #[allow(clippy::too_many_arguments)]
 fn checked(
     x: &GpuBuffer,
@@ -154,6 +189,7 @@ fn checked(
     rows: usize,
     dim: usize,
     eps: f32,
+    lanes: u32,
 ) -> Result<(Params, [u32; 3]), GpuError> {
     if dim == 0 {
         return Err(shape_err(K, "dim is 0"));
@@ -168,7 +204,6 @@ fn checked(
     check_elems(K, "x", x, x_offset + n)?;
     check_elems(K, "weight", weight, dim)?;
     check_elems(K, "out", out, out_offset + n)?;
-    let lanes = lanes_for(dim);
     let params = Params {
         rows: rows as u32,
         dim: dim as u32,
@@ -185,11 +220,12 @@ mod tests {
     use super::*;
     use crate::testutil::{assert_close, ctx, random_vec, reference_rms_norm as reference};
 
-    // The GPU sums squares in f32, each lane over at most dim/lanes <= 9
-    // elements then a tree of log2(lanes) <= 8 levels: relative error at most
-    // ~17 * 2^-24 = 1e-6 (all terms are >= 0, so no cancellation). The square
-    // root halves it, inverseSqrt adds 2 ULP and the two products one ULP each:
-    // under 2e-6 relative. 1e-5 (relative, absolute below 1) leaves margin.
+    // The GPU sums squares in f32, each lane over at most dim/lanes <= 65
+    // elements (2049 over 32 lanes) then a tree of log2(lanes) <= 8 levels:
+    // relative error at most ~73 * 2^-24 = 4.4e-6 (all terms are >= 0, so no
+    // cancellation). The square root halves it, inverseSqrt adds 2 ULP and
+    // the two products one ULP each: under 2.5e-6 relative. 1e-5 (relative,
+    // absolute below 1) leaves margin.
     const TOL: f32 = 1e-5;
 
     #[test]
@@ -214,12 +250,19 @@ mod tests {
             let gout = ctx
                 .create_storage("out", (out_off + rows * dim) as u64 * 4)
                 .unwrap();
-            let mut rec = Recorder::new(ctx);
-            rms_norm(&mut rec, &gx, x_off, &gw, &gout, out_off, rows, dim, 1e-6).unwrap();
-            pollster::block_on(rec.submit()).unwrap();
-            let got = pollster::block_on(ctx.read_f32(&gout, out_off, rows * dim)).unwrap();
             let want = reference(&x[x_off..], &w, rows, dim, 1e-6);
-            assert_close(&got, &want, TOL, &format!("rms_norm {rows}x{dim}"));
+            // Both adapter classes' lanes a row: a CPU adapter's 32, a GPU's.
+            for lanes in [32, lanes_for(dim)] {
+                let mut rec = Recorder::new(ctx);
+                rms_norm_lanes(
+                    &mut rec, lanes, &gx, x_off, &gw, &gout, out_off, rows, dim, 1e-6,
+                )
+                .unwrap();
+                pollster::block_on(rec.submit()).unwrap();
+                let got = pollster::block_on(ctx.read_f32(&gout, out_off, rows * dim)).unwrap();
+                let what = format!("rms_norm {rows}x{dim}, {lanes} lanes");
+                assert_close(&got, &want, TOL, &what);
+            }
         }
     }
 

@@ -50,7 +50,7 @@ const ON: &str = "";
 
 /// The variant for q/k norms or none (bindings 5 and 6), frequency factors
 /// or none (the binding after the rest), and the cache's element type.
-fn spec(norm: bool, freq_factors: bool, dtype: KvDtype) -> OwnedSpec {
+fn spec(norm: bool, freq_factors: bool, dtype: KvDtype, serial: bool) -> OwnedSpec {
     let on = |b: bool| Cow::Borrowed(if b { ON } else { OFF });
     let f16 = dtype == KvDtype::F16;
     let storage: &'static [Access] = match (norm, freq_factors) {
@@ -63,10 +63,11 @@ fn spec(norm: bool, freq_factors: bool, dtype: KvDtype) -> OwnedSpec {
     let ff_binding = if norm { 7 } else { 5 };
     OwnedSpec {
         name: format!(
-            "rope_kv_norm{}_ff{}_{}",
+            "rope_kv_norm{}_ff{}_{}{}",
             norm as u8,
             freq_factors as u8,
-            dtype.name()
+            dtype.name(),
+            if serial { "_serial" } else { "" }
         ),
         sources: vec![SOURCE],
         defines: vec![
@@ -76,6 +77,9 @@ fn spec(norm: bool, freq_factors: bool, dtype: KvDtype) -> OwnedSpec {
             ("F32", on(!f16)),
             ("F16", on(f16)),
             ("KV_WORD", Cow::Borrowed(if f16 { "u32" } else { "f32" })),
+            ("GROUP", on(!serial)),
+            ("SERIAL", on(serial)),
+            ("LANES", if serial { "1" } else { "64" }.into()),
         ],
         entry: "main",
         storage,
@@ -103,6 +107,15 @@ pub struct RopeKv<'a> {
 }
 
 pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
+    let serial = rec.ctx().adapter.is_software;
+    rope_kv_form(rec, a, serial)
+}
+
+/// `rope_kv` in the workgroup form (a workgroup of 64 a head: GPUs) or the
+/// serial one (an invocation a head, so no barrier at all: CPU adapters,
+/// where a prompt's thousands of one-head workgroups cost about 1.4 us each
+/// on lavapipe whatever they did).
+fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuError> {
     const K: &str = "rope_kv";
     let (kv, rot) = (&a.kv, &a.rotary);
     let hd = kv.head_dim;
@@ -168,7 +181,7 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
         mscale,
         _pad: [0; 3],
     };
-    let groups = workgroups_for((a.rows * slots) as u32, 1);
+    let groups = workgroups_for((a.rows * slots) as u32, if serial { 64 } else { 1 });
     // An array, not a Vec: a decode step allocates nothing.
     let mut buffers = [a.qkv, a.q_out, a.k_cache, a.v_cache, a.qkv, a.qkv, a.qkv];
     let mut n = 4;
@@ -186,9 +199,9 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
     let key = VariantKey {
         family: "rope_kv",
         fmt: kv.dtype.name(),
-        args: [norm as u32, ff as u32, 0, 0, 0, 0],
+        args: [norm as u32, ff as u32, serial as u32, 0, 0, 0],
     };
-    let make = || spec(norm, ff, kv.dtype);
+    let make = || spec(norm, ff, kv.dtype, serial);
     rec.dispatch_variant(&key, make, &params, &buffers[..n], groups);
     Ok(())
 }

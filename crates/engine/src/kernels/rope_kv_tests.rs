@@ -36,8 +36,9 @@ const YARN: Yarn = Yarn {
     n_ctx_orig: 16,
 };
 
-/// (q, k cache, v cache) after one call of the fused kernel or of the chain.
-fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+/// (q, k cache, v cache) after one call of the fused kernel (`Some(serial)`:
+/// its serial form or the workgroup one) or of the chain (None).
+fn run(c: &Case, fused: Option<bool>) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let ctx: &GpuContext = ctx();
     let kv = KvLayout {
         layers: 2,
@@ -91,7 +92,7 @@ fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         yarn: if c.yarn { YARN } else { Yarn::NONE },
     };
     let mut rec = Recorder::new(ctx);
-    if fused {
+    if let Some(serial) = fused {
         let args = RopeKv {
             qkv: &qkv,
             qkv_offset: 3,
@@ -107,7 +108,7 @@ fn run(c: &Case, fused: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
             rows: c.rows,
             pos0: c.pos0,
         };
-        rope_kv(&mut rec, &args).unwrap();
+        rope_kv_form(&mut rec, &args, serial).unwrap();
     } else {
         // Unpack the rows into q / k / v scratch, then the old chain.
         let (qs, ks, vs) = (
@@ -269,31 +270,51 @@ fn rope_kv_equals_the_separate_kernels() {
             kv_dtype: KvDtype::F32,
             yarn: true,
         },
+        // An odd head_dim (an f32 cache only): its last element has no pair.
+        Case {
+            rows: 3,
+            q_heads: 3,
+            kv_heads: 3,
+            head_dim: 21,
+            n_rot: 18,
+            layout: RopeLayout::NeoX,
+            norm: true,
+            factors: false,
+            pos0: 5,
+            kv_dtype: KvDtype::F32,
+            yarn: false,
+        },
     ];
-    // Each case on both caches.
+    // Each case on both caches (an f16 one needs an even head_dim).
     let both = cases
         .iter()
-        .flat_map(|c| [KvDtype::F32, KvDtype::F16].map(|kv_dtype| Case { kv_dtype, ..*c }));
+        .flat_map(|c| [KvDtype::F32, KvDtype::F16].map(|kv_dtype| Case { kv_dtype, ..*c }))
+        .filter(|c| c.kv_dtype == KvDtype::F32 || c.head_dim % 2 == 0);
     for c in both {
-        let (fq, fk, fv) = run(&c, true);
-        let (rq, rk, rv) = run(&c, false);
-        // Same rotation code; the norms' sums differ only in order (64 vs
-        // 32..256 lanes): a few ulps, and untouched slots must stay equal.
-        let what = format!("{c:?}");
-        assert_close(&fq, &rq, 2e-6, &format!("q {what}"));
-        // An f16 cache holds each key rounded once; keys a few f32 ulps apart
-        // may round to neighbouring f16s, one f16 step apart: at most 2^-10
-        // of |k| (of 1 below 1), which is how assert_close scales. Twice that.
-        let k_tol = match c.kv_dtype {
-            KvDtype::F32 => 2e-6,
-            KvDtype::F16 => 2.0 / 1024.0,
-        };
-        assert_close(&fk, &rk, k_tol, &format!("k cache {what}"));
-        assert_eq!(fv, rv, "v cache {what}");
-        assert!(
-            fk.iter().zip(&rk).any(|(a, _)| *a != -4.0),
-            "keys were written"
-        );
+        let (rq, rk, rv) = run(&c, None);
+        // Both forms: the serial one (CPU adapters) and a workgroup a head.
+        for serial in [false, true] {
+            let (fq, fk, fv) = run(&c, Some(serial));
+            // Same rotation code; the norms' sums differ only in order (64
+            // lanes or one vs 32..256 lanes): a few ulps, and untouched slots
+            // must stay equal.
+            let what = format!("{c:?}, serial {serial}");
+            assert_close(&fq, &rq, 2e-6, &format!("q {what}"));
+            // An f16 cache holds each key rounded once; keys a few f32 ulps
+            // apart may round to neighbouring f16s, one f16 step apart: at
+            // most 2^-10 of |k| (of 1 below 1), which is how assert_close
+            // scales. Twice that.
+            let k_tol = match c.kv_dtype {
+                KvDtype::F32 => 2e-6,
+                KvDtype::F16 => 2.0 / 1024.0,
+            };
+            assert_close(&fk, &rk, k_tol, &format!("k cache {what}"));
+            assert_eq!(fv, rv, "v cache {what}");
+            assert!(
+                fk.iter().zip(&rk).any(|(a, _)| *a != -4.0),
+                "keys were written"
+            );
+        }
     }
 }
 

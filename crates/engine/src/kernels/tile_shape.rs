@@ -137,23 +137,35 @@ impl TileShape {
 }
 
 /// The chunked tiled core's (matmul_tiled_vec.wgsl) per-chunk code for
-/// `tn` rows of `fmt`: X_LOADS reads the chunk's x for the TM tokens,
-/// ROW_SUMS declares the sums, ROW_STEPS decodes each row's chunk and adds
-/// its dot products with the tokens' x, ROW_STORES leaves the sums in the
-/// array `acc` that `emit_tile` reads (see `RowForm`).
+/// `tn` rows of `fmt`: X_LOADS reads the chunk's x for the TM tokens (and,
+/// for quantized formats, their sums over each run), ROW_SUMS declares the
+/// sums, ROW_STEPS decodes each row's chunk and adds its dot products with
+/// the tokens' x, ROW_STORES leaves the sums in the array `acc` that
+/// `emit_tile` reads (see `RowForm`). A quantized chunk's dot products are
+/// taken with its quants and scaled after (chunk_ab_FMT), which saves a
+/// multiply and an add per weight.
 fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'static, str>); 4] {
-    let decode = |r: &str| {
+    let scaled = fmt.is_quantized();
+    let chunk = |part: &str, r: &str| {
         format!(
-            "decode_chunk_{}(w_row0 + min(row0 + {r}, p.rows - 1u), c)",
+            "chunk_{part}_{}(w_row0 + min(row0 + {r}, p.rows - 1u), c)",
             fmt.fmt
         )
     };
     // x: the chunk's two runs of CV / 2 vec4s from xc.x and xc.y.
-    let loop_loads = "        var xs: array<array<vec4<f32>, CV>, TM>;\n        for (var t = 0u; t < TM; t++) {\n            // Tokens and rows past the end repeat the last; never written.\n            let base = x_base(min(tok0 + t, n_tok - 1u)) / 4u;\n            for (var i = 0u; i < CV / 2u; i++) {\n                xs[t][i] = x[base + xc.x + i];\n                xs[t][i + CV / 2u] = x[base + xc.y + i];\n            }\n        }\n";
+    let mut loop_loads = String::from("        var xs: array<array<vec4<f32>, CV>, TM>;\n        for (var t = 0u; t < TM; t++) {\n            // Tokens and rows past the end repeat the last; never written.\n            let base = x_base(min(tok0 + t, n_tok - 1u)) / 4u;\n            for (var i = 0u; i < CV / 2u; i++) {\n                xs[t][i] = x[base + xc.x + i];\n                xs[t][i + CV / 2u] = x[base + xc.y + i];\n            }\n        }\n");
     if form == RowForm::Loop {
+        let step = if scaled {
+            format!(
+                "acc[t * TN + r] += dot_chunk_scaled(ws, {}, &xs, t);",
+                chunk("ab", "r")
+            )
+        } else {
+            "acc[t * TN + r] += dot_chunk(ws, &xs, t);".to_string()
+        };
         let steps = format!(
-            "        for (var r = 0u; r < TN; r++) {{\n            let ws = {};\n            for (var t = 0u; t < TM; t++) {{\n                acc[t * TN + r] += dot_chunk(ws, &xs, t);\n            }}\n        }}\n",
-            decode("r")
+            "        for (var r = 0u; r < TN; r++) {{\n            let ws = {};\n            for (var t = 0u; t < TM; t++) {{\n                {step}\n            }}\n        }}\n",
+            chunk("q", "r")
         );
         return [
             ("X_LOADS", loop_loads.into()),
@@ -180,33 +192,66 @@ fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'stat
                 loads += &format!("        let x{t}_{i} = x[xb{t} + xc.{run} + {at}u];\n");
             }
         }
+        if scaled {
+            // The tokens' x sums over each run.
+            for (run, vecs) in [(0, 0..cv / 2), (1, cv / 2..cv)] {
+                let token_sums = (0..TILE_M)
+                    .map(|t| {
+                        let terms = vecs.clone().map(|i| format!("x{t}_{i}"));
+                        format!("dot({}, one)", terms.collect::<Vec<_>>().join(" + "))
+                    })
+                    .collect::<Vec<_>>();
+                loads += &format!(
+                    "        let sums{run} = vec4<f32>({});\n",
+                    token_sums.join(", ")
+                );
+            }
+            loads = format!("        let one = vec4<f32>(1.0);\n{loads}");
+        }
     } else {
-        loads += loop_loads;
+        if scaled {
+            loop_loads += "        let sums0 = run_sums(&xs, 0u);\n        let sums1 = run_sums(&xs, CV / 2u);\n";
+        }
+        loads += &loop_loads;
     }
     let mut sums = String::new();
     let mut steps = String::new();
     let mut stores = String::from("    var acc: array<f32, TM * TN>;\n");
     for r in 0..tn {
         sums += &format!("    var acc_{r} = vec4<f32>(0.0);\n");
+        let row = format!("{r}u");
         if form == RowForm::Flat {
-            let dots = |t: u32| {
-                (0..cv)
-                    .map(|i| format!("dot(w{r}[{i}], x{t}_{i})"))
+            // Token t's dot product of row r's chunk over run `vecs`.
+            let dots = |t: u32, vecs: std::ops::Range<u32>| {
+                vecs.map(|i| format!("dot(w{r}[{i}], x{t}_{i})"))
                     .collect::<Vec<_>>()
                     .join(" + ")
             };
-            steps += &format!("        let w{r} = {};\n", decode(&format!("{r}u")));
+            let tokens = |vecs: std::ops::Range<u32>| {
+                let per_token = (0..TILE_M).map(|t| dots(t, vecs.clone()));
+                format!("vec4<f32>({})", per_token.collect::<Vec<_>>().join(", "))
+            };
+            steps += &format!("        let w{r} = {};\n", chunk("q", &row));
+            if scaled {
+                steps += &format!("        let ab{r} = {};\n", chunk("ab", &row));
+                steps += &format!(
+                    "        acc_{r} += ab{r}.x * {} + ab{r}.y * sums0 + ab{r}.z * {} + ab{r}.w * sums1;\n",
+                    tokens(0..cv / 2),
+                    tokens(cv / 2..cv)
+                );
+            } else {
+                steps += &format!("        acc_{r} += {};\n", tokens(0..cv));
+            }
+        } else if scaled {
             steps += &format!(
-                "        acc_{r} += vec4<f32>({}, {}, {}, {});\n",
-                dots(0),
-                dots(1),
-                dots(2),
-                dots(3)
+                "        acc_{r} += dot_tokens_scaled({}, {}, &xs, sums0, sums1);\n",
+                chunk("q", &row),
+                chunk("ab", &row)
             );
         } else {
             steps += &format!(
                 "        acc_{r} += dot_tokens({}, &xs);\n",
-                decode(&format!("{r}u"))
+                chunk("q", &row)
             );
         }
         for t in 0..TILE_M {

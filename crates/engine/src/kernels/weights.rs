@@ -108,6 +108,11 @@ impl GpuFormat {
         }
     }
 
+    /// Whether the weights are quants with block scales (not F32/F16).
+    pub(crate) fn is_quantized(&self) -> bool {
+        self.quant_words > 0
+    }
+
     /// The defines quant.wgsl's users expect for this format.
     pub(crate) fn defines(&self) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
         vec![
