@@ -150,8 +150,8 @@ pub(crate) enum AttentionForm {
     /// An invocation per (row, head), keys in turn.
     Lanes,
     /// Workgroups per (KV head, span of keys, row), then a merge
-    /// (`attention_split.wgsl`), cut so that about this many workgroups run.
-    Split { target_workgroups: usize },
+    /// (`attention_split.wgsl`), cut as `target` says.
+    Split { target: SplitTarget },
 }
 
 /// Most keys one split scores (`SPAN` in attention_split.wgsl: its scores
@@ -159,17 +159,30 @@ pub(crate) enum AttentionForm {
 pub const SPLIT_SPAN: usize = 256;
 /// Most query heads one split workgroup serves (`HG`).
 const SPLIT_HEADS: usize = 4;
-/// Fewest keys a split is given when there are more than that: below it the
-/// merge costs more than the parallelism brings.
-const SPLIT_MIN_SPAN: usize = 32;
+/// How an adapter class cuts the split form: into about `workgroups`
+/// workgroups, none given fewer than `min_span` keys when there are more
+/// (below it the merge costs more than the parallelism brings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SplitTarget {
+    pub workgroups: usize,
+    pub min_span: usize,
+}
 /// Most splits of a row; rows that see more than `SPLIT_SPAN * MAX_SPLITS`
 /// keys take the workgroup form. Bounds the scratch a decode step needs.
 pub const MAX_SPLITS: usize = 256;
-/// Workgroups the split form aims for: on CPU adapters about two per
-/// thread of a many-core host, on GPUs enough to fill a large one's
-/// compute units twice.
-const SPLIT_TARGET_SOFTWARE: usize = 16;
-const SPLIT_TARGET_GPU: usize = 256;
+/// The split form's cut on CPU adapters: about two workgroups per thread of
+/// a many-core host, and whole spans, so that a context of up to 256 keys
+/// takes one split and no merge: there a dispatch costs tens of
+/// microseconds whatever it does, more than a short context's attention.
+const SPLIT_TARGET_SOFTWARE: SplitTarget = SplitTarget {
+    workgroups: 16,
+    min_span: SPLIT_SPAN,
+};
+/// On GPUs: enough workgroups to fill a large one's compute units twice.
+const SPLIT_TARGET_GPU: SplitTarget = SplitTarget {
+    workgroups: 256,
+    min_span: 32,
+};
 
 /// How the split form cuts a call: `splits` spans of `span` keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,7 +192,7 @@ pub(crate) struct SplitPlan {
 }
 
 /// The split form's cut for `a`, or `None` when a row sees too many keys.
-pub(crate) fn split_plan(a: &AttentionArgs, target_workgroups: usize) -> Option<SplitPlan> {
+pub(crate) fn split_plan(a: &AttentionArgs, target: SplitTarget) -> Option<SplitPlan> {
     // Rows see at most this many keys (the last row, or a full window).
     let last = a.pos0 as usize + a.rows;
     let keys = a.window.map_or(last, |w| last.min(w as usize));
@@ -187,10 +200,10 @@ pub(crate) fn split_plan(a: &AttentionArgs, target_workgroups: usize) -> Option<
         return None;
     }
     let per_split = a.kv_heads * (a.q_heads / a.kv_heads).div_ceil(SPLIT_HEADS);
-    let wanted = target_workgroups.div_ceil(per_split).max(1);
+    let wanted = target.workgroups.div_ceil(per_split).max(1);
     let span = keys
         .div_ceil(wanted)
-        .clamp(SPLIT_MIN_SPAN, SPLIT_SPAN)
+        .clamp(target.min_span, SPLIT_SPAN)
         .min(keys.max(1));
     Some(SplitPlan {
         span,
@@ -315,12 +328,12 @@ pub fn attention(
 ) -> Result<(), GpuError> {
     let software = rec.ctx().adapter.is_software;
     let longest_row = args.pos0 as usize + args.rows;
-    let target_workgroups = match software {
+    let target = match software {
         true => SPLIT_TARGET_SOFTWARE,
         false => SPLIT_TARGET_GPU,
     };
-    let form = if args.rows == 1 && split_plan(args, target_workgroups).is_some() {
-        AttentionForm::Split { target_workgroups }
+    let form = if args.rows == 1 && split_plan(args, target).is_some() {
+        AttentionForm::Split { target }
     } else if software && args.rows > 1 && longest_row <= LANES_MAX_KEYS {
         AttentionForm::Lanes
     } else {
@@ -427,8 +440,8 @@ pub(crate) fn attention_form(
                 [lanes.div_ceil(64), 1, 1],
             );
         }
-        AttentionForm::Split { target_workgroups } => {
-            let Some(plan) = split_plan(a, target_workgroups) else {
+        AttentionForm::Split { target } => {
+            let Some(plan) = split_plan(a, target) else {
                 return Err(shape_err(
                     KERNEL,
                     format!(

@@ -117,10 +117,10 @@ fn run(a: &AttentionArgs, q: &[f32], k_rows: &[f32], v_rows: &[f32]) -> (Vec<f32
         AttentionForm::Workgroups,
         AttentionForm::Lanes,
         AttentionForm::Split {
-            target_workgroups: SPLIT_TARGET_SOFTWARE,
+            target: SPLIT_TARGET_SOFTWARE,
         },
         AttentionForm::Split {
-            target_workgroups: SPLIT_TARGET_GPU,
+            target: SPLIT_TARGET_GPU,
         },
     ];
     let mut results = Vec::new();
@@ -412,7 +412,7 @@ fn rejects_bad_shapes() {
     assert_eq!(rec.dispatches(), 0);
     // The split form names a scratch too small for its partials.
     let split = AttentionForm::Split {
-        target_workgroups: SPLIT_TARGET_GPU,
+        target: SPLIT_TARGET_GPU,
     };
     let long = AttentionArgs {
         rows: 1,
@@ -431,8 +431,8 @@ fn rejects_bad_shapes() {
 #[test]
 fn split_decode_equals_single_pass_at_span_edges() {
     // Decode rows whose context is 1, 511, 512, 513 and 4096 positions (the
-    // split's span is up to 256 keys and at least 32: these land on, just
-    // under and just over whole spans), GQA groups of 3, 7 (two head chunks
+    // split's span is up to 256 keys and at least 32 on GPUs, 256 on CPU
+    // adapters: these land on, just under and just over whole spans), GQA groups of 3, 7 (two head chunks
     // of the split) and 4, and sliding windows cut inside and at a span
     // edge. `run` checks every form against the workgroup form to 1e-5 and
     // that against the f64 reference.
