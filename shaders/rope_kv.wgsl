@@ -104,6 +104,18 @@ fn rotated(src: u32, e: u32, pos: u32, scale: f32, is_q: bool) -> f32 {
     return select(x0 * cs.y + x1 * cs.x, x0 * cs.x - x1 * cs.y, e == a);
 }
 
+// Elements e and e + 1 (e even, < n_rot) of a query or key head, normed and
+// rotated: interleaved pairs are the two themselves, so one rotation serves.
+fn rotated_pair(src: u32, e: u32, pos: u32, scale: f32, is_q: bool) -> vec2<f32> {
+    if (p.neox != 0u) {
+        return vec2<f32>(rotated(src, e, pos, scale, is_q), rotated(src, e + 1u, pos, scale, is_q));
+    }
+    let cs = rotation(e / 2u, pos);
+    let x0 = normed(src, e, scale, is_q);
+    let x1 = normed(src, e + 1u, scale, is_q);
+    return vec2<f32>(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
+}
+
 // Elements 2 * wd and 2 * wd + 1 of a (token, query or key slot) head, to
 // q_out or the key cache (an f16 cache: as one word).
 fn store_pair(slot: u32, token: u32, wd: u32, v: vec2<f32>) {
@@ -199,9 +211,11 @@ fn main(
     let pos = p.pos0 + token;
     for (var wd = lane; wd < hd / 2u; wd += LANES) {
         let e = 2u * wd;
-        var v = vec2<f32>(normed(src, e, scale, is_q), normed(src, e + 1u, scale, is_q));
+        var v: vec2<f32>;
         if (e < p.n_rot) {
-            v = vec2<f32>(rotated(src, e, pos, scale, is_q), rotated(src, e + 1u, pos, scale, is_q));
+            v = rotated_pair(src, e, pos, scale, is_q);
+        } else {
+            v = vec2<f32>(normed(src, e, scale, is_q), normed(src, e + 1u, scale, is_q));
         }
         store_pair(slot, token, wd, v);
     }
