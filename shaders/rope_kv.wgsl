@@ -87,28 +87,23 @@ fn normed(src: u32, e: u32, scale: f32, is_q: bool) -> f32 {
     return v;
 }
 
-// Element e of a query or key head, normed and rotated (e < n_rot).
-fn rotated(src: u32, e: u32, pos: u32, scale: f32, is_q: bool) -> f32 {
+// Element e (< n_rot) of a query or key head with neox pairs (i, i + half),
+// normed and rotated.
+fn rotated_neox(src: u32, e: u32, pos: u32, scale: f32, is_q: bool) -> f32 {
     let half = p.n_rot / 2u;
-    var i = e / 2u;
-    var a = 2u * i;
-    var b = a + 1u;
-    if (p.neox != 0u) {
-        i = e % half;
-        a = i;
-        b = i + half;
-    }
+    let i = e % half;
     let cs = rotation(i, pos);
-    let x0 = normed(src, a, scale, is_q);
-    let x1 = normed(src, b, scale, is_q);
-    return select(x0 * cs.y + x1 * cs.x, x0 * cs.x - x1 * cs.y, e == a);
+    let x0 = normed(src, i, scale, is_q);
+    let x1 = normed(src, i + half, scale, is_q);
+    return select(x0 * cs.y + x1 * cs.x, x0 * cs.x - x1 * cs.y, e < half);
 }
 
 // Elements e and e + 1 (e even, < n_rot) of a query or key head, normed and
-// rotated: interleaved pairs are the two themselves, so one rotation serves.
+// rotated: interleaved pairs are the two themselves, so one rotation serves;
+// neox ones belong to two pairs.
 fn rotated_pair(src: u32, e: u32, pos: u32, scale: f32, is_q: bool) -> vec2<f32> {
     if (p.neox != 0u) {
-        return vec2<f32>(rotated(src, e, pos, scale, is_q), rotated(src, e + 1u, pos, scale, is_q));
+        return vec2<f32>(rotated_neox(src, e, pos, scale, is_q), rotated_neox(src, e + 1u, pos, scale, is_q));
     }
     let cs = rotation(e / 2u, pos);
     let x0 = normed(src, e, scale, is_q);
