@@ -7,42 +7,68 @@
 # runs the browser tests in headless Chromium on SwiftShader, and the packed
 # package in a Vite 6 and a webpack 5 app (web/test/bundlers/).
 # Screenshots and metrics land in test-output/.
+#
+# usage: scripts/test-web.sh [--prepare | --tests]
+#   --prepare  only install and build (scripts/test.sh does this while the
+#              models download, before the native tests)
+#   --tests    only fetch the models (if missing) and run the tests
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+prepare=1
+tests=1
+case "${1:-}" in
+  --prepare) tests=0 ;;
+  --tests) prepare=0 ;;
+  "") ;;
+  *)
+    echo "usage: scripts/test-web.sh [--prepare | --tests]" >&2
+    exit 2
+    ;;
+esac
 
-sudo_cmd=""
-[ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-if ! command -v chromium >/dev/null 2>&1; then
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
-fi
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
-fi
+# Installs and builds everything the tests use.
+prepare() {
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  if ! command -v chromium >/dev/null 2>&1; then
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
+  fi
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
+  fi
 
-if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
-  rustup target add wasm32-unknown-unknown
-fi
+  if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    rustup target add wasm32-unknown-unknown
+  fi
 
-want="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)"
-have="$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)"
-if [ "$have" != "$want" ]; then
-  # ~3.5 minutes; not --locked: a pinned dependency of it is gone from the registry.
-  cargo install wasm-bindgen-cli --version "$want"
-fi
+  want="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)"
+  have="$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)"
+  if [ "$have" != "$want" ]; then
+    # ~3.5 minutes; not --locked: a pinned dependency of it is gone from the registry.
+    cargo install wasm-bindgen-cli --version "$want"
+  fi
 
-npm ci --no-audit --no-fund
-# The bundler tests' apps (Vite 6, webpack 5), each from its pinned lockfile.
-for app in web/test/bundlers/vite-app web/test/bundlers/webpack-app; do
-  (cd "$app" && npm ci --no-audit --no-fund)
-done
-scripts/setup.sh smollm2 gemma3 qwen2 qwen15 minilm
-. scripts/env.sh
-cargo build --release -q -p wick-cli
-# The Hugging Face checkpoint fixtures the tests write (web/test/harness.mjs, hfFixture).
-cargo build --release -q -p wick-tests --bin write_hf_fixture
-npm run build
-npm test
-npm run test:bundlers
+  npm ci --no-audit --no-fund
+  # The bundler tests' apps (Vite 6, webpack 5), each from its pinned lockfile.
+  for app in web/test/bundlers/vite-app web/test/bundlers/webpack-app; do
+    (cd "$app" && npm ci --no-audit --no-fund)
+  done
+  . scripts/env.sh
+  cargo build --release -q -p wick-cli
+  # The Hugging Face checkpoint fixtures the tests write (web/test/harness.mjs, hfFixture).
+  cargo build --release -q -p wick-tests --bin write_hf_fixture
+  npm run build
+}
+
+run_tests() {
+  scripts/setup.sh smollm2 gemma3 qwen2 qwen15 minilm
+  . scripts/env.sh
+  npm test
+  npm run test:bundlers
+}
+
+if [ "$prepare" = 1 ]; then prepare; fi
+if [ "$tests" = 1 ]; then run_tests; fi

@@ -19,8 +19,6 @@ struct Params {
     gate_offset: u32, // first element of gate
     up_offset: u32,   // first element of up
     out_offset: u32,  // first element of out
-    stride: u32,      // elements between consecutive gate (and up) values: 1, or 2
-                      // for gate/up pairs interleaved in one row (split variant only)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -41,7 +39,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= p.n) {
         return;
     }
-    let g = {{GATE}}[p.gate_offset + i * p.stride];
-    let u = {{UP}}[p.up_offset + i * p.stride];
+    let g = {{GATE}}[p.gate_offset + i];
+    let u = {{UP}}[p.up_offset + i];
     dst[p.out_offset + i] = {{ACT}}(g) * u;
 }

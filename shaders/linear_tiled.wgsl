@@ -1,25 +1,39 @@
 // Entry point of the fused linear layer, many-token form (prefill): the
-// register-blocked matmul over p.m consecutive token rows with the store and
-// add epilogues of linear_gemv.wgsl (bias included). The norm prologue and
-// the glu epilogue are separate dispatches in this form (kernels::linear):
-// a tile's invocation sees only part of a row, so it cannot normalise it.
-// Sources: quant.wgsl, matmul_common.wgsl, matmul_tiled.wgsl, this file.
+// register-blocked matmul over p.m consecutive token rows with the store,
+// add and glu epilogues of linear_gemv.wgsl (bias included). The norm
+// prologue is a separate dispatch in this form (kernels::linear): a tile's
+// invocation sees only part of a row, so it cannot normalise it.
+// Sources: quant.wgsl, matmul_common.wgsl, matmul_tiled.wgsl, [act_fns.wgsl,]
+// this file.
 {{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
 // Dispatch: [ceil(rows / (64 / TT * TN)), ceil(m / (TT * TM)), 1].
+
+// Gating (the GLU lines): the part's rows are interleaved gate/up pairs and
+// out takes one element a pair (out_offset and out_stride count those).
+// emit_tile hands a token's sums over in row order, so each pair's gate
+// (even row) arrives just before its up, and waits here. out_base is then
+// twice the output element's index, and emit halves it.
+{{GLU}}var<private> gate_sum: f32;
+const OUT_SCALE: u32 = {{OUT_SCALE}}u;
 
 fn x_base(tok: u32) -> u32 {
     return p.x_offset + tok * p.k;
 }
 
 fn out_base(tok: u32) -> u32 {
-    return p.out_offset + tok * p.out_stride;
+    return OUT_SCALE * (p.out_offset + tok * p.out_stride);
 }
 
 fn emit(i: u32, row: u32, v: f32) {
-    var s = v;
+{{GLU}}    if ((row & 1u) == 0u) {
+{{GLU}}        gate_sum = v;
+{{GLU}}    } else {
+{{GLU}}        out[i / 2u] = {{ACT}}(gate_sum) * v;
+{{GLU}}    }
+{{NO_GLU}}    var s = v;
 {{BIAS}}    s += bias[p.bias_offset + row];
 {{ADD}}    s += out[i];
-    out[i] = s;
+{{NO_GLU}}    out[i] = s;
 }
 
 @compute @workgroup_size(64)

@@ -18,8 +18,9 @@ fn tile_origin(lid: u32, row_group: u32, tok_group: u32) -> vec2<u32> {
 }
 
 // Emits the tile's sums (acc[t * TN + r]) that fall inside the part and the
-// n_tok tokens. By pointer: the array passed by value made the tests'
-// kernels over 20x slower on lavapipe.
+// n_tok tokens, each token's in row order (linear_tiled.wgsl's gating pairs
+// rows on that; TN is even and a part's rows too). By pointer: the array
+// passed by value made the tests' kernels over 20x slower on lavapipe.
 fn emit_tile(acc: ptr<function, array<f32, TM * TN>>, row0: u32, tok0: u32, n_tok: u32) {
     for (var t = 0u; t < TM; t++) {
         for (var r = 0u; r < TN; r++) {

@@ -47,10 +47,11 @@ pub fn check(got: &[Embedding], want: &[Expected], dim: usize, what: &str) -> f6
 }
 
 /// Checks `embedder` on the reference's texts: their token ids, then each
-/// embedding (`check`) one input at a time and all in one padded batch, and
-/// that padding does not leak into a sequence's rows (the batch equals the
-/// single runs up to f32 rounding, far below what a masked key or row would
-/// change). Returns the single runs.
+/// embedding (`check`) one input at a time and all in one call (padded
+/// batches of similar lengths), and that padding does not leak into a
+/// sequence's rows (the batches equal the single runs up to f32 rounding,
+/// far below what a masked key or row would change). Returns the single
+/// runs.
 pub fn check_reference(embedder: &Embedder, want: &[Expected], dim: usize) -> Vec<Embedding> {
     let texts: Vec<&str> = want.iter().map(|w| w.text).collect();
     assert_eq!(texts.len(), 16, "the references hold 16 inputs");

@@ -266,10 +266,13 @@ fn smollm2_sampled_every_other_schema() {
     check_schemas(SMOLLM2, &seeded(5), |i| i % 2 == 1);
 }
 
+/// A quarter of the schemas (six, spread over the list) on the second
+/// tokenizer and vocabulary: SmolLM2 runs them all, and Qwen2.5 takes about
+/// four times as long a token on lavapipe.
 #[test]
 fn qwen_greedy_and_sampled_subset() {
-    check_schemas(QWEN, &SamplingParams::default(), |i| i % 4 == 0);
-    check_schemas(QWEN, &seeded(9), |i| i % 4 == 3);
+    check_schemas(QWEN, &SamplingParams::default(), |i| i % 8 == 0);
+    check_schemas(QWEN, &seeded(9), |i| i % 8 == 5);
 }
 
 #[test]

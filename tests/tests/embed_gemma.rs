@@ -3,8 +3,8 @@
 //! embeddings (tests/fixtures/embed/embeddinggemma_reference.json, made by
 //! the script beside it): the tokenizer's ids exactly, and each embedding to
 //! a cosine similarity of at least 0.999, one input at a time and all 16 in
-//! one padded batch; the batch also equals the single inputs. One input of
-//! 548 tokens passes the local layers' sliding window.
+//! one call (padded batches of similar lengths); those equal the single
+//! inputs. One input of 548 tokens passes the local layers' sliding window.
 
 use serde::Deserialize;
 use wick::embedding::EmbedOptions;

@@ -2,7 +2,7 @@
 //! own embeddings (tests/fixtures/embed/minilm_reference.json, made by the
 //! script beside it): the tokenizer's ids exactly, and each embedding to a
 //! cosine similarity of at least 0.999, one input at a time and all 16 in one
-//! padded batch; the batch also equals the single inputs.
+//! call (padded batches of similar lengths); those equal the single inputs.
 
 use serde::Deserialize;
 use wick::embedding::EmbedOptions;

@@ -2,7 +2,7 @@
 //! forward pass in numpy (tests/fixtures/embed/nomic_reference.json, made by
 //! the script beside it): the WordPiece ids exactly, and each embedding to a
 //! cosine similarity of at least 0.999, one input at a time and all 16 in one
-//! padded batch; the batch also equals the single inputs.
+//! call (padded batches of similar lengths); those equal the single inputs.
 //!
 //! Both wick and that reference are also held to llama.cpp's embedding mode
 //! (nomic_llamacpp.json, made by make_nomic_llamacpp.sh with the prebuilt

@@ -29,7 +29,7 @@ const F64_TOLERANCE: f32 = 0.01;
 #[test]
 fn qwen15_matches_llama_cpp() {
     // One load, an f16 KV cache as llama.cpp's: the file is 1.1 GB, and the
-    // KV cache's type is covered on the smaller models by check_golden_file.
+    // f32 cache is covered by the reference tests (see golden_paths).
     // f32 activations: position 0 is checked against the exact forward pass
     // (8-bit activations are covered on the smaller models too).
     let mut engine = load_engine_with(gpu(), MODEL, 64, KvDtype::F16, ActDtype::F32);

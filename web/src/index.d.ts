@@ -65,6 +65,14 @@ export interface LoadOptions {
   quantize?: "q8_0";
   /** Keep the downloaded file in the Cache API so a reload does not fetch it again. */
   cache?: boolean;
+  /**
+   * Compile every GPU pipeline a generation can use, and run one step, before
+   * load resolves (default true), so the first token does not wait for
+   * compiles. false: each pipeline compiles when first used (as llama.cpp's
+   * --no-warmup): a quicker load, a slower first generation, and no
+   * "warmup" progress phase.
+   */
+  warmUp?: boolean;
   signal?: AbortSignal;
   /** Where to fetch wick_web_bg.wasm from (default: beside the package's JS). */
   wasmUrl?: string | URL;

@@ -9,7 +9,7 @@
 
 import { liveGpuMemory as wasmLiveGpuMemory, WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
 import { ChatCompletionStream, createChat, setFingerprint, templateKwargs } from "./chat.js";
-import { isFatal } from "./errors.js";
+import { InvalidRequestError, isFatal } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
 import { loadCheckpoint } from "./checkpoint.js";
 import { hfFolder, isFolderSource } from "./hf-folder.js";
@@ -111,7 +111,8 @@ export class Engine {
    * memory. `quantize: "q8_0"` quantizes a checkpoint's matrices at load.
    */
   static async load(source, options = {}) {
-    const { onProgress, signal, wasmUrl } = options;
+    const { onProgress, signal, wasmUrl, warmUp = true } = options;
+    if (typeof warmUp !== "boolean") throw new InvalidRequestError("warmUp", `must be true or false, got ${JSON.stringify(warmUp)}`);
     checkWebGPU();
     setFingerprint(await init(wasmUrl));
     signal?.throwIfAborted();
@@ -119,9 +120,12 @@ export class Engine {
     const folder = isFolderSource(source) ? hfFolder(source, { signal }) : null;
     const { wasm, total } = folder ? await loadCheckpoint(folder, options, report) : await loadGguf(source, options, report);
     const engine = new Engine(wasm, folder?.name);
-    // Compile every pipeline and run one step now, not on the first token.
-    report("warmup", total, total);
-    await guard(engine.#w.warmUp());
+    // Compile every pipeline and run one step now, not on the first token
+    // (unless asked not to: then each compiles when first used).
+    if (warmUp) {
+      report("warmup", total, total);
+      await guard(engine.#w.warmUp());
+    }
     await engine.#describeAdapter();
     report("ready", total, total);
     return engine;

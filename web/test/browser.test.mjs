@@ -79,7 +79,7 @@ describe("Engine on the page", () => {
     assert.equal(r.text, native.text);
     assert.equal(r.result.finishReason, native.finish_reason);
     // Streaming progress went through fetch, parse, upload and ready.
-    for (const phase of ["fetch", "parse", "upload", "ready"]) assert.ok(r.phases[phase], `progress phase ${phase}`);
+    for (const phase of ["fetch", "parse", "upload", "warmup", "ready"]) assert.ok(r.phases[phase], `progress phase ${phase}`);
     assert.equal(r.phases.upload[0], r.phases.upload[1], "upload reached its total");
 
     // llama.cpp's greedy tokens, where its top-1/top-2 margin is clear.
@@ -260,14 +260,14 @@ describe("Engine on the page", () => {
     assert.ok(r.same, "the reused turn gives the ids of a run with less reuse");
   });
 
-  test("a cached model loads again from the Cache API, with progress", { timeout: 120_000 }, async () => {
-    const r = await within(100_000, page.evaluate(async ({ url, ctx }) => {
+  test("a cached model loads again from the Cache API, with progress", { timeout: 300_000 }, async () => {
+    const r = await within(280_000, page.evaluate(async ({ url, ctx }) => {
       const { Engine, clearCache } = window.wick;
       await clearCache(url);
       const phases = [];
       const load = async () => {
         const seen = new Set();
-        const e = await Engine.load(url, { contextLength: ctx, cache: true, onProgress: (p) => seen.add(p.phase) });
+        const e = await Engine.load(url, { contextLength: ctx, cache: true, warmUp: false, onProgress: (p) => seen.add(p.phase) });
         await e.dispose();
         phases.push([...seen]);
       };
@@ -293,6 +293,7 @@ describe("Engine on the page", () => {
         truncated: await msg(Engine.load(new Blob([head]))),
         missing: await msg(Engine.load("/models/no-such-model.gguf")),
         badSource: await msg(Engine.load(42)),
+        badWarmUp: await msg(Engine.load("/models/SmolLM2-135M-Instruct.Q4_1.gguf", { warmUp: "no" })),
       };
     }), "corrupt loads");
     log(`load errors: ${JSON.stringify(errors)}`);
@@ -300,6 +301,7 @@ describe("Engine on the page", () => {
     assert.match(errors.truncated, /^ModelLoadError: loading the model failed: .*ended/i);
     assert.match(errors.missing, /404/);
     assert.match(errors.badSource, /^TypeError/);
+    assert.equal(errors.badWarmUp, 'InvalidRequestError: warmUp: must be true or false, got "no"');
   });
 });
 
@@ -307,7 +309,7 @@ describe("Engine on the page", () => {
  * the ids, the prompt's ids and `info().model`. */
 function greedyOnPage(page, url, n) {
   return page.evaluate(async ({ url, prompt, n }) => {
-    const engine = await window.wick.Engine.load(url, { contextLength: 64 });
+    const engine = await window.wick.Engine.load(url, { contextLength: 64, warmUp: false });
     const ids = [];
     for await (const c of engine.generate(prompt, { maxTokens: n, temperature: 0 })) {
       if (c.tokenId !== null) ids.push(c.tokenId);
@@ -372,7 +374,7 @@ describe("Engine in a Web Worker", () => {
       const r = await within(LOAD_MS + 200_000, page.evaluate(async ({ url, prompt, n, ctx }) => {
         const { WorkerEngine } = window.wick;
         let progress = 0;
-        const engine = await WorkerEngine.load(url, { contextLength: ctx, onProgress: () => progress++ });
+        const engine = await WorkerEngine.load(url, { contextLength: ctx, warmUp: false, onProgress: () => progress++ });
         const chunks = [];
         const run = engine.generate(prompt, { maxTokens: n, temperature: 0 });
         for await (const c of run) chunks.push({ ...c, at: performance.now() });
@@ -398,7 +400,7 @@ describe("Engine in a Web Worker", () => {
         await engine.dispose();
         // A local file (here a Blob) crosses into the worker too.
         const blob = await (await fetch(url)).blob();
-        const fromBlob = await WorkerEngine.load(blob, { contextLength: 64 });
+        const fromBlob = await WorkerEngine.load(blob, { contextLength: 64, warmUp: false });
         const blobTokens = await fromBlob.tokenize(prompt);
         await fromBlob.dispose();
         return { chunks, result: run.result, got, error, abortSeconds, again, progress, info, tokens, blobTokens };
@@ -430,7 +432,7 @@ describe("every source type crosses to a worker", () => {
         const { WorkerEngine } = window.wick;
         const out = {};
         const tokens = async (source) => {
-          const engine = await WorkerEngine.load(source, { contextLength: 32 });
+          const engine = await WorkerEngine.load(source, { contextLength: 32, warmUp: false });
           const ids = await engine.tokenize(prompt);
           await engine.dispose();
           return ids;
@@ -469,7 +471,7 @@ describe("memory comes back", () => {
         const baseline = liveGpuMemory();
         const rounds = [];
         for (const url of urls) {
-          const engine = await Engine.load(url, { contextLength: 64 });
+          const engine = await Engine.load(url, { contextLength: 64, warmUp: false });
           await engine.generate(prompt, { maxTokens: 2, temperature: 0 }).text();
           const loaded = liveGpuMemory();
           await engine.dispose();
@@ -495,7 +497,7 @@ describe("a lost GPU device", () => {
     try {
       const r = await within(2 * LOAD_MS + 30_000, page.evaluate(async ({ url, ctx, prompt }) => {
         const { Engine, DeviceLostError } = window.wick;
-        const engine = await Engine.load(url, { contextLength: ctx, tokensPerSubmit: 1 });
+        const engine = await Engine.load(url, { contextLength: ctx, tokensPerSubmit: 1, warmUp: false });
         const got = [];
         let error = null;
         try {
@@ -507,7 +509,7 @@ describe("a lost GPU device", () => {
           error = { name: e.name, code: e.code, typed: e instanceof DeviceLostError, message: e.message };
         }
         const later = await (async () => engine.generate(prompt, { maxTokens: 1 }).text())().then(() => null, (e) => e.name);
-        const fresh = await Engine.load(url, { contextLength: ctx });
+        const fresh = await Engine.load(url, { contextLength: ctx, warmUp: false });
         const ids = [];
         for await (const c of fresh.generate(prompt, { maxTokens: 2, temperature: 0 })) ids.push(c.tokenId);
         await fresh.dispose();
@@ -533,7 +535,7 @@ describe("a panic in the wasm module", () => {
       const r = await within(LOAD_MS + 30_000, page.evaluate(async ({ url, ctx }) => {
         const { Engine } = window.wick;
         const wasm = await import("/web/pkg/wick_web.js");
-        const engine = await Engine.load(url, { contextLength: ctx });
+        const engine = await Engine.load(url, { contextLength: ctx, warmUp: false });
         const it = engine.generate("Hello", { maxTokens: 2, temperature: 0 })[Symbol.asyncIterator]();
         const pending = it.next().then(() => "resolved?!", (e) => e.message);
         await new Promise((r) => setTimeout(r, 200));
@@ -637,7 +639,7 @@ describe("chat.completions: logprobs, template kwargs, reasoning", () => {
   before(async () => {
     page = await openTestPage(browser, base, log);
     await within(LOAD_MS, page.evaluate(async ({ url, ctx }) => {
-      window.chatEngine = await window.wick.Engine.load(url, { contextLength: ctx, kvCache: "f32" });
+      window.chatEngine = await window.wick.Engine.load(url, { contextLength: ctx, kvCache: "f32", warmUp: false });
     }, { url: modelUrl(), ctx: CTX }), "load");
   });
   after(async () => {
@@ -744,7 +746,7 @@ describe("chat.completions: logprobs, template kwargs, reasoning", () => {
     const p = await openTestPage(browser, base, log);
     try {
       const r = await within(LOAD_MS + 200_000, p.evaluate(async () => {
-        const engine = await window.wick.Engine.load("/test-output/tiny-qwen3moe-think.gguf", { contextLength: 64 });
+        const engine = await window.wick.Engine.load("/test-output/tiny-qwen3moe-think.gguf", { contextLength: 64, warmUp: false });
         const messages = [{ role: "user", content: "What is 2+2?" }];
         const body = { messages, max_tokens: 4, temperature: 0 };
         const create = (extra) => engine.chat.completions.create({ ...body, ...extra });
@@ -792,7 +794,7 @@ describe("chat.completions in a Web Worker: logprobs, kwargs, typed errors", () 
     try {
       const r = await within(LOAD_MS + 180_000, page.evaluate(async ({ url, ctx, messages }) => {
         const { WorkerEngine } = window.wick;
-        const engine = await WorkerEngine.load(url, { contextLength: ctx });
+        const engine = await WorkerEngine.load(url, { contextLength: ctx, warmUp: false });
         const body = { messages, max_tokens: 2, temperature: 0, logprobs: true, top_logprobs: 2 };
         const whole = await engine.chat.completions.create(body);
         const chunks = [];

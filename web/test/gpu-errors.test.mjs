@@ -44,7 +44,7 @@ async function fire(kind) {
         device = await requestDevice.apply(this, args);
         return device;
       };
-      const engine = await Engine.load(url, { contextLength: 32 });
+      const engine = await Engine.load(url, { contextLength: 32, warmUp: false });
       GPUAdapter.prototype.requestDevice = requestDevice;
       const first = [];
       for await (const c of engine.generate("hi", { maxTokens: 1, temperature: 0 })) first.push(c.tokenId);

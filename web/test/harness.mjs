@@ -68,9 +68,13 @@ function releaseBinary(name, pkg, bin) {
   return file;
 }
 
-/** `wick ARGS --json` (generate, usually), its JSON output parsed. */
+/**
+ * `wick ARGS --json` (a command that loads a model: generate, usually), its
+ * JSON output parsed. Without the warm-up: a short run compiles only the
+ * kernels it uses.
+ */
 export function nativeJson(args) {
-  const out = execFileSync(releaseBinary("wick", "wick-cli"), [...args, "--json"], {
+  const out = execFileSync(releaseBinary("wick", "wick-cli"), [...args, "--json", "--no-warmup"], {
     cwd: repoRoot,
     env: nativeEnv(),
     encoding: "utf8",

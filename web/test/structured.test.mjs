@@ -28,7 +28,7 @@ function nativeConstrained(prompt, flag, value) {
   mkdirSync(runtime, { recursive: true, mode: 0o700 });
   const env = { ...process.env, WGPU_BACKEND: process.env.WGPU_BACKEND || "vulkan", XDG_RUNTIME_DIR: runtime };
   const args = ["generate", "--model", path.join(modelsDir, MODEL), "--prompt", prompt,
-    "--max-tokens", String(MAX_TOKENS), "--ctx-len", String(CTX), "--json", flag, value];
+    "--max-tokens", String(MAX_TOKENS), "--ctx-len", String(CTX), "--json", "--no-warmup", flag, value];
   const out = execFileSync(path.join(repoRoot, "target/release/wick"), args, { cwd: repoRoot, env, encoding: "utf8" });
   return JSON.parse(out.slice(out.indexOf("{")));
 }
@@ -72,7 +72,7 @@ before(async () => {
   browser = await launch();
   page = await openTestPage(browser, base, log);
   await within(240_000, page.evaluate(async (url) => {
-    window.engine = await window.wick.Engine.load(url, { contextLength: 256 });
+    window.engine = await window.wick.Engine.load(url, { contextLength: 256, warmUp: false });
   }, `/models/${MODEL}`), "load SmolLM2");
 });
 

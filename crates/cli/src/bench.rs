@@ -93,6 +93,8 @@ pub fn run(args: BenchArgs) -> CliResult {
         kv_dtype: args.kv_cache,
         act_dtype: args.activations,
         memory_budget: args.memory_budget,
+        // Timed runs must not wait for compiles.
+        warm_up: true,
     };
     let quant = args.quant.as_deref().unwrap_or("q4_0");
     let loaded = match (&args.model, &args.synthetic) {

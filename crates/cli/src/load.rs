@@ -172,6 +172,11 @@ pub struct ModelArgs {
     /// reports; lavapipe reports 2 GiB but takes more from system memory).
     #[arg(long, value_name = "GIB", value_parser = parse_gib)]
     pub memory_budget: Option<u64>,
+    /// Skip compiling every pipeline at load (as llama.cpp's --no-warmup):
+    /// each compiles when first used, so a short run loads quicker and its
+    /// first token (and the stats' prefill time) waits for the compiles.
+    #[arg(long)]
+    pub no_warmup: bool,
 }
 
 impl ModelArgs {
@@ -182,6 +187,7 @@ impl ModelArgs {
             kv_dtype: self.kv_cache,
             act_dtype: self.activations,
             memory_budget: self.memory_budget,
+            warm_up: !self.no_warmup,
             ..Default::default()
         };
         let hf_opts = HfOptions {

@@ -21,6 +21,8 @@ fn chat(args: &[&str], stdin: &str) -> Output {
 fn chat_with(m: &std::path::Path, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
         .args(["chat", "--model", m.to_str().unwrap()])
+        // Short replies: compile only the kernels they use.
+        .arg("--no-warmup")
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -39,6 +39,8 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
 fn chat(model_file: &str, args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_wick"))
         .args(["chat", "--model", model(model_file).to_str().unwrap()])
+        // Short replies: compile only the kernels they use.
+        .arg("--no-warmup")
         .args(args)
         .output()
         .expect("run wick");

@@ -68,6 +68,9 @@ fn greedy_generate_json_continues_with_logits_argmax() {
         "--top",
         "1",
         "--json",
+        // generate warmed up (the default), logits compiles on first use:
+        // the same argmax either way.
+        "--no-warmup",
     ]);
     assert!(
         out.status.success(),
@@ -83,7 +86,8 @@ fn generate_json(extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["generate", "--model", m.to_str().unwrap()];
     args.extend_from_slice(&["--prompt", "Once upon a time", "--max-tokens", "12"]);
     args.extend_from_slice(extra);
-    args.push("--json");
+    // A short run: compile only the kernels it uses.
+    args.extend_from_slice(&["--json", "--no-warmup"]);
     let out = wick(&args);
     assert!(
         out.status.success(),

@@ -36,7 +36,9 @@ impl Engine {
         let mut loader = ModelLoader::new(ctx, opts.clone());
         loader.push_with_progress(bytes, progress)?;
         let mut engine = loader.finish()?;
-        engine.pipeline.warm_up().await?;
+        if opts.warm_up {
+            engine.pipeline.warm_up().await?;
+        }
         Ok(engine)
     }
 

@@ -170,7 +170,9 @@ impl Engine {
             loader.push(i, bytes, progress)?;
         }
         let mut engine = loader.finish()?;
-        engine.pipeline.warm_up().await?;
+        if opts.warm_up {
+            engine.pipeline.warm_up().await?;
+        }
         Ok(engine)
     }
 }

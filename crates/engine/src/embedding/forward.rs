@@ -43,9 +43,6 @@ pub struct Batch {
     attn: BufferRef,
     /// The MLP's inner rows, `[tokens][ffn]`.
     inner: BufferRef,
-    /// SwiGLU only: the interleaved gate/up rows, `[tokens][2 * ffn]`
-    /// (the gated projection's scratch when it runs several rows).
-    wide: Option<BufferRef>,
     /// The pooled rows, `[seqs][dim]`.
     pub pooled: BufferRef,
 }
@@ -66,10 +63,6 @@ impl Batch {
             qkv: f32s("embed qkv", tokens * 3 * cfg.dim)?,
             attn: f32s("embed attn", tokens * cfg.dim)?,
             inner: f32s("embed inner", tokens * cfg.ffn)?,
-            wide: match cfg.ffn_kind {
-                Ffn::Gelu => None,
-                Ffn::SwiGlu => Some(f32s("embed gate/up", tokens * 2 * cfg.ffn)?),
-            },
             pooled: f32s("embed pooled", seqs * cfg.dim)?,
         })
     }
@@ -162,7 +155,6 @@ pub fn record_forward(
             &batch.qkv,
             Epilogue::Store,
             m,
-            &batch.inner,
         )?;
         if let Positions::Rotary { theta, n_rot } = cfg.positions {
             // q's heads and k's heads lie side by side from column 0.
@@ -187,20 +179,18 @@ pub fn record_forward(
             &batch.hidden,
             Epilogue::Add,
             m,
-            &batch.inner,
         )?;
         ln(rec, &layer.attn_norm)?;
-        match (&batch.wide, cfg.ffn_kind) {
-            (Some(wide), Ffn::SwiGlu) => project(
+        match cfg.ffn_kind {
+            Ffn::SwiGlu => project(
                 rec,
                 &layer.up,
                 &batch.hidden,
                 &batch.inner,
                 Epilogue::Glu(Activation::Silu),
                 m,
-                wide,
             )?,
-            _ => {
+            Ffn::Gelu => {
                 project(
                     rec,
                     &layer.up,
@@ -208,7 +198,6 @@ pub fn record_forward(
                     &batch.inner,
                     Epilogue::Store,
                     m,
-                    &batch.qkv,
                 )?;
                 gelu_erf(rec, &batch.inner, 0, m * cfg.ffn)?;
             }
@@ -220,7 +209,6 @@ pub fn record_forward(
             &batch.hidden,
             Epilogue::Add,
             m,
-            &batch.qkv,
         )?;
         ln(rec, &layer.ffn_norm)?;
     }
@@ -236,9 +224,7 @@ pub fn record_forward(
     )
 }
 
-/// `out (=|+=) W x (+ b)`, or gated, over `m` rows. `scratch` is what the
-/// linear kernel reads only when it normalises (never here) or gates: for
-/// gating `m * W.rows` f32, otherwise any buffer.
+/// `out (=|+=) W x (+ b)`, or gated, over `m` rows.
 fn project(
     rec: &mut Recorder,
     dense: &Dense,
@@ -246,7 +232,6 @@ fn project(
     out: &GpuBuffer,
     epilogue: Epilogue,
     m: usize,
-    scratch: &GpuBuffer,
 ) -> Result<(), GpuError> {
     linear(
         rec,
@@ -266,9 +251,7 @@ fn project(
             epilogue,
             m,
         },
-        &LinearScratch {
-            normed: scratch,
-            wide: scratch,
-        },
+        // The normed-rows scratch is read only by a norm, which none has.
+        &LinearScratch { normed: x },
     )
 }

@@ -169,8 +169,6 @@ pub struct GemmaBatch {
     normed: BufferRef,
     /// The MLP's gated rows, `[tokens][ffn]`.
     inner: BufferRef,
-    /// The gate/up results before gating, `[tokens][2 ffn]`.
-    wide: BufferRef,
     /// The pooled rows, `[seqs][dim]`.
     pub pooled: BufferRef,
 }
@@ -198,7 +196,6 @@ impl GemmaBatch {
             sub: f32s("embed sub-block", tokens * d)?,
             normed: f32s("embed normed", tokens * d.max(q))?,
             inner: f32s("embed inner", tokens * cfg.ffn)?,
-            wide: f32s("embed gate/up", tokens * 2 * cfg.ffn)?,
             pooled: f32s("embed pooled", seqs * d)?,
         })
     }
@@ -219,10 +216,7 @@ pub fn record_gemma(
     // transformers multiplies by sqrt(hidden_size) as an f32 tensor.
     let embed_scale = (d as f32).sqrt();
     embed(rec, &w.embed, &b.ids, 0, &b.hidden, 0, m, embed_scale)?;
-    let scratch = LinearScratch {
-        normed: &b.normed,
-        wide: &b.wide,
-    };
+    let scratch = LinearScratch { normed: &b.normed };
     let project = |rec: &mut Recorder,
                    wm: &QuantMatrix,
                    x: &GpuBuffer,

@@ -18,6 +18,7 @@
 //! names, then L2 normalisation. `embed` tokenizes, pads a batch to its
 //! longest input, runs one step, pools and normalises.
 
+mod batching;
 pub mod bert_config;
 pub mod bert_weights;
 pub mod error;
@@ -106,10 +107,6 @@ fn shard_headers<'a>(
     }
     Ok(shards)
 }
-
-/// Most sequences in one step: bounds the step's buffers together with
-/// the binding limit (see `batches`).
-const MAX_BATCH: usize = 64;
 
 /// The network that turns token ids into pooled rows.
 enum Encoder {
@@ -383,7 +380,7 @@ impl Embedder {
     }
 
     /// Embeds inputs given as token ids (special tokens included), many in
-    /// one step where they fit.
+    /// one step where they fit (`batching::batches`), the vectors in the inputs' order.
     pub async fn embed_ids(&self, inputs: &[Vec<u32>]) -> Result<Vec<Embedding>, WickError> {
         if inputs.is_empty() {
             return Err(EmbedError::NoInputs.into());
@@ -403,34 +400,16 @@ impl Embedder {
                 return Err(EmbedError::TokenOutOfRange { index, id, vocab }.into());
             }
         }
-        let mut out = Vec::with_capacity(inputs.len());
-        for range in self.batches(inputs) {
-            out.extend(self.run_batch(&inputs[range]).await?);
-        }
-        Ok(out)
-    }
-
-    /// Consecutive runs of inputs that fit one step: at most `MAX_BATCH`,
-    /// and padded to the run's longest, the MLP's inner (or gate/up) rows
-    /// (the largest buffer) within one storage binding.
-    fn batches(&self, inputs: &[Vec<u32>]) -> Vec<std::ops::Range<usize>> {
         let max_elems = (self.ctx.max_binding_bytes() / 4) as usize;
-        let widest = self.encoder.widest_row();
-        let mut runs = Vec::new();
-        let (mut start, mut longest) = (0, 0);
-        for (i, ids) in inputs.iter().enumerate() {
-            let l = longest.max(ids.len());
-            let fits = i - start < MAX_BATCH && (i - start + 1) * l * widest <= max_elems;
-            if i > start && !fits {
-                runs.push(start..i);
-                start = i;
-                longest = ids.len();
-            } else {
-                longest = l;
-            }
+        let lens: Vec<usize> = inputs.iter().map(Vec::len).collect();
+        let mut out: Vec<(usize, Embedding)> = Vec::with_capacity(inputs.len());
+        for batch in batching::batches(&lens, self.encoder.widest_row(), max_elems) {
+            let ids: Vec<Vec<u32>> = batch.iter().map(|&i| inputs[i].clone()).collect();
+            out.extend(batch.into_iter().zip(self.run_batch(&ids).await?));
         }
-        runs.push(start..inputs.len());
-        runs
+        // Back in the inputs' order (the batches run shortest first).
+        out.sort_unstable_by_key(|&(i, _)| i);
+        Ok(out.into_iter().map(|(_, e)| e).collect())
     }
 
     async fn run_batch(&self, inputs: &[Vec<u32>]) -> Result<Vec<Embedding>, WickError> {
@@ -469,11 +448,8 @@ impl Embedder {
                     epilogue: Epilogue::Store,
                     m: seqs,
                 },
-                // Read only by normalising or gating projections.
-                &LinearScratch {
-                    normed: &rows,
-                    wide: &rows,
-                },
+                // Read only by normalising projections.
+                &LinearScratch { normed: &rows },
             )?;
             rows = out;
         }

@@ -29,7 +29,6 @@ struct Params {
     gate_offset: u32,
     up_offset: u32,
     out_offset: u32,
-    stride: u32,
 }
 
 const SOURCES: &[&str] = &[
@@ -139,62 +138,11 @@ pub fn gated_act(
         gate_offset: gate_offset as u32,
         up_offset: up_offset as u32,
         out_offset: out_offset as u32,
-        stride: 1,
     };
     rec.dispatch(
         &spec,
         &params,
         &buffers[..bound],
-        workgroups_for(n as u32, 256),
-    );
-    Ok(())
-}
-
-/// `out[out_offset + i] = act(pairs[o + 2i]) * pairs[o + 2i + 1]` for `i < n`
-/// (`o = pairs_offset`): gate and up interleaved in one buffer, as the fused
-/// gate/up matrix (`kernels::linear`) produces them. `out` must be another buffer.
-pub fn gated_act_pairs(
-    rec: &mut Recorder,
-    pairs: &GpuBuffer,
-    pairs_offset: usize,
-    out: &GpuBuffer,
-    out_offset: usize,
-    n: usize,
-    act: Activation,
-) -> Result<(), GpuError> {
-    const K: &str = "gated_act";
-    check_elems(K, "pairs", pairs, pairs_offset + 2 * n)?;
-    check_elems(K, "out", out, out_offset + n)?;
-    if pairs.id() == out.id() {
-        return Err(shape_err(K, "out may not live in the pairs' buffer"));
-    }
-    let defines = [
-        ("SPLIT", "".into()),
-        ("GATE_OUT", "//".into()),
-        ("UP_OUT", "//".into()),
-        ("ONE", "//".into()),
-        ("GATE", "gate".into()),
-        ("UP", "up".into()),
-        ("ACT", act_name(act).to_string().into()),
-    ];
-    let spec = KernelSpec {
-        name: NAMES[act as usize][Variant::Split as usize],
-        sources: SOURCES,
-        defines: &defines,
-        entry: "main",
-        storage: &[Access::Read, Access::Read, Access::ReadWrite],
-    };
-    let params = Params {
-        n: n as u32,
-        gate_offset: pairs_offset as u32,
-        up_offset: pairs_offset as u32 + 1,
-        out_offset: out_offset as u32,
-        stride: 2,
-    };
-    rec.dispatch(
-        &spec,
-        &params,
-        &[pairs, pairs, out],
         workgroups_for(n as u32, 256),
     );
     Ok(())

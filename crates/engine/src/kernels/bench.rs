@@ -252,7 +252,7 @@ impl Gemvs<'_> {
                     m: 1,
                 };
                 // One row: the matrix-vector form needs no scratch.
-                let scratch = LinearScratch { normed: y, wide: y };
+                let scratch = LinearScratch { normed: y };
                 let forced = Forced {
                     dot4: Some(dot4),
                     ..Forced::default()

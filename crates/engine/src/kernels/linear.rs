@@ -5,14 +5,14 @@
 //! an optional RMSNorm of each x row and the epilogue stores (with an
 //! optional bias), adds into `out` (the residual stream absorbing the
 //! projection), or gates (`act(gate) * up`, over a gate/up matrix whose rows
-//! are interleaved pairs, see `GluPairs`).
+//! are interleaved pairs, see `Epilogue::Glu`).
 //!
 //! Decode (one token row): one matrix-vector dispatch per matrix part does
 //! all of it (linear_gemv.wgsl; `linear_gemv.rs` picks its core and x
-//! reader). Several rows (prefill): the register-blocked matmul with the
-//! store / add / bias epilogues (linear_tiled.wgsl), plus a norm dispatch
-//! into scratch before it and, for gating, the activation after it; a tile
-//! sees only part of a row, so it can neither normalise nor gate.
+//! reader). Several rows (prefill): the register-blocked matmul with every
+//! epilogue (linear_tiled.wgsl: a tile's rows are whole gate/up pairs), plus
+//! a norm dispatch into scratch before it: a tile sees only part of a row,
+//! so it cannot normalise it.
 //! The prefill form takes 2 token tiles a workgroup for chunks of up to 8
 //! rows, 4 up to 16 and 8 for longer ones (`prefill_token_tiles`): a prompt
 //! of any length needs the same three pipelines, which loading compiles once
@@ -22,7 +22,7 @@
 
 use std::borrow::Cow;
 
-use super::activation::{gated_act_pairs, Activation};
+use super::activation::{act_name, Activation};
 use super::check_elems;
 use super::matmul::{check_groups, Params, TileShape, VecShape, TILE_M};
 use super::rmsnorm::rms_norm;
@@ -41,6 +41,8 @@ pub(crate) fn prefill_token_tiles(m: usize) -> u32 {
 }
 
 const TILED_MAIN: &str = include_str!("../../../../shaders/linear_tiled.wgsl");
+/// The gate activations, for the gating epilogue of both forms.
+const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
 
 /// What happens to `W · x` on its way to `out`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,11 +90,9 @@ pub struct Linear<'a> {
     pub m: usize,
 }
 
-/// Scratch the prefill form needs: `m * w.cols` f32 for the normed x, and
-/// for gating `m * w.rows` f32 for the interleaved gate/up results.
+/// Scratch the prefill form needs: `m * w.cols` f32 for the normed x.
 pub struct LinearScratch<'a> {
     pub normed: &'a GpuBuffer,
-    pub wide: &'a GpuBuffer,
 }
 
 impl Linear<'_> {
@@ -176,8 +176,8 @@ impl Linear<'_> {
     }
 }
 
-/// Records `op`: one dispatch per matrix part when decoding (m = 1), and in
-/// the prefill form also a norm and, for gating, an activation dispatch.
+/// Records `op`: one dispatch per matrix part, and in the prefill form
+/// (m > 1) a norm dispatch before them where the op has a norm.
 pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Result<(), GpuError> {
     linear_as(rec, op, scratch, Forced::default())
 }
@@ -213,51 +213,7 @@ pub(crate) fn linear_as(
         }
         None => (op.x, op.x_offset),
     };
-    match op.epilogue {
-        Epilogue::Glu(act) => {
-            let (rows, m) = (op.w.rows, op.m);
-            check_elems("linear", "wide scratch", scratch.wide, m * rows)?;
-            record_tiled(rec, op, x, x_offset, scratch.wide, 0, rows, false)?;
-            // Each token's row of pairs is contiguous, so all m rows are one run.
-            let pairs_out = |t: usize| op.out_offset + t * op.out_stride;
-            if op.out_stride == rows / 2 {
-                gated_act_pairs(
-                    rec,
-                    scratch.wide,
-                    0,
-                    op.out,
-                    pairs_out(0),
-                    m * rows / 2,
-                    act,
-                )
-            } else {
-                (0..m).try_for_each(|t| {
-                    gated_act_pairs(
-                        rec,
-                        scratch.wide,
-                        t * rows,
-                        op.out,
-                        pairs_out(t),
-                        rows / 2,
-                        act,
-                    )
-                })
-            }
-        }
-        Epilogue::Store | Epilogue::Add => {
-            let add = op.epilogue == Epilogue::Add;
-            record_tiled(
-                rec,
-                op,
-                x,
-                x_offset,
-                op.out,
-                op.out_offset,
-                op.out_stride,
-                add,
-            )
-        }
-    }
+    record_tiled(rec, op, x, x_offset)
 }
 
 /// Storage bindings: w, x, out, then `extra` read-only ones.
@@ -283,23 +239,30 @@ pub(crate) struct Forced {
     pub dot4: Option<bool>,
 }
 
-/// The register-blocked form over `op.w` into `out` (store or add, with the
-/// op's bias unless gating).
-#[allow(clippy::too_many_arguments)]
+/// The register-blocked form over `op.w`, x from `x_offset` of `x` (the
+/// op's, or its normed rows), with the op's epilogue.
 fn record_tiled(
     rec: &mut Recorder,
     op: &Linear,
     x: &GpuBuffer,
     x_offset: usize,
-    out: &GpuBuffer,
-    out_offset: usize,
-    out_stride: usize,
-    add: bool,
 ) -> Result<(), GpuError> {
     let (w, m) = (op.w, op.m);
-    let bias = op.bias.filter(|_| !matches!(op.epilogue, Epilogue::Glu(_)));
+    let bias = op.bias;
+    let glu = match op.epilogue {
+        Epilogue::Glu(act) => Some(act),
+        _ => None,
+    };
+    let add = op.epilogue == Epilogue::Add;
     let tt = prefill_token_tiles(m);
     let tile = TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset);
+    if glu.is_some() && tile.tn % 2 == 1 {
+        // linear_tiled.wgsl pairs a tile's rows: each must hold whole pairs.
+        return Err(shape_err(
+            "linear",
+            format!("a tile of {} rows cannot gate row pairs", tile.tn),
+        ));
+    }
     let rows_per_group = tile.rows(tt);
     let fmt = w.format();
     let has_bias = bias.is_some();
@@ -309,7 +272,10 @@ fn record_tiled(
         args: [
             tt,
             has_bias as u32,
-            add as u32,
+            match glu {
+                Some(act) => 2 + act as u32,
+                None => add as u32,
+            },
             tile.tn,
             tile.x4 as u32,
             tile.vec as u32 | tile.form.code() << 1,
@@ -322,10 +288,15 @@ fn record_tiled(
             ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
             ("BIAS", on(has_bias)),
             ("ADD", on(add)),
+            ("GLU", on(glu.is_some())),
+            ("NO_GLU", on(glu.is_none())),
+            ("ACT", act_name(glu.unwrap_or(Activation::Silu)).into()),
+            ("OUT_SCALE", if glu.is_some() { "2" } else { "1" }.into()),
         ]);
+        let act: &[&'static str] = if glu.is_some() { &[ACT_WGSL] } else { &[] };
         OwnedSpec {
             name: format!("{key:?}"),
-            sources: [&tile.core_wgsl(fmt)[..], &[TILED_MAIN]].concat(),
+            sources: [&tile.core_wgsl(fmt)[..], act, &[TILED_MAIN]].concat(),
             defines,
             entry: "main",
             storage: storage(tile.vec as usize + has_bias as usize),
@@ -344,10 +315,10 @@ fn record_tiled(
             m,
             part.rows,
             x_offset,
-            out_offset + part.first_row,
-            out_stride,
+            op.out_offset + part.first_row / if glu.is_some() { 2 } else { 1 },
+            op.out_stride,
         );
-        let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, out, out, out];
+        let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, op.out, op.out, op.out];
         let mut n = 3;
         if tile.vec {
             buffers[n] = &part.buffer;

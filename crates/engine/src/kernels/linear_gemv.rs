@@ -3,7 +3,7 @@
 //! One dispatch per matrix part does the whole layer (linear_gemv.wgsl):
 //! norm prologue, epilogue, bias.
 
-use super::{on, storage, Epilogue, Forced, Linear};
+use super::{on, storage, Epilogue, Forced, Linear, ACT_WGSL};
 use crate::format::quant::GgmlType;
 use crate::gpu::{
     error::shape_err, workgroups_for, GpuBuffer, GpuContext, GpuError, GpuFeatures, OwnedSpec,
@@ -15,8 +15,6 @@ use crate::kernels::matmul::{
     COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
 };
 use crate::kernels::weights::{GpuFormat, QUANT_WGSL};
-
-const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
 
 const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
 const X_UNIT: &str = include_str!("../../../../shaders/linear_x_unit.wgsl");

@@ -372,10 +372,7 @@ impl Decoder {
     /// Records `op` with the step's scratch.
     fn run_linear(&self, f: &mut Forward, op: &Linear) -> Result<(), GpuError> {
         let a = f.act;
-        let scratch = LinearScratch {
-            normed: &a.h,
-            wide: &a.up,
-        };
+        let scratch = LinearScratch { normed: &a.h };
         linear(f.rec, op, &scratch)
     }
 

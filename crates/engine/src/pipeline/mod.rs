@@ -59,6 +59,13 @@ pub struct PipelineOptions {
     /// (`preflight`). Default: the device memory the adapter reports, where
     /// it reports any (see `GpuContext::device_memory`).
     pub memory_budget: Option<u64>,
+    /// Whether `Engine::load` and `Engine::load_hf` compile every pipeline
+    /// a generation can use and run one step before returning (default),
+    /// or leave each pipeline to compile when first used (llama.cpp's
+    /// `--no-warmup`): a quicker load when few kernels will run, and a
+    /// slower first generation. A `ModelLoader` never warms up by itself;
+    /// its caller does (`Pipeline::warm_up`).
+    pub warm_up: bool,
 }
 
 /// Default prompt tokens per prefill step. A step reads every weight once
@@ -95,6 +102,7 @@ impl Default for PipelineOptions {
             kv_dtype: KvDtype::default(),
             act_dtype: ActDtype::default(),
             memory_budget: None,
+            warm_up: true,
         }
     }
 }
