@@ -36,6 +36,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "Q", requires = "synthetic", conflicts_with = "model",
           value_parser = PossibleValuesParser::new(synthetic::QUANTS.map(|(n, _)| n)))]
     pub quant: Option<String>,
+    /// Also write the synthetic model to this GGUF file before benching it,
+    /// so another engine (llama.cpp, an older wick) can be measured on the
+    /// same weights.
+    #[arg(long, value_name = "FILE", requires = "synthetic")]
+    pub write_gguf: Option<PathBuf>,
     #[arg(long, default_value_t = 64)]
     pub prompt_tokens: usize,
     #[arg(long, default_value_t = 32)]
@@ -82,6 +87,17 @@ fn bench_prompt(engine: &wick::Engine, n: usize) -> Result<Vec<u32>, Box<dyn std
     Ok(ids)
 }
 
+/// Streams the synthetic model `name` in `quant` to a GGUF file at `path`.
+fn write_synthetic(name: &str, quant: &str, path: &std::path::Path) -> CliResult {
+    use std::io::Write;
+    let model = synthetic::SyntheticModel::new(synthetic::arch(name)?, synthetic::quant(quant)?)?;
+    let named = |e: std::io::Error| format!("writing {}: {e}", path.display());
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(named)?);
+    model.stream(|chunk| out.write_all(chunk)).map_err(named)?;
+    out.flush().map_err(named)?;
+    Ok(())
+}
+
 pub fn run(args: BenchArgs) -> CliResult {
     if args.prompt_tokens == 0 || args.gen_tokens < 2 {
         return Err("--prompt-tokens must be >= 1 and --gen-tokens >= 2".into());
@@ -97,6 +113,9 @@ pub fn run(args: BenchArgs) -> CliResult {
         warm_up: true,
     };
     let quant = args.quant.as_deref().unwrap_or("q4_0");
+    if let (Some(path), Some(name)) = (&args.write_gguf, &args.synthetic) {
+        write_synthetic(name, quant, path)?;
+    }
     let loaded = match (&args.model, &args.synthetic) {
         (Some(path), _) => load(path, &opts, &Default::default(), args.json)?,
         (None, Some(name)) => load_synthetic(name, quant, &opts, args.json)?,

@@ -360,15 +360,22 @@ fn bench_kernels_times_many_token_matmuls() {
 
 /// `wick bench --synthetic`: a published architecture with random weights
 /// runs like a file, and its roofline fields are finite and positive, with
-/// the weight bytes of SmolLM2-135M's shapes.
+/// the weight bytes of SmolLM2-135M's shapes. The model it writes with
+/// `--write-gguf` is a whole GGUF file another run can read.
 #[test]
 fn bench_synthetic_reports_the_roofline() {
+    let written = std::env::temp_dir().join(format!(
+        "wick-cli-test-synthetic-{}.gguf",
+        std::process::id()
+    ));
     let out = wick(&[
         "bench",
         "--synthetic",
         "smollm2-135m",
         "--quant",
         "q8_0",
+        "--write-gguf",
+        written.to_str().unwrap(),
         "--json",
         "--prompt-tokens",
         "8",
@@ -405,6 +412,29 @@ fn bench_synthetic_reports_the_roofline() {
         "{v}"
     );
     assert_eq!(v["bytes_read_back_per_token"], 4.0, "{v}");
+    // The file's header and tensor table parse, every tensor within its
+    // bytes, and its tokenizer maps text to the byte tokens.
+    let file_len = std::fs::metadata(&written).map(|m| m.len()).unwrap_or(0);
+    assert!(file_len > want, "{file_len} bytes");
+    let tok = wick(&[
+        "tokenize",
+        "--model",
+        written.to_str().unwrap(),
+        "--text",
+        "hi",
+        "--json",
+    ]);
+    std::fs::remove_file(&written).ok();
+    assert!(
+        tok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tok.stderr)
+    );
+    let ids: serde_json::Value = serde_json::from_slice(&tok.stdout).unwrap();
+    assert!(
+        ids["ids"].as_array().is_some_and(|a| !a.is_empty()),
+        "{ids}"
+    );
 }
 
 #[test]
@@ -421,6 +451,10 @@ fn bench_synthetic_refuses_unknown_names_listing_the_valid_ones() {
         "q4_0, q4_k, q8_0, f16",
     );
     fails_with(&bench(&[]), "--synthetic");
+    fails_with(
+        &bench(&["--model", "x.gguf", "--write-gguf", "y.gguf"]),
+        "--synthetic",
+    );
     fails_with(
         &bench(&["--model", "x.gguf", "--synthetic", "smollm2-135m"]),
         "cannot be used with",

@@ -6,7 +6,8 @@
 //! judged by multiply-adds per second (`matmul_throughput`).
 //!
 //! Timing is wall clock around many dispatches recorded into a few submits,
-//! after a warm-up that compiles the pipelines and faults in the buffers.
+//! after a warm-up that compiles the pipelines and faults in the buffers;
+//! batches grow until they last long enough that submit latency is noise.
 //! Native only: the browser has no blocking wait.
 
 use std::time::Instant;
@@ -25,6 +26,12 @@ const ROTATION_BYTES: usize = 192 << 20;
 /// Timed batches per measurement; the fastest counts (both for GEMVs and
 /// copies, so their ratio compares like with like).
 const BATCHES: usize = 4;
+/// Shortest timed batch: a batch grows until it lasts this long, so that a
+/// fast GPU's submit-and-wait latency (around a millisecond) is not counted
+/// as the kernels' time. On a software adapter the first batch already does.
+const MIN_BATCH_SECONDS: f64 = 0.025;
+/// Most items one timed batch grows to.
+const MAX_BATCH: usize = 1 << 14;
 /// Dispatches per submit: well under the uniform arena's 8192 slots.
 const PER_SUBMIT: usize = 256;
 
@@ -69,7 +76,7 @@ fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Times `iters` single-token GEMVs `y = W x` with a `rows x cols` matrix of
+/// Times at least `iters` single-token GEMVs `y = W x` with a `rows x cols` matrix of
 /// `dtype` (cols a whole number of blocks), in the form `matmul` picks.
 /// 2048 x 2048 takes seconds on lavapipe.
 pub async fn gemv_bandwidth(
@@ -82,7 +89,7 @@ pub async fn gemv_bandwidth(
     gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Matmul(None), 1).await
 }
 
-/// Times `iters` matmuls of `tokens` token rows through a `rows x cols`
+/// Times at least `iters` matmuls of `tokens` token rows through a `rows x cols`
 /// matrix of `dtype`, in the form `matmul` picks for that many rows (the
 /// prefill form for more than one): how fast a prompt's projections run.
 pub async fn matmul_throughput(
@@ -182,15 +189,7 @@ async fn gemv_bandwidth_in(
     };
     // Warm-up: compiles the pipeline and touches every copy.
     gemvs.run(copies.max(4)).await?;
-    // The fastest of a few batches: on a shared machine the slow ones
-    // measure the neighbours.
-    let batch = iters.div_ceil(BATCHES).max(1);
-    let mut seconds = f64::INFINITY;
-    for _ in 0..BATCHES {
-        let start = Instant::now();
-        gemvs.run(batch).await?;
-        seconds = seconds.min(start.elapsed().as_secs_f64() / batch as f64);
-    }
+    let seconds = seconds_each(iters.div_ceil(BATCHES), async |n| gemvs.run(n).await).await?;
     Ok(GemvBench {
         dtype,
         rows,
@@ -263,7 +262,7 @@ impl Gemvs<'_> {
     }
 }
 
-/// GB/s (10^9 bytes read per second) of `iters` buffer-to-buffer copies of
+/// GB/s (10^9 bytes read per second) of at least `iters` buffer-to-buffer copies of
 /// `bytes` bytes (rounded up to 4, capped at one binding: 128 MiB on
 /// lavapipe). Give it well over the GPU's last-level cache (e.g. 128 MiB) to
 /// measure memory rather than cache.
@@ -283,15 +282,38 @@ pub async fn copy_bandwidth(ctx: &GpuContext, bytes: u64, iters: usize) -> Resul
     };
     run(2).await?;
     ctx.wait_idle();
-    let batch = iters.div_ceil(BATCHES).max(1);
-    let mut seconds = f64::INFINITY;
-    for _ in 0..BATCHES {
+    let seconds = seconds_each(iters.div_ceil(BATCHES), async |n| {
+        run(n).await?;
+        ctx.wait_idle();
+        Ok(())
+    })
+    .await?;
+    Ok(bytes as f64 / seconds / 1e9)
+}
+
+/// Seconds per item of `run(n)` (which runs `n` items and waits for them):
+/// the fastest of `BATCHES` timed batches, since on a shared machine the
+/// slow ones measure the neighbours. A batch has at least `min_items`; one
+/// shorter than `MIN_BATCH_SECONDS` does not count, and the next is twice
+/// as large.
+async fn seconds_each(
+    min_items: usize,
+    mut run: impl AsyncFnMut(usize) -> Result<(), GpuError>,
+) -> Result<f64, GpuError> {
+    let mut batch = min_items.max(1);
+    let (mut seconds, mut timed) = (f64::INFINITY, 0);
+    while timed < BATCHES {
         let start = Instant::now();
         run(batch).await?;
-        ctx.wait_idle();
-        seconds = seconds.min(start.elapsed().as_secs_f64());
+        let elapsed = start.elapsed().as_secs_f64();
+        if elapsed < MIN_BATCH_SECONDS && batch < MAX_BATCH {
+            batch = (batch * 2).min(MAX_BATCH);
+            continue;
+        }
+        seconds = seconds.min(elapsed / batch as f64);
+        timed += 1;
     }
-    Ok(bytes as f64 * batch as f64 / seconds / 1e9)
+    Ok(seconds)
 }
 
 #[cfg(test)]
@@ -299,6 +321,22 @@ mod tests {
     use super::*;
     use crate::kernels::matmul::Reduce;
     use crate::testutil::ctx;
+
+    /// A batch too short to time well is not counted and the next doubles;
+    /// then the fastest of `BATCHES` batches of that size counts.
+    #[test]
+    fn short_batches_grow_until_they_can_be_timed() {
+        let mut sizes = Vec::new();
+        let per_item = pollster::block_on(seconds_each(2, async |n| {
+            sizes.push(n);
+            std::thread::sleep(std::time::Duration::from_millis(n as u64));
+            Ok(())
+        }))
+        .unwrap();
+        // 2, 4, 8 and 16 ms are under MIN_BATCH_SECONDS; 32 ms is not.
+        assert_eq!(sizes, [2, 4, 8, 16, 32, 32, 32, 32], "{sizes:?}");
+        assert!((1e-3..1.5e-3).contains(&per_item), "{per_item}");
+    }
 
     #[test]
     fn benchmarks_report_sane_numbers() {
