@@ -7,6 +7,7 @@
 use wick::embedding::{EmbedOptions, Embedder, Embedding};
 
 /// One reference input: its text, token ids and vector.
+#[derive(Clone, Copy)]
 pub struct Expected<'a> {
     pub text: &'a str,
     pub ids: &'a [u32],
@@ -47,11 +48,13 @@ pub fn check(got: &[Embedding], want: &[Expected], dim: usize, what: &str) -> f6
 }
 
 /// Checks `embedder` on the reference's texts: their token ids, then each
-/// embedding (`check`) one input at a time and all in one call (padded
-/// batches of similar lengths), and that padding does not leak into a
-/// sequence's rows (the batches equal the single runs up to f32 rounding,
-/// far below what a masked key or row would change). Returns the single
-/// runs.
+/// embedding (`check`) all in one call (padded batches of similar lengths)
+/// and some one input at a time (every fifth and the longest: a single run
+/// costs as much as its share of the batch, and these cover the shortest,
+/// the longest and lengths between), and that padding does not leak into a
+/// sequence's rows (those batch rows equal the single runs up to f32
+/// rounding, far below what a masked key or row would change). Returns the
+/// batch's vectors, in the inputs' order.
 pub fn check_reference(embedder: &Embedder, want: &[Expected], dim: usize) -> Vec<Embedding> {
     let texts: Vec<&str> = want.iter().map(|w| w.text).collect();
     assert_eq!(texts.len(), 16, "the references hold 16 inputs");
@@ -59,18 +62,26 @@ pub fn check_reference(embedder: &Embedder, want: &[Expected], dim: usize) -> Ve
     for (i, (got, w)) in ids.iter().zip(want).enumerate() {
         assert_eq!(got, w.ids, "input {i} ({:?}): token ids", w.text);
     }
-    let mut single = Vec::new();
-    for t in &texts {
-        single.extend(pollster::block_on(embedder.embed(&[t], EmbedOptions::default())).unwrap());
-    }
-    check(&single, want, dim, "batch of 1");
     let batch = pollster::block_on(embedder.embed(&texts, EmbedOptions::default())).unwrap();
     check(&batch, want, dim, "batch of 16");
-    for (i, (a, b)) in single.iter().zip(&batch).enumerate() {
-        let c = cosine(&a.vector, &b.vector);
+    let longest = (0..ids.len()).max_by_key(|&i| ids[i].len()).unwrap();
+    let mut alone: Vec<usize> = (0..texts.len()).step_by(5).collect();
+    if !alone.contains(&longest) {
+        alone.push(longest);
+    }
+    let single: Vec<Embedding> = alone
+        .iter()
+        .flat_map(|&i| {
+            pollster::block_on(embedder.embed(&[texts[i]], EmbedOptions::default())).unwrap()
+        })
+        .collect();
+    let single_want: Vec<Expected> = alone.iter().map(|&i| want[i]).collect();
+    check(&single, &single_want, dim, "one at a time");
+    for (&i, a) in alone.iter().zip(&single) {
+        let c = cosine(&a.vector, &batch[i].vector);
         assert!(c > 0.999_999, "input {i}: batch vs alone cosine {c}");
     }
-    single
+    batch
 }
 
 /// The smallest cosine between two references' vectors for the same texts

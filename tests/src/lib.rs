@@ -345,7 +345,21 @@ pub fn check_case_except(
 /// identical to llama.cpp's, then `check_case` with the shared tolerances,
 /// on each of `golden_paths`.
 pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
-    for (kv, act) in golden_paths() {
+    check_golden_file_on(model, file, ctx_len, &golden_paths());
+}
+
+/// As `check_golden_file`, for a long prompt: one path, 8-bit activations,
+/// so its reference positions are decode steps after a prefill of the
+/// rest. That one run checks the long prefill (through the K/V it leaves)
+/// and decode attention over the whole context (split on every adapter);
+/// a second path would repeat the long prefill for what the short prompts
+/// already check on both.
+pub fn check_long_golden_file(model: &str, file: &str, ctx_len: usize) {
+    check_golden_file_on(model, file, ctx_len, &[(KvDtype::default(), ActDtype::Q8)]);
+}
+
+fn check_golden_file_on(model: &str, file: &str, ctx_len: usize, paths: &[(KvDtype, ActDtype)]) {
+    for &(kv, act) in paths {
         let mut engine = load_engine_with(gpu(), model, ctx_len, kv, act);
         for case in golden(file, model).cases {
             let ids = engine.tokenize_prompt(&case.prompt).unwrap();

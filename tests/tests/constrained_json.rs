@@ -256,23 +256,24 @@ fn seeded(seed: u64) -> SamplingParams {
     }
 }
 
+/// Every schema once on SmolLM2: the even ones greedy, the odd ones sampled.
 #[test]
-fn smollm2_greedy_every_schema() {
-    check_schemas(SMOLLM2, &SamplingParams::default(), |_| true);
+fn smollm2_greedy_every_other_schema() {
+    check_schemas(SMOLLM2, &SamplingParams::default(), |i| i % 2 == 0);
 }
 
 #[test]
-fn smollm2_sampled_every_other_schema() {
+fn smollm2_sampled_the_other_schemas() {
     check_schemas(SMOLLM2, &seeded(5), |i| i % 2 == 1);
 }
 
-/// A quarter of the schemas (six, spread over the list) on the second
-/// tokenizer and vocabulary: SmolLM2 runs them all, and Qwen2.5 takes about
-/// four times as long a token on lavapipe.
+/// Four schemas spread over the list on the second tokenizer and
+/// vocabulary: Qwen2.5 takes about four times as long a token as SmolLM2
+/// on lavapipe.
 #[test]
 fn qwen_greedy_and_sampled_subset() {
-    check_schemas(QWEN, &SamplingParams::default(), |i| i % 8 == 0);
-    check_schemas(QWEN, &seeded(9), |i| i % 8 == 5);
+    check_schemas(QWEN, &SamplingParams::default(), |i| i % 11 == 0);
+    check_schemas(QWEN, &seeded(9), |i| i % 11 == 5);
 }
 
 #[test]

@@ -2,9 +2,8 @@
 //! folder with two Dense modules) against sentence-transformers' own
 //! embeddings (tests/fixtures/embed/embeddinggemma_reference.json, made by
 //! the script beside it): the tokenizer's ids exactly, and each embedding to
-//! a cosine similarity of at least 0.999, one input at a time and all 16 in
-//! one call (padded batches of similar lengths); those equal the single
-//! inputs. One input of 548 tokens passes the local layers' sliding window.
+//! a cosine similarity of at least 0.999, all 16 in one call (padded batches of
+//! similar lengths) and some one at a time, which equal their batch rows. One input of 548 tokens passes the local layers' sliding window.
 
 use serde::Deserialize;
 use wick::embedding::EmbedOptions;

@@ -1,8 +1,8 @@
 //! all-MiniLM-L6-v2 (BERT, sentence-transformers) against sentence-transformers'
 //! own embeddings (tests/fixtures/embed/minilm_reference.json, made by the
 //! script beside it): the tokenizer's ids exactly, and each embedding to a
-//! cosine similarity of at least 0.999, one input at a time and all 16 in one
-//! call (padded batches of similar lengths); those equal the single inputs.
+//! cosine similarity of at least 0.999, all 16 in one call (padded batches of
+//! similar lengths) and some one at a time, which equal their batch rows.
 
 use serde::Deserialize;
 use wick::embedding::EmbedOptions;

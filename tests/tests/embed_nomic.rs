@@ -1,8 +1,8 @@
 //! nomic-embed-text-v1.5 (nomic-bert, GGUF F16) against an independent f64
 //! forward pass in numpy (tests/fixtures/embed/nomic_reference.json, made by
 //! the script beside it): the WordPiece ids exactly, and each embedding to a
-//! cosine similarity of at least 0.999, one input at a time and all 16 in one
-//! call (padded batches of similar lengths); those equal the single inputs.
+//! cosine similarity of at least 0.999, all 16 in one call (padded batches of
+//! similar lengths) and some one at a time, which equal their batch rows.
 //!
 //! Both wick and that reference are also held to llama.cpp's embedding mode
 //! (nomic_llamacpp.json, made by make_nomic_llamacpp.sh with the prebuilt
@@ -66,9 +66,9 @@ fn nomic_matches_the_f64_reference_and_llama_cpp() {
         &expected(&llamacpp.inputs),
         "numpy f64 reference vs llama.cpp",
     );
-    let single = embed_check::check_reference(&embedder, &expected(&reference.inputs), 768);
+    let batch = embed_check::check_reference(&embedder, &expected(&reference.inputs), 768);
     embed_check::check(
-        &single,
+        &batch,
         &expected(&llamacpp.inputs),
         768,
         "wick vs llama.cpp",
@@ -76,5 +76,5 @@ fn nomic_matches_the_f64_reference_and_llama_cpp() {
     // The task prefix changes the vector (the user adds it; wick does not).
     let bare =
         pollster::block_on(embedder.embed(&["What is TSNE?"], EmbedOptions::default())).unwrap();
-    assert!(cosine(&bare[0].vector, &single[0].vector) < 0.99);
+    assert!(cosine(&bare[0].vector, &batch[0].vector) < 0.99);
 }

@@ -2,7 +2,7 @@
 //! sliding-window attention) against llama.cpp's reference logits, including
 //! a 600+ token prompt that crosses the 512-token window.
 
-use wick_tests::{check_golden_file, golden};
+use wick_tests::{check_golden_file, check_long_golden_file, golden};
 
 const MODEL: &str = "gemma-3-270m-q4_k_m.gguf";
 
@@ -18,5 +18,5 @@ fn gemma3_long_prompt_across_the_sliding_window_matches_llama_cpp() {
         long.cases.iter().all(|c| c.prompt_ids.len() > 512),
         "the long prompt must cross the window"
     );
-    check_golden_file(MODEL, "llamacpp_long_public.json", 640);
+    check_long_golden_file(MODEL, "llamacpp_long_public.json", 640);
 }

@@ -3,9 +3,11 @@
 // "required" and a named function decode under the tools' grammar, so the
 // call's arguments must validate against its tool's schema (checked here by
 // Ajv, an independent validator); "auto" with a greeting gives plain
-// content. The "required" call and the "auto" reply are also compared with
-// the native engine's (`wick chat --messages --tools --json`, greedy): the
-// same call and the same text.
+// content. The "auto" reply is also compared with the native engine's
+// (`wick chat --messages --tools --json`, greedy): the same text. (That
+// constrained decoding gives the native ids in the browser is checked on
+// SmolLM2 in structured.test.mjs; a native run of this 275-token prompt
+// costs minutes on lavapipe.)
 // The time limits are hang guards, not speed bounds: on a 2-core runner
 // whose other core runs the native tests, "required" took 600 s.
 //
@@ -90,9 +92,6 @@ function assertValidCalls(calls, wantName) {
   }
 }
 
-/** The calls without their ids (which differ run to run). */
-const named = (calls) => (calls ?? []).map((c) => [c.function.name, JSON.parse(c.function.arguments)]);
-
 before(async () => {
   checkBuilt();
   const model = path.join(modelsDir, QWEN);
@@ -143,7 +142,7 @@ describe("tool calls (Qwen2.5)", () => {
     assert.equal(r.withLogprobs.field, "logprobs");
   });
 
-  test("tool_choice required: a parsed call whose arguments validate, as the native engine makes it", { timeout: 1_600_000 }, async () => {
+  test("tool_choice required: a parsed call whose arguments validate", { timeout: 1_600_000 }, async () => {
     const r = await within(1_500_000, page.evaluate(async ([messages, tools, max]) => (
       window.engine.chat.completions.create({ messages, tools, tool_choice: "required", max_tokens: max, temperature: 0 })
     ), [WEATHER, TOOLS, MAX_TOKENS]), "required");
@@ -152,8 +151,6 @@ describe("tool calls (Qwen2.5)", () => {
     assert.equal(choice.finish_reason, "tool_calls");
     assert.equal(choice.message.content, null);
     assertValidCalls(choice.message.tool_calls);
-    const native = nativeChat(WEATHER, "required", MAX_TOKENS).choices[0];
-    assert.deepEqual(named(choice.message.tool_calls), named(native.message.tool_calls));
   });
 
   test("a named function, streamed: OpenAI's tool-call deltas add up to one valid call of it", { timeout: 1_600_000 }, async () => {
