@@ -11,12 +11,26 @@ use crate::gpu::GpuContext;
 /// none is found: CI always has lavapipe, so a missing adapter is a setup bug.
 pub fn ctx() -> &'static GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| match pollster::block_on(GpuContext::new()) {
+    CTX.get_or_init(|| {
+        // These tests compile hundreds of kernel variants to run each once
+        // on a small shape, so on lavapipe (llvmpipe's LLVM) compiling is
+        // most of their time when the shader cache is cold, as on a fresh
+        // CI machine. Skipping LLVM's optimization passes compiles faster
+        // and still runs the same WGSL; a caller's own setting is kept.
+        if std::env::var_os("GALLIVM_PERF").is_none() {
+            std::env::set_var("GALLIVM_PERF", "nopt");
+        }
+        new_ctx()
+    })
+}
+
+fn new_ctx() -> GpuContext {
+    match pollster::block_on(GpuContext::new()) {
         Ok(ctx) => ctx,
         Err(e) => panic!(
             "GPU tests need an adapter: {e}. Install mesa-vulkan-drivers and set WGPU_BACKEND=vulkan"
         ),
-    })
+    }
 }
 
 /// Uniform values in [-1, 1) from a fixed seed.
