@@ -453,7 +453,7 @@ fn bench_synthetic_refuses_unknown_names_listing_the_valid_ones() {
     fails_with(&bench(&[]), "--synthetic");
     fails_with(
         &bench(&["--model", "x.gguf", "--write-gguf", "y.gguf"]),
-        "--synthetic",
+        "cannot be used with",
     );
     fails_with(
         &bench(&["--model", "x.gguf", "--synthetic", "smollm2-135m"]),
