@@ -39,7 +39,12 @@ pub struct BenchArgs {
     /// Also write the synthetic model to this GGUF file before benching it,
     /// so another engine (llama.cpp, an older wick) can be measured on the
     /// same weights.
-    #[arg(long, value_name = "FILE", requires = "synthetic", conflicts_with = "model")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "synthetic",
+        conflicts_with = "model"
+    )]
     pub write_gguf: Option<PathBuf>,
     #[arg(long, default_value_t = 64)]
     pub prompt_tokens: usize,
