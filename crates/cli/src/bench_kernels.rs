@@ -16,6 +16,7 @@ use wick::kernels::bench::{
     GemvBench,
 };
 use wick::kernels::linear::q8_dot4_fits;
+use wick::kernels::load_probe::probe_load_paths;
 use wick::kernels::matmul::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
 use wick::kernels::rmsnorm_q8::Q8_BLOCK;
 use wick::kernels::weights::GPU_DTYPES;
@@ -50,6 +51,11 @@ pub struct BenchKernelsArgs {
     /// reports multiply-adds per second (GMAC/s).
     #[arg(long, default_value_t = 1)]
     pub tokens: usize,
+    /// Instead of the formats, time a plain F32 GEMV of the first shape
+    /// with its weights in a storage buffer or a texture and x in a storage
+    /// or a uniform buffer: which binding kinds this adapter loads cheaply.
+    #[arg(long, conflicts_with = "sweep")]
+    pub load_paths: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -111,10 +117,16 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
     if args.tokens > 1 && args.sweep {
         return Err("--sweep times the decode GEMV's shapes: it takes no --tokens".into());
     }
+    if args.tokens > 1 && args.load_paths {
+        return Err("--load-paths times one-token GEMVs: it takes no --tokens".into());
+    }
     let shapes = parse_shapes(&args)?;
     let ctx = pollster::block_on(GpuContext::new())?;
     // 256 MiB copies: larger than any cache, like the GEMV's rotating weights.
     let copy_gbps = pollster::block_on(copy_bandwidth(&ctx, 256 << 20, 16))?;
+    if args.load_paths {
+        return load_paths(&ctx, shapes[0], args.iters, copy_gbps, args.json);
+    }
     let mut results = Vec::new();
     let mut skipped = Vec::new();
     for &(rows, cols) in &shapes {
@@ -202,6 +214,60 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
         print_row(r);
     }
     print_skipped(&skipped);
+    Ok(())
+}
+
+/// `--load-paths`: `load_probe` on `shape`, as a table or JSON.
+fn load_paths(
+    ctx: &GpuContext,
+    (rows, cols): (usize, usize),
+    most_iters: usize,
+    copy_gbps: f64,
+    json: bool,
+) -> CliResult {
+    let iters = iters_for(rows * cols * 4, most_iters);
+    let probes = pollster::block_on(probe_load_paths(ctx, rows, cols, iters))?;
+    let rows_json: Vec<Value> = probes
+        .iter()
+        .map(|p| {
+            json!({
+                "path": p.path.name(),
+                "rows": p.rows,
+                "cols": p.cols,
+                "us_per_gemv": p.seconds * 1e6,
+                "gemv_gbps": p.gbps,
+                "ratio": p.gbps / copy_gbps,
+            })
+        })
+        .collect();
+    if json {
+        let report = json!({
+            "adapter": ctx.adapter.name,
+            "software_adapter": ctx.adapter.is_software,
+            "copy_gbps": copy_gbps,
+            "load_paths": rows_json,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "adapter {}  copy bandwidth {copy_gbps:.2} GB/s",
+        ctx.adapter.name
+    );
+    println!("F32 GEMV {rows}x{cols}, each way of binding its weights (w) and x");
+    println!(
+        "{:<26} {:>12} {:>10} {:>7}",
+        "binding", "us/GEMV", "GB/s", "ratio"
+    );
+    for r in &rows_json {
+        println!(
+            "{:<26} {:>12.1} {:>10.2} {:>7.3}",
+            r["path"].as_str().unwrap_or(""),
+            r["us_per_gemv"].as_f64().unwrap_or(0.0),
+            r["gemv_gbps"].as_f64().unwrap_or(0.0),
+            r["ratio"].as_f64().unwrap_or(0.0)
+        );
+    }
     Ok(())
 }
 

@@ -358,6 +358,66 @@ fn bench_kernels_times_many_token_matmuls() {
     fails_with(&["bench-kernels", "--tokens", "4", "--sweep"], "--sweep");
 }
 
+/// `wick bench-kernels --load-paths` times the F32 GEMV through each of
+/// the four bindings (each checked against the CPU inside) and nothing
+/// else; shapes it cannot take are refused by name.
+#[test]
+fn bench_kernels_times_each_load_path() {
+    let args = [
+        "bench-kernels",
+        "--rows",
+        "20",
+        "--cols",
+        "36",
+        "--iters",
+        "2",
+    ];
+    let out = wick(&[&args[..], &["--load-paths", "--json"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("gemv").is_none(), "{v}");
+    let paths: Vec<&str> = v["load_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let (us, gbps) = (
+                r["us_per_gemv"].as_f64().unwrap(),
+                r["gemv_gbps"].as_f64().unwrap(),
+            );
+            assert!(us > 0.0 && gbps.is_finite() && gbps > 0.0, "{r}");
+            // 20 x 36 f32 weights over the GEMV's time.
+            let want = (20 * 36 * 4) as f64 / us / 1e3;
+            assert!((gbps - want).abs() <= 1e-9 * want, "{r}");
+            r["path"].as_str().unwrap()
+        })
+        .collect();
+    let want = [
+        "w storage, x storage",
+        "w storage, x uniform",
+        "w texture, x storage",
+        "w texture, x uniform",
+    ];
+    assert_eq!(paths, want);
+    fails_with(
+        &[
+            "bench-kernels",
+            "--rows",
+            "8",
+            "--cols",
+            "6",
+            "--load-paths",
+        ],
+        "multiple of 4",
+    );
+    fails_with(
+        &["bench-kernels", "--load-paths", "--tokens", "4"],
+        "--tokens",
+    );
+    fails_with(&["bench-kernels", "--load-paths", "--sweep"], "--sweep");
+}
+
 /// `wick bench --synthetic`: a published architecture with random weights
 /// runs like a file, and its roofline fields are finite and positive, with
 /// the weight bytes of SmolLM2-135M's shapes. The model it writes with

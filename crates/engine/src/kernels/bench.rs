@@ -62,7 +62,7 @@ impl GemvBench {
 
 /// Deterministic values in [-1, 1) without a rand dependency (a 64-bit LCG):
 /// any spread of values does, the kernel's work does not depend on them.
-fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
+pub(crate) fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
@@ -296,7 +296,7 @@ pub async fn copy_bandwidth(ctx: &GpuContext, bytes: u64, iters: usize) -> Resul
 /// slow ones measure the neighbours. A batch has at least `min_items`; one
 /// shorter than `MIN_BATCH_SECONDS` does not count, and the next is twice
 /// as large.
-async fn seconds_each(
+pub(crate) async fn seconds_each(
     min_items: usize,
     mut run: impl AsyncFnMut(usize) -> Result<(), GpuError>,
 ) -> Result<f64, GpuError> {

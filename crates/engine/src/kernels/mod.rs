@@ -16,6 +16,8 @@ pub mod kv;
 pub mod layer_norm;
 pub mod layout;
 pub mod linear;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod load_probe;
 pub mod matmul;
 pub(crate) mod matmul_variants;
 pub(crate) mod matvec_tile;
