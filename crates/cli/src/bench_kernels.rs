@@ -8,6 +8,8 @@
 //! 8-bit blocks through the fused linear layer (`x: "q8"`, a decode projection's input
 //! with `--activations q8`). `--tokens N` times the matmul over N token rows
 //! instead (the prefill form `matmul` picks), in multiply-adds per second.
+//! `--load-paths` times instead one plain F32 GEMV with its weights and x
+//! through each kind of binding (`kernels::load_probe`).
 
 use serde_json::{json, Value};
 use wick::gpu::GpuContext;
