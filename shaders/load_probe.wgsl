@@ -1,12 +1,11 @@
-// A plain F32 GEMV, y = W x, that reads its weights and x through the
-// binding kinds kernels::load_probe names: weights from a storage buffer or
-// from an rgba32float texture (vec4 i of the row-major matrix at texel
-// (i mod 2^WIDTH_SHIFT, i >> WIDTH_SHIFT)), x from a storage or a uniform
-// buffer. Everything else is the same in all four, so their times compare
-// the loads alone. Each invocation takes LANE_ROWS rows and loads each
-// vec4 of x once for all of them.
+// A plain GEMV, y = W x, that reads its weights and x through the binding
+// kinds kernels::load_probe names: weights from a storage buffer or a 2-D
+// texture (vec4 i of the stored matrix at texel (i mod 2^WIDTH_SHIFT,
+// i >> WIDTH_SHIFT)), x from a storage or a uniform buffer. Everything else
+// is the same on every path, so their times compare the loads alone. Each
+// invocation takes LANE_ROWS rows and loads x once for all of them. Then
+// the format's body: load_probe_f32.wgsl or load_probe_q4.wgsl.
 
-const K4: u32 = {{K4}}u;    // vec4s a row
 const ROWS: u32 = {{ROWS}}u;
 const WIDTH_SHIFT: u32 = {{WIDTH_SHIFT}}u;
 const LANE_ROWS: u32 = {{LANE_ROWS}}u;
@@ -15,8 +14,8 @@ const LANE_ROWS: u32 = {{LANE_ROWS}}u;
 {{X_DECL}}
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
-fn w_at(i: u32) -> vec4<f32> {
-    return {{W_LOAD}};
+fn texel(i: u32) -> vec2<u32> {
+    return vec2<u32>(i & ((1u << WIDTH_SHIFT) - 1u), i >> WIDTH_SHIFT);
 }
 
 @compute @workgroup_size({{WG}})
@@ -26,14 +25,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     // Rows past the matrix repeat its last; their sums are not stored.
-    var acc: array<vec4<f32>, LANE_ROWS>;
-    for (var i = 0u; i < K4; i++) {
-        let xv = x[i];
-{{ROW_STEPS}}
-    }
+    let acc = row_sums(row0);
     for (var j = 0u; j < LANE_ROWS; j++) {
         if (row0 + j < ROWS) {
-            y[row0 + j] = dot(acc[j], vec4<f32>(1.0));
+            y[row0 + j] = acc[j];
         }
     }
 }

@@ -8,8 +8,8 @@
 //! 8-bit blocks through the fused linear layer (`x: "q8"`, a decode projection's input
 //! with `--activations q8`). `--tokens N` times the matmul over N token rows
 //! instead (the prefill form `matmul` picks), in multiply-adds per second.
-//! `--load-paths` times instead one plain F32 GEMV with its weights and x
-//! through each kind of binding (`kernels::load_probe`).
+//! `--load-paths` times instead one plain GEMV (F32 and 4-bit weights) with
+//! its weights and x through each kind of binding (`kernels::load_probe`).
 
 use serde_json::{json, Value};
 use wick::gpu::GpuContext;
@@ -18,7 +18,7 @@ use wick::kernels::bench::{
     GemvBench,
 };
 use wick::kernels::linear::q8_dot4_fits;
-use wick::kernels::load_probe::probe_load_paths;
+use wick::kernels::load_probe::{probe_load_paths, ProbeFormat};
 use wick::kernels::matmul::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
 use wick::kernels::rmsnorm_q8::Q8_BLOCK;
 use wick::kernels::weights::GPU_DTYPES;
@@ -53,9 +53,11 @@ pub struct BenchKernelsArgs {
     /// reports multiply-adds per second (GMAC/s).
     #[arg(long, default_value_t = 1)]
     pub tokens: usize,
-    /// Instead of the formats, time a plain F32 GEMV of the first shape
-    /// with its weights in a storage buffer or a texture and x in a storage
-    /// or a uniform buffer: which binding kinds this adapter loads cheaply.
+    /// Instead of the formats, time a plain GEMV of the first shape (F32
+    /// weights, and 4-bit ones where the columns are whole 32-weight
+    /// blocks) with its weights in a storage buffer or a texture and x in a
+    /// storage or a uniform buffer: which binding kinds this adapter loads
+    /// cheaply.
     #[arg(long, conflicts_with = "sweep")]
     pub load_paths: bool,
     #[arg(long)]
@@ -219,7 +221,8 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
     Ok(())
 }
 
-/// `--load-paths`: `load_probe` on `shape`, as a table or JSON.
+/// `--load-paths`: `load_probe` on `shape` in each format whose blocks
+/// divide its columns (the others reported as skipped), as a table or JSON.
 fn load_paths(
     ctx: &GpuContext,
     (rows, cols): (usize, usize),
@@ -227,12 +230,21 @@ fn load_paths(
     copy_gbps: f64,
     json: bool,
 ) -> CliResult {
-    let iters = iters_for(rows * cols * 4, most_iters);
-    let probes = pollster::block_on(probe_load_paths(ctx, rows, cols, iters))?;
-    let rows_json: Vec<Value> = probes
-        .iter()
-        .map(|p| {
+    let mut rows_json = Vec::new();
+    let mut skipped = Vec::new();
+    for format in ProbeFormat::ALL {
+        if cols % format.block() != 0 {
+            skipped.push(json!({
+                "format": format.name(), "rows": rows, "cols": cols,
+                "reason": format!("{cols} columns are not whole {}-weight blocks", format.block()),
+            }));
+            continue;
+        }
+        let iters = iters_for(rows * cols * 4, most_iters);
+        let probes = pollster::block_on(probe_load_paths(ctx, format, rows, cols, iters))?;
+        rows_json.extend(probes.iter().map(|p| {
             json!({
+                "format": p.format.name(),
                 "path": p.path.name(),
                 "rows": p.rows,
                 "cols": p.cols,
@@ -240,14 +252,26 @@ fn load_paths(
                 "gemv_gbps": p.gbps,
                 "ratio": p.gbps / copy_gbps,
             })
-        })
-        .collect();
+        }));
+    }
+    if rows_json.is_empty() {
+        let blocks: Vec<String> = ProbeFormat::ALL
+            .iter()
+            .map(|f| format!("{} a multiple of {}", f.name(), f.block()))
+            .collect();
+        return Err(format!(
+            "--load-paths: {cols} columns fit no probe format ({})",
+            blocks.join(", ")
+        )
+        .into());
+    }
     if json {
         let report = json!({
             "adapter": ctx.adapter.name,
             "software_adapter": ctx.adapter.is_software,
             "copy_gbps": copy_gbps,
             "load_paths": rows_json,
+            "skipped": skipped,
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -256,18 +280,29 @@ fn load_paths(
         "adapter {}  copy bandwidth {copy_gbps:.2} GB/s",
         ctx.adapter.name
     );
-    println!("F32 GEMV {rows}x{cols}, each way of binding its weights (w) and x");
+    println!("GEMV {rows}x{cols}, each way of binding its weights (w) and x");
     println!(
-        "{:<26} {:>12} {:>10} {:>7}",
+        "{:<30} {:>12} {:>10} {:>7}",
         "binding", "us/GEMV", "GB/s", "ratio"
     );
     for r in &rows_json {
         println!(
-            "{:<26} {:>12.1} {:>10.2} {:>7.3}",
-            r["path"].as_str().unwrap_or(""),
+            "{:<30} {:>12.1} {:>10.2} {:>7.3}",
+            format!(
+                "{} {}",
+                r["format"].as_str().unwrap_or(""),
+                r["path"].as_str().unwrap_or("")
+            ),
             r["us_per_gemv"].as_f64().unwrap_or(0.0),
             r["gemv_gbps"].as_f64().unwrap_or(0.0),
             r["ratio"].as_f64().unwrap_or(0.0)
+        );
+    }
+    for s in &skipped {
+        println!(
+            "{:<30} skipped: {}",
+            s["format"].as_str().unwrap_or(""),
+            s["reason"].as_str().unwrap_or("")
         );
     }
     Ok(())

@@ -358,48 +358,49 @@ fn bench_kernels_times_many_token_matmuls() {
     fails_with(&["bench-kernels", "--tokens", "4", "--sweep"], "--sweep");
 }
 
-/// `wick bench-kernels --load-paths` times the F32 GEMV through each of
-/// the four bindings (each checked against the CPU inside) and nothing
-/// else; shapes it cannot take are refused by name.
+/// `wick bench-kernels --load-paths` times the probe GEMV through each of
+/// the four bindings (each checked against the CPU inside), F32 and 4-bit
+/// where the columns allow, and nothing else; shapes it cannot take are
+/// refused by name.
 #[test]
 fn bench_kernels_times_each_load_path() {
-    let args = [
-        "bench-kernels",
-        "--rows",
-        "20",
-        "--cols",
-        "36",
-        "--iters",
-        "2",
-    ];
-    let out = wick(&[&args[..], &["--load-paths", "--json"]].concat());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v.get("gemv").is_none(), "{v}");
-    let paths: Vec<&str> = v["load_paths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let (us, gbps) = (
-                r["us_per_gemv"].as_f64().unwrap(),
-                r["gemv_gbps"].as_f64().unwrap(),
-            );
-            assert!(us > 0.0 && gbps.is_finite() && gbps > 0.0, "{r}");
-            // 20 x 36 f32 weights over the GEMV's time.
-            let want = (20 * 36 * 4) as f64 / us / 1e3;
-            assert!((gbps - want).abs() <= 1e-9 * want, "{r}");
-            r["path"].as_str().unwrap()
-        })
-        .collect();
-    let want = [
+    let paths = [
         "w storage, x storage",
         "w storage, x uniform",
         "w texture, x storage",
         "w texture, x uniform",
     ];
-    assert_eq!(paths, want);
+    // 64 columns: both formats; 36: F32 alone, the 4-bit one skipped.
+    for (cols, formats) in [(64, &["F32", "Q4"][..]), (36, &["F32"][..])] {
+        let cols_arg = cols.to_string();
+        let args = ["bench-kernels", "--rows", "20", "--cols", &cols_arg];
+        let out = wick(&[&args[..], &["--iters", "2", "--load-paths", "--json"]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.get("gemv").is_none(), "{v}");
+        let rows = v["load_paths"].as_array().unwrap();
+        assert_eq!(rows.len(), 4 * formats.len(), "{v}");
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(r["format"], formats[i / 4], "{r}");
+            assert_eq!(r["path"], paths[i % 4], "{r}");
+            let (us, gbps) = (
+                r["us_per_gemv"].as_f64().unwrap(),
+                r["gemv_gbps"].as_f64().unwrap(),
+            );
+            assert!(us > 0.0 && gbps.is_finite() && gbps > 0.0, "{r}");
+            // 20 rows of 4 bytes a weight, or of 20 bytes a 32-weight block.
+            let bytes = if formats[i / 4] == "F32" {
+                20 * cols * 4
+            } else {
+                20 * cols / 32 * 20
+            };
+            let want = bytes as f64 / us / 1e3;
+            assert!((gbps - want).abs() <= 1e-9 * want, "{r}");
+        }
+        let skipped = v["skipped"].as_array().unwrap();
+        assert_eq!(skipped.len(), 2 - formats.len(), "{v}");
+    }
     fails_with(
         &[
             "bench-kernels",
@@ -409,7 +410,7 @@ fn bench_kernels_times_each_load_path() {
             "6",
             "--load-paths",
         ],
-        "multiple of 4",
+        "fit no probe format",
     );
     fails_with(
         &["bench-kernels", "--load-paths", "--tokens", "4"],

@@ -1,6 +1,8 @@
 //! Which binding kinds a GEMV's loads are cheap through on this adapter:
-//! the same F32 GEMV (`shaders/load_probe.wgsl`) with its weights in a
-//! storage buffer or a texture, and x in a storage or a uniform buffer.
+//! the same GEMV (`shaders/load_probe*.wgsl`) with its weights in a
+//! storage buffer or a texture, and x in a storage or a uniform buffer, over
+//! F32 weights (a word a weight) or 4-bit ones (`ProbeFormat::Q4`: a word
+//! per 8 weights, as the engine's nibble formats).
 //!
 //! Why it exists: on Mesa 22.3's llvmpipe (Debian 12's lavapipe, this
 //! project's test GPU) a storage-buffer load whose address is not a
@@ -74,15 +76,55 @@ impl LoadPath {
     }
 }
 
+/// The probe's weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeFormat {
+    /// f32 weights, 4 a texel.
+    F32,
+    /// Blocks of 32 weights d * (q - 8), as Q4_0: 16 bytes of nibbles
+    /// (byte i's low nibble weight i, its high one weight i + 16), and an
+    /// f32 d per block, the scales after all the quants in the same
+    /// binding (as the GPU layout keeps them apart).
+    Q4,
+}
+
+impl ProbeFormat {
+    pub const ALL: [ProbeFormat; 2] = [ProbeFormat::F32, ProbeFormat::Q4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeFormat::F32 => "F32",
+            ProbeFormat::Q4 => "Q4",
+        }
+    }
+
+    /// Weights per row must be a multiple of this.
+    pub fn block(self) -> usize {
+        match self {
+            ProbeFormat::F32 => 4,
+            ProbeFormat::Q4 => 32,
+        }
+    }
+
+    /// Bytes a row of `cols` weights reads.
+    fn row_bytes(self, cols: usize) -> usize {
+        match self {
+            ProbeFormat::F32 => cols * 4,
+            ProbeFormat::Q4 => cols / 32 * 20,
+        }
+    }
+}
+
 /// One path's result.
 #[derive(Clone, Debug)]
 pub struct LoadProbe {
+    pub format: ProbeFormat,
     pub path: LoadPath,
     pub rows: usize,
     pub cols: usize,
     /// Wall-clock seconds per GEMV.
     pub seconds: f64,
-    /// Weight bytes (4 a weight) read per second, in GB/s.
+    /// Weight bytes (quants and scales) read per second, in GB/s.
     pub gbps: f64,
 }
 
@@ -94,23 +136,26 @@ const WORKGROUP: usize = 8;
 /// Texels in a texture row (at most the adapter's largest dimension).
 const TEXTURE_WIDTH: u32 = 4096;
 
-/// Times at least `iters` GEMVs of a `rows x cols` F32 matrix (cols a
-/// multiple of 4) through each of `LoadPath::ALL`, after checking each
-/// path's y against the CPU's. Errors name a shape the adapter's texture or
-/// uniform limits cannot hold.
+/// Times at least `iters` GEMVs of a `rows x cols` matrix of `format`
+/// (cols a multiple of its `block`) through each of `LoadPath::ALL`, after
+/// checking each path's y against the CPU's. Errors name a shape the format
+/// or the adapter's texture or uniform limits cannot hold.
 pub async fn probe_load_paths(
     ctx: &GpuContext,
+    format: ProbeFormat,
     rows: usize,
     cols: usize,
     iters: usize,
 ) -> Result<Vec<LoadProbe>, GpuError> {
     let width = TEXTURE_WIDTH.min(ctx.limits.max_texture_dimension_2d.next_power_of_two() / 2);
-    probe_with_width(ctx, rows, cols, iters, width.max(1)).await
+    probe_with_width(ctx, format, rows, cols, iters, width.max(1)).await
 }
 
 /// The matrix and x every path reads, and the CPU's y.
 struct Operands {
-    weights: Vec<f32>,
+    format: ProbeFormat,
+    /// The matrix as stored: f32 bits, or Q4's quant words then scales.
+    words: Vec<u32>,
     x: Vec<f32>,
     /// Each row's exact sum and its sum of |w x| (the error bound's scale).
     expected: Vec<(f64, f64)>,
@@ -118,15 +163,18 @@ struct Operands {
 
 async fn probe_with_width(
     ctx: &GpuContext,
+    format: ProbeFormat,
     rows: usize,
     cols: usize,
     iters: usize,
     width: u32,
 ) -> Result<Vec<LoadProbe>, GpuError> {
     let bad = |m: String| shape_err("load_probe", m);
-    if rows == 0 || cols == 0 || cols % 4 != 0 {
+    let block = format.block();
+    if rows == 0 || cols == 0 || cols % block != 0 {
         return Err(bad(format!(
-            "a {rows}x{cols} matrix: rows and cols must be positive, cols a multiple of 4"
+            "a {rows}x{cols} {} matrix: rows and cols must be positive, cols a multiple of {block}",
+            format.name()
         )));
     }
     let x_bytes = cols as u64 * 4;
@@ -136,7 +184,7 @@ async fn probe_with_width(
             "x of {cols} f32s is {x_bytes} bytes, over the adapter's {max_uniform}-byte uniform binding"
         )));
     }
-    let texels = (rows * cols / 4) as u64;
+    let texels = (rows * format.row_bytes(cols)).div_ceil(16) as u64;
     let height = texels.div_ceil(width as u64);
     let max_dim = ctx.limits.max_texture_dimension_2d as u64;
     if height > max_dim || width as u64 > max_dim {
@@ -144,19 +192,22 @@ async fn probe_with_width(
             "{texels} texels need a {width}x{height} texture, over the adapter's {max_dim} texels a side"
         )));
     }
-    let weights = pseudo_random(rows * cols, 3);
+    let (words, weights) = matrix(format, rows, cols);
     let x = pseudo_random(cols, 4);
     let expected = (0..rows)
         .map(|r| {
             let row = &weights[r * cols..(r + 1) * cols];
-            row.iter().zip(&x).fold((0.0, 0.0), |(sum, abs), (&w, &v)| {
-                let p = w as f64 * v as f64;
-                (sum + p, abs + p.abs())
-            })
+            row.iter()
+                .zip(&x)
+                .fold((0.0, 0.0), |(sum, abs), (&(w, scale), &v)| {
+                    let p = w * v as f64;
+                    (sum + p, abs + scale * (v as f64).abs())
+                })
         })
         .collect();
     let ops = Operands {
-        weights,
+        format,
+        words,
         x,
         expected,
     };
@@ -165,6 +216,52 @@ async fn probe_with_width(
         out.push(probe_one(ctx, &ops, (rows, cols), iters, path, (width, height as u32)).await?);
     }
     Ok(out)
+}
+
+/// The stored matrix (`Operands::words`) and each weight's value with the
+/// size of what the GPU sums for it (|w| for F32; Q4 computes d * (sum q x
+/// - 8 sum x), so d * (q + 8)), row-major.
+fn matrix(format: ProbeFormat, rows: usize, cols: usize) -> (Vec<u32>, Vec<(f64, f64)>) {
+    match format {
+        ProbeFormat::F32 => {
+            let w = pseudo_random(rows * cols, 3);
+            let words = w.iter().map(|v| v.to_bits()).collect();
+            (
+                words,
+                w.iter().map(|&v| (v as f64, (v as f64).abs())).collect(),
+            )
+        }
+        ProbeFormat::Q4 => {
+            let blocks = rows * cols / 32;
+            // Nibbles from [-1, 1) values; scales in [0, 0.1).
+            let q: Vec<u32> = pseudo_random(blocks * 32, 3)
+                .iter()
+                .map(|v| ((v + 1.0) * 8.0).clamp(0.0, 15.0) as u32)
+                .collect();
+            let d: Vec<f32> = pseudo_random(blocks, 5)
+                .iter()
+                .map(|v| (v + 1.0) * 0.05)
+                .collect();
+            let mut words = Vec::with_capacity(blocks * 5);
+            for b in 0..blocks {
+                let nib = |i: usize| q[b * 32 + i];
+                for word in 0..4 {
+                    words.push((0..4).fold(0u32, |acc, byte| {
+                        let i = word * 4 + byte;
+                        acc | (nib(i) | nib(i + 16) << 4) << (8 * byte)
+                    }));
+                }
+            }
+            words.extend(d.iter().map(|v| v.to_bits()));
+            let weights = (0..blocks * 32)
+                .map(|i| {
+                    let (qi, di) = (q[i] as f64, d[i / 32] as f64);
+                    (di * (qi - 8.0), di * (qi + 8.0))
+                })
+                .collect();
+            (words, weights)
+        }
+    }
 }
 
 async fn probe_one(
@@ -176,7 +273,7 @@ async fn probe_one(
     (width, height): (u32, u32),
 ) -> Result<LoadProbe, GpuError> {
     let device = &ctx.device;
-    let source = probe_source(path, rows, cols, width);
+    let source = probe_source(ops.format, path, rows, cols, width);
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("load probe"),
         source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -194,11 +291,11 @@ async fn probe_one(
     let texture_view;
     let weights = match path.weights {
         WeightsIn::StorageBuffer => {
-            weights_buffer = ctx.upload_f32("load probe w", &ops.weights)?;
+            weights_buffer = ctx.upload_bytes("load probe w", bytemuck::cast_slice(&ops.words))?;
             weights_buffer.raw().as_entire_binding()
         }
         WeightsIn::Texture => {
-            texture_view = upload_texture(ctx, &ops.weights, width, height);
+            texture_view = upload_texture(ctx, ops, width, height);
             wgpu::BindingResource::TextureView(&texture_view)
         }
     };
@@ -251,23 +348,25 @@ async fn probe_one(
     };
     run(1);
     let got = ctx.read_f32(&y, 0, rows).await?;
-    check(path, &got, &ops.expected, cols)?;
+    check(ops.format, path, &got, &ops.expected, cols)?;
     let seconds = seconds_each(iters.div_ceil(4), async |n| {
         run(n);
         Ok(())
     })
     .await?;
     Ok(LoadProbe {
+        format: ops.format,
         path,
         rows,
         cols,
         seconds,
-        gbps: (rows * cols * 4) as f64 / seconds / 1e9,
+        gbps: (rows * ops.format.row_bytes(cols)) as f64 / seconds / 1e9,
     })
 }
 
-/// The weights as a `width x height` rgba32float texture, zero past the end.
-fn upload_texture(ctx: &GpuContext, weights: &[f32], width: u32, height: u32) -> wgpu::TextureView {
+/// The stored matrix as a `width x height` texture (rgba32float for F32,
+/// rgba32uint for Q4), zero past the end.
+fn upload_texture(ctx: &GpuContext, ops: &Operands, width: u32, height: u32) -> wgpu::TextureView {
     let size = wgpu::Extent3d {
         width,
         height,
@@ -279,12 +378,15 @@ fn upload_texture(ctx: &GpuContext, weights: &[f32], width: u32, height: u32) ->
         mip_level_count: 1,
         sample_count: 1,
         dimension: wgpu::TextureDimension::D2,
-        format: wgpu::TextureFormat::Rgba32Float,
+        format: match ops.format {
+            ProbeFormat::F32 => wgpu::TextureFormat::Rgba32Float,
+            ProbeFormat::Q4 => wgpu::TextureFormat::Rgba32Uint,
+        },
         usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
         view_formats: &[],
     });
-    let mut padded = weights.to_vec();
-    padded.resize(width as usize * height as usize * 4, 0.0);
+    let mut padded = ops.words.clone();
+    padded.resize(width as usize * height as usize * 4, 0);
     ctx.queue.write_texture(
         wgpu::TexelCopyTextureInfo {
             texture: &texture,
@@ -304,12 +406,14 @@ fn upload_texture(ctx: &GpuContext, weights: &[f32], width: u32, height: u32) ->
 }
 
 /// y against the CPU's f64 sums. Summing `cols` products in f32 in any
-/// order errs by at most about cols * 2^-24 * sum |w x| (each of the
-/// cols - 1 additions and each product rounds by 2^-24 of a value no larger
-/// than that sum); f32::EPSILON (2^-23) doubles it for the last dot of the
-/// four accumulator lanes. A wrong load (another row, a zero) is off by a
-/// sizeable part of the sum itself.
+/// order errs by at most about cols * 2^-24 * the sum of the magnitudes
+/// summed (each of the cols - 1 additions and each product rounds by 2^-24
+/// of a value no larger than that sum; `matrix` gives those magnitudes);
+/// f32::EPSILON (2^-23) doubles it for the last dot of the accumulator
+/// lanes. A wrong load (another row, a zero) is off by a sizeable part of
+/// the sum itself.
 fn check(
+    format: ProbeFormat,
     path: LoadPath,
     got: &[f32],
     expected: &[(f64, f64)],
@@ -325,7 +429,7 @@ fn check(
         let tolerance = cols as f64 * f64::from(f32::EPSILON) * abs;
         if (g as f64 - e).abs() > tolerance || !g.is_finite() {
             return Err(GpuError::Validation {
-                what: format!("load probe ({})", path.name()),
+                what: format!("load probe ({} {})", format.name(), path.name()),
                 message: format!("row {row}: {g} where the CPU has {e}"),
             });
         }
@@ -333,17 +437,38 @@ fn check(
     Ok(())
 }
 
-/// load_probe.wgsl for `path`, its row steps written out (a run-time index
-/// into the accumulators would put them in memory on CPU adapters).
-fn probe_source(path: LoadPath, rows: usize, cols: usize, width: u32) -> String {
-    let (w_decl, w_load) = match path.weights {
+/// load_probe.wgsl and `format`'s body for `path`, the row steps written
+/// out (a run-time index into the accumulators would put them in memory on
+/// CPU adapters).
+fn probe_source(
+    format: ProbeFormat,
+    path: LoadPath,
+    rows: usize,
+    cols: usize,
+    width: u32,
+) -> String {
+    let (texel_type, body, step) = match format {
+        ProbeFormat::F32 => (
+            "f32",
+            include_str!("../../../../shaders/load_probe_f32.wgsl"),
+            "acc[J] += w_at(min(row0 + Ju, ROWS - 1u) * K4 + i) * xv;",
+        ),
+        ProbeFormat::Q4 => (
+            "u32",
+            include_str!("../../../../shaders/load_probe_q4.wgsl"),
+            "acc[J] += block_dot(min(row0 + Ju, ROWS - 1u), b, xs, xsum);",
+        ),
+    };
+    let (w_decl, w_vec4, w_word) = match path.weights {
         WeightsIn::StorageBuffer => (
-            "@group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;",
+            format!("@group(0) @binding(0) var<storage, read> w: array<vec4<{texel_type}>>;"),
             "w[i]",
+            "w[i >> 2u][i & 3u]",
         ),
         WeightsIn::Texture => (
-            "@group(0) @binding(0) var w: texture_2d<f32>;",
-            "textureLoad(w, vec2<u32>(i & ((1u << WIDTH_SHIFT) - 1u), i >> WIDTH_SHIFT), 0)",
+            format!("@group(0) @binding(0) var w: texture_2d<{texel_type}>;"),
+            "textureLoad(w, texel(i), 0)",
+            "w4_at(i >> 2u)[i & 3u]",
         ),
     };
     let x_decl = match path.x {
@@ -356,20 +481,22 @@ fn probe_source(path: LoadPath, rows: usize, cols: usize, width: u32) -> String 
         ),
     };
     let steps: String = (0..LANE_ROWS)
-        .map(|j| format!("        acc[{j}] += w_at(min(row0 + {j}u, ROWS - 1u) * K4 + i) * xv;\n"))
+        .map(|j| format!("        {}\n", step.replace('J', &j.to_string())))
         .collect();
     let defines = [
         ("K4", (cols / 4).to_string()),
+        ("NB", (cols / 32).to_string()),
         ("ROWS", rows.to_string()),
         ("WIDTH_SHIFT", width.trailing_zeros().to_string()),
         ("LANE_ROWS", LANE_ROWS.to_string()),
         ("WG", WORKGROUP.to_string()),
-        ("W_DECL", w_decl.to_string()),
+        ("W_DECL", w_decl),
         ("X_DECL", x_decl),
-        ("W_LOAD", w_load.to_string()),
+        ("W_VEC4", w_vec4.to_string()),
+        ("W_WORD", w_word.to_string()),
         ("ROW_STEPS", steps.trim_end().to_string()),
     ];
-    let mut text = include_str!("../../../../shaders/load_probe.wgsl").to_string();
+    let mut text = [include_str!("../../../../shaders/load_probe.wgsl"), body].join("\n");
     for (name, value) in defines {
         text = text.replace(&format!("{{{{{name}}}}}"), &value);
     }
@@ -384,15 +511,22 @@ mod tests {
     /// Awkward shapes: rows not a multiple of a workgroup's rows (64) or
     /// of an invocation's (8), a texture narrower than the matrix so its
     /// rows wrap and the last is part padding; every path must give the
-    /// CPU's y (`check` inside the probe) and a time.
+    /// CPU's y (`check` inside the probe) and a time, in each format.
     #[test]
     fn every_path_gives_the_cpus_gemv() {
         let ctx = ctx();
-        for (rows, cols, width) in [(13, 36, 16), (70, 4, 8)] {
-            let probes = pollster::block_on(probe_with_width(ctx, rows, cols, 1, width)).unwrap();
+        let cases = [
+            (ProbeFormat::F32, 13, 36, 16),
+            (ProbeFormat::F32, 70, 4, 8),
+            (ProbeFormat::Q4, 13, 96, 16),
+            (ProbeFormat::Q4, 70, 32, 4),
+        ];
+        for (format, rows, cols, width) in cases {
+            let probe = probe_with_width(ctx, format, rows, cols, 1, width);
+            let probes = pollster::block_on(probe).unwrap();
             assert_eq!(probes.len(), LoadPath::ALL.len());
             for (p, path) in probes.iter().zip(LoadPath::ALL) {
-                assert_eq!(p.path, path);
+                assert_eq!((p.format, p.path), (format, path));
                 assert!(p.seconds > 0.0 && p.gbps.is_finite(), "{p:?}");
             }
         }
@@ -401,25 +535,33 @@ mod tests {
     #[test]
     fn shapes_the_adapter_cannot_hold_are_refused_by_name() {
         let ctx = ctx();
-        let run = |rows, cols| pollster::block_on(probe_load_paths(ctx, rows, cols, 1));
-        let err = run(8, 6).unwrap_err().to_string();
+        let run =
+            |format, rows, cols| pollster::block_on(probe_load_paths(ctx, format, rows, cols, 1));
+        let err = run(ProbeFormat::F32, 8, 6).unwrap_err().to_string();
         assert!(err.contains("multiple of 4"), "{err}");
-        let cols = ctx.limits.max_uniform_buffer_binding_size as usize / 4 + 4;
-        let err = run(1, cols).unwrap_err().to_string();
+        let err = run(ProbeFormat::Q4, 8, 48).unwrap_err().to_string();
+        assert!(
+            err.contains("Q4 matrix") && err.contains("multiple of 32"),
+            "{err}"
+        );
+        let cols = ctx.limits.max_uniform_buffer_binding_size as usize / 4 + 32;
+        let err = run(ProbeFormat::Q4, 1, cols).unwrap_err().to_string();
         assert!(err.contains("uniform binding"), "{err}");
         let side = ctx.limits.max_texture_dimension_2d as usize;
-        let err = run(side * 4 + 1, 4096 * 4).unwrap_err().to_string();
+        let err = run(ProbeFormat::F32, side * 4 + 1, 4096 * 4)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("texels a side"), "{err}");
     }
 
     #[test]
     fn a_wrong_y_is_caught() {
-        let path = LoadPath::ALL[0];
+        let (format, path) = (ProbeFormat::Q4, LoadPath::ALL[0]);
         let expected = [(1.0, 3.0), (2.0, 2.0)];
-        assert!(check(path, &[1.0, 2.0], &expected, 4).is_ok());
-        let err = check(path, &[1.0, 2.001], &expected, 4).unwrap_err();
+        assert!(check(format, path, &[1.0, 2.0], &expected, 4).is_ok());
+        let err = check(format, path, &[1.0, 2.001], &expected, 4).unwrap_err();
         assert!(err.to_string().contains("row 1"), "{err}");
-        assert!(check(path, &[1.0], &expected, 4).is_err());
-        assert!(check(path, &[f32::NAN], &expected[..1], 4).is_err());
+        assert!(check(format, path, &[1.0], &expected, 4).is_err());
+        assert!(check(format, path, &[f32::NAN], &expected[..1], 4).is_err());
     }
 }
