@@ -240,7 +240,15 @@ fn load_paths(
             }));
             continue;
         }
-        let iters = iters_for(rows * cols * 4, most_iters);
+        let bytes = rows * format.row_bytes(cols);
+        if bytes as u64 > ctx.max_binding_bytes() {
+            skipped.push(json!({
+                "format": format.name(), "rows": rows, "cols": cols,
+                "reason": format!("{bytes} bytes of weights are over one storage binding ({})", ctx.max_binding_bytes()),
+            }));
+            continue;
+        }
+        let iters = iters_for(bytes, most_iters);
         let probes = pollster::block_on(probe_load_paths(ctx, format, rows, cols, iters))?;
         rows_json.extend(probes.iter().map(|p| {
             json!({

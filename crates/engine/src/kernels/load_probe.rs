@@ -107,7 +107,7 @@ impl ProbeFormat {
     }
 
     /// Bytes a row of `cols` weights reads.
-    fn row_bytes(self, cols: usize) -> usize {
+    pub fn row_bytes(self, cols: usize) -> usize {
         match self {
             ProbeFormat::F32 => cols * 4,
             ProbeFormat::Q4 => cols / 32 * 20,
@@ -184,7 +184,14 @@ async fn probe_with_width(
             "x of {cols} f32s is {x_bytes} bytes, over the adapter's {max_uniform}-byte uniform binding"
         )));
     }
-    let texels = (rows * format.row_bytes(cols)).div_ceil(16) as u64;
+    let bytes = (rows * format.row_bytes(cols)) as u64;
+    if bytes > ctx.max_binding_bytes() {
+        return Err(bad(format!(
+            "{bytes} bytes of weights, over the adapter's {}-byte storage binding",
+            ctx.max_binding_bytes()
+        )));
+    }
+    let texels = bytes.div_ceil(16);
     let height = texels.div_ceil(width as u64);
     let max_dim = ctx.limits.max_texture_dimension_2d as u64;
     if height > max_dim || width as u64 > max_dim {
@@ -547,10 +554,14 @@ mod tests {
         let cols = ctx.limits.max_uniform_buffer_binding_size as usize / 4 + 32;
         let err = run(ProbeFormat::Q4, 1, cols).unwrap_err().to_string();
         assert!(err.contains("uniform binding"), "{err}");
+        let rows = ctx.max_binding_bytes() as usize / (64 * 4) + 1;
+        let err = run(ProbeFormat::F32, rows, 64).unwrap_err().to_string();
+        assert!(err.contains("storage binding"), "{err}");
+        // A texture one texel wide holds a texel a row: one past its
+        // height limit.
         let side = ctx.limits.max_texture_dimension_2d as usize;
-        let err = run(ProbeFormat::F32, side * 4 + 1, 4096 * 4)
-            .unwrap_err()
-            .to_string();
+        let probe = probe_with_width(ctx, ProbeFormat::F32, side + 1, 4, 1, 1);
+        let err = pollster::block_on(probe).unwrap_err().to_string();
         assert!(err.contains("texels a side"), "{err}");
     }
 
