@@ -263,13 +263,16 @@ fn load_paths(
         }));
     }
     if rows_json.is_empty() {
-        let blocks: Vec<String> = ProbeFormat::ALL
+        let reasons: Vec<String> = skipped
             .iter()
-            .map(|f| format!("{} a multiple of {}", f.name(), f.block()))
+            .map(|s| {
+                let text = |key: &str| s[key].as_str().unwrap_or("").to_string();
+                format!("{}: {}", text("format"), text("reason"))
+            })
             .collect();
         return Err(format!(
-            "--load-paths: {cols} columns fit no probe format ({})",
-            blocks.join(", ")
+            "--load-paths: no probe format fits {rows}x{cols} ({})",
+            reasons.join("; ")
         )
         .into());
     }

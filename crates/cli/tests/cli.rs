@@ -410,7 +410,7 @@ fn bench_kernels_times_each_load_path() {
             "6",
             "--load-paths",
         ],
-        "fit no probe format",
+        "no probe format fits 8x6",
     );
     fails_with(
         &["bench-kernels", "--load-paths", "--tokens", "4"],
