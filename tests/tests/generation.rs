@@ -280,3 +280,30 @@ fn check_decode_step(model: &str) {
     let vocab = engine.pipeline.model().config.vocab_size as u64;
     assert_eq!(step.bytes_read_back, 4 * vocab, "{model}: {step:?}");
 }
+
+/// The warm-up prepares every kernel a prompt and its sampled decode use
+/// (natively their pipelines are made side by side first): prefilling and
+/// decoding afterwards creates no pipeline. Its own context, so other tests'
+/// compiles do not count.
+#[test]
+fn after_the_warm_up_a_generation_creates_no_pipeline() {
+    let ctx = std::sync::Arc::new(pollster::block_on(wick::gpu::GpuContext::new()).unwrap());
+    let bytes = std::fs::read(wick_tests::model_path(MODEL)).unwrap();
+    let opts = PipelineOptions {
+        ctx_len: Some(64),
+        warm_up: true,
+        ..Default::default()
+    };
+    let mut engine =
+        pollster::block_on(wick::Engine::load(ctx.clone(), &bytes, &opts, &mut |_| {})).unwrap();
+    let after_load = ctx.counters.snapshot();
+    assert!(after_load.pipelines_created > 0, "{after_load:?}");
+    // A prompt longer than one row class, then sampled decode steps.
+    let prompt: Vec<u32> = (0..11).map(|i| 100 + i).collect();
+    pollster::block_on(engine.pipeline.prefill(&prompt, 1)).unwrap();
+    for token in [42, 43, 44] {
+        pollster::block_on(engine.pipeline.decode(token)).unwrap();
+    }
+    let generation = ctx.counters.snapshot().since(after_load);
+    assert_eq!(generation.pipelines_created, 0, "{generation:?}");
+}

@@ -6,6 +6,7 @@ mod device_memory;
 pub mod error;
 mod fault;
 pub mod pipeline;
+pub(crate) mod pipeline_batch;
 pub mod profile;
 pub mod readback;
 pub mod recorder;

@@ -87,6 +87,31 @@ pub(crate) type CompileCheck =
     std::pin::Pin<Box<dyn std::future::Future<Output = Option<wgpu::Error>>>>;
 
 impl PipelineCache {
+    /// Whether a pipeline of that name exists.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.pipelines.lock().unwrap().contains_key(name)
+    }
+
+    /// Whether that variant's pipeline exists.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn contains_variant(&self, key: &VariantKey) -> bool {
+        self.variants.lock().unwrap().contains_key(key)
+    }
+
+    /// Caches a pipeline made elsewhere (`pipeline_batch`) by its name and,
+    /// for a variant, its key, as `get_variant` would have.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn insert(&self, key: Option<VariantKey>, pipeline: Arc<CachedPipeline>) {
+        if let Some(key) = key {
+            self.variants.lock().unwrap().insert(key, pipeline.clone());
+        }
+        self.pipelines
+            .lock()
+            .unwrap()
+            .insert(pipeline.name.clone(), pipeline);
+    }
+
     pub(crate) fn forget(&self, name: &str) {
         self.pipelines.lock().unwrap().remove(name);
         self.variants.lock().unwrap().retain(|_, p| p.name != name);
@@ -140,11 +165,29 @@ pub fn kernel_source(spec: &KernelSpec) -> String {
 }
 
 fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec) -> CachedPipeline {
+    create_from_source(
+        ctx,
+        spec.name,
+        kernel_source(spec),
+        spec.entry,
+        spec.storage,
+    )
+}
+
+/// A pipeline from its WGSL text (`kernel_source`), entry point and storage
+/// bindings, with the explicit layout every kernel shares.
+pub(crate) fn create_from_source(
+    ctx: &GpuContext,
+    name: &str,
+    source: String,
+    entry: &str,
+    storage: &[Access],
+) -> CachedPipeline {
     static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let device = &ctx.device;
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(spec.name),
-        source: wgpu::ShaderSource::Wgsl(kernel_source(spec).into()),
+        label: Some(name),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
     });
     let mut entries = vec![wgpu::BindGroupLayoutEntry {
         binding: 0,
@@ -156,7 +199,7 @@ fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec) -> CachedPipeline {
         },
         count: None,
     }];
-    for (i, access) in spec.storage.iter().enumerate() {
+    for (i, access) in storage.iter().enumerate() {
         entries.push(wgpu::BindGroupLayoutEntry {
             binding: i as u32 + 1,
             visibility: wgpu::ShaderStages::COMPUTE,
@@ -171,25 +214,25 @@ fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec) -> CachedPipeline {
         });
     }
     let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some(spec.name),
+        label: Some(name),
         entries: &entries,
     });
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some(spec.name),
+        label: Some(name),
         bind_group_layouts: &[Some(&layout)],
         immediate_size: 0,
     });
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(spec.name),
+        label: Some(name),
         layout: Some(&pipeline_layout),
         module: &module,
-        entry_point: Some(spec.entry),
+        entry_point: Some(entry),
         compilation_options: Default::default(),
         cache: None,
     });
     CachedPipeline {
         id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        name: spec.name.to_string(),
+        name: name.to_string(),
         pipeline,
         layout,
     }

@@ -20,6 +20,7 @@ use super::pipeline::{
     CachedPipeline, CompileCheck, KernelSpec, OwnedSpec, VariantKey, MAX_STORAGE_BINDINGS,
     PARAMS_BYTES,
 };
+use super::pipeline_batch::PendingSet;
 use super::profile::StepTimer;
 use super::residency::{Residency, Tracked};
 
@@ -82,6 +83,9 @@ pub struct Recorder<'c> {
     first_error: Option<GpuError>,
     /// Creates pipelines and bind groups but records and submits no work.
     compile_only: bool,
+    /// Set by `collect_pipelines`: dispatches only note the pipelines they
+    /// would create.
+    collecting: Option<PendingSet>,
     /// Timestamps per dispatch, while the context profiles.
     timer: Option<StepTimer>,
 }
@@ -109,6 +113,7 @@ impl<'c> Recorder<'c> {
             compile_checks: Vec::new(),
             first_error: None,
             compile_only: false,
+            collecting: None,
             timer: ctx.profiling().then(|| StepTimer::new(ctx)),
         }
     }
@@ -124,6 +129,24 @@ impl<'c> Recorder<'c> {
             timer: None,
             ..Recorder::new(ctx)
         }
+    }
+
+    /// A recorder that only notes which pipelines the dispatches recorded
+    /// into it need and the context lacks (`into_pending`): nothing is
+    /// created, recorded or submitted. Loading creates those on several
+    /// threads (`gpu::pipeline_batch`) before preparing its steps.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn collect_pipelines(ctx: &'c GpuContext) -> Recorder<'c> {
+        Recorder {
+            collecting: Some(PendingSet::default()),
+            ..Recorder::compile_only(ctx)
+        }
+    }
+
+    /// What a `collect_pipelines` recorder noted (empty for any other).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn into_pending(mut self) -> PendingSet {
+        self.collecting.take().unwrap_or_default()
     }
 
     pub fn ctx(&self) -> &'c GpuContext {
@@ -152,6 +175,10 @@ impl<'c> Recorder<'c> {
             spec.name
         );
         let ctx = self.ctx;
+        if let Some(pending) = &mut self.collecting {
+            pending.add_spec(&ctx.pipelines, spec);
+            return;
+        }
         self.dispatch_with(params, buffers, workgroups, spec.name, || {
             ctx.pipelines.get_or_create(ctx, spec)
         });
@@ -168,6 +195,10 @@ impl<'c> Recorder<'c> {
         workgroups: [u32; 3],
     ) {
         let ctx = self.ctx;
+        if let Some(pending) = &mut self.collecting {
+            pending.add_variant(&ctx.pipelines, key, make);
+            return;
+        }
         self.dispatch_with(params, buffers, workgroups, key.family, || {
             ctx.pipelines.get_variant(ctx, key, make)
         });

@@ -1,7 +1,8 @@
 //! No compile on the first token: loading records every step shape a
 //! generation will use through a compile-only recorder (each pipeline and
 //! bind group is created once, nothing runs), then runs one real step so the
-//! GPU has touched every buffer before the first `generate`.
+//! GPU has touched every buffer before the first `generate`. Natively the
+//! pipelines are created first, on all cores (`gpu::pipeline_batch`).
 
 use super::sampling::SamplingParams;
 use super::step::InferenceStep;
@@ -15,13 +16,42 @@ use crate::gpu::Recorder;
 /// of experts pick their expert form by rows too (up to 4 rows: indexed).
 const ROW_CLASSES: [usize; 5] = [1, 2, 5, 9, 17];
 
+/// Most threads that create pipelines at once: past a few, the driver's
+/// own locks and the machine's cores bound it.
+#[cfg(not(target_arch = "wasm32"))]
+const MAX_COMPILE_THREADS: usize = 8;
+
 impl Pipeline {
     /// Prepares every kernel a prompt and sampled decoding will record (reading
     /// logits of many rows, for teacher forcing, may still compile its head on
     /// first use), then runs a one-token step and forgets it.
     pub async fn warm_up(&mut self) -> Result<(), WickError> {
         let ctx = self.ctx.clone();
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            // The pipelines first, side by side (gpu::pipeline_batch).
+            let mut collect = Recorder::collect_pipelines(&ctx);
+            self.record_warm_up_steps(&mut collect)?;
+            let pending = collect.into_pending().into_list();
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            crate::gpu::pipeline_batch::create_all(
+                &ctx,
+                pending,
+                threads.min(MAX_COMPILE_THREADS),
+            )?;
+        }
         let mut rec = Recorder::compile_only(&ctx);
+        self.record_warm_up_steps(&mut rec)?;
+        rec.submit().await?;
+        self.reset();
+        self.configure_sampler(&SamplingParams::default(), &[])?;
+        self.prefill_sampled(&[0], 0.0).await?;
+        self.reset();
+        Ok(())
+    }
+
+    /// Every step shape `warm_up` prepares, recorded into `rec`.
+    fn record_warm_up_steps(&self, rec: &mut Recorder) -> Result<(), WickError> {
         // A step longer than the context would not fit the KV cache.
         let chunk = self.act.max_rows.min(self.ctx_len());
         let zeros = vec![0u32; chunk];
@@ -29,15 +59,9 @@ impl Pipeline {
         for rows in sizes.chain([chunk]) {
             let step = InferenceStep::Prefill { pos0: 0, rows };
             let sample = StepOutput::Sample { step: 0, slot: 0 };
-            self.record_step(&mut rec, step, StepIds::Host(&zeros[..rows]), sample)?;
+            self.record_step(rec, step, StepIds::Host(&zeros[..rows]), sample)?;
         }
-        self.record_decode_step(&mut rec)?;
-        rec.submit().await?;
-        self.reset();
-        self.configure_sampler(&SamplingParams::default(), &[])?;
-        self.prefill_sampled(&[0], 0.0).await?;
-        self.reset();
-        Ok(())
+        self.record_decode_step(rec)
     }
 
     /// Records one sampled decode step into `rec` (tests count what the
