@@ -199,6 +199,8 @@ mod tests {
         rec.dispatch(&spec("batch test one", &one), &0u32, &[&out], [1, 1, 1]);
         rec.dispatch_variant(&key, make, &0u32, &[&out], [1, 1, 1]);
         rec.dispatch_variant(&key, make, &0u32, &[&out], [1, 1, 1]);
+        // An empty dispatch runs nothing and needs no pipeline.
+        rec.dispatch(&spec("batch test empty", &two), &0u32, &[&out], [0, 1, 1]);
         let mut pending = rec.into_pending();
         assert_eq!(pending.len(), 3);
         pending.add_spec(&ctx.pipelines, &spec("batch test bad", &bad));
@@ -212,6 +214,7 @@ mod tests {
             assert!(ctx.pipelines.contains(name), "{name} not cached");
         }
         assert!(!ctx.pipelines.contains("batch test bad"));
+        assert!(!ctx.pipelines.contains("batch test empty"));
         assert!(ctx.pipelines.contains_variant(&key));
         // Cached now: a second collection notes nothing.
         let mut again = PendingSet::default();

@@ -176,7 +176,10 @@ impl<'c> Recorder<'c> {
         );
         let ctx = self.ctx;
         if let Some(pending) = &mut self.collecting {
-            pending.add_spec(&ctx.pipelines, spec);
+            // As dispatch_with: an empty dispatch needs no pipeline.
+            if !workgroups.contains(&0) {
+                pending.add_spec(&ctx.pipelines, spec);
+            }
             return;
         }
         self.dispatch_with(params, buffers, workgroups, spec.name, || {
@@ -196,7 +199,9 @@ impl<'c> Recorder<'c> {
     ) {
         let ctx = self.ctx;
         if let Some(pending) = &mut self.collecting {
-            pending.add_variant(&ctx.pipelines, key, make);
+            if !workgroups.contains(&0) {
+                pending.add_variant(&ctx.pipelines, key, make);
+            }
             return;
         }
         self.dispatch_with(params, buffers, workgroups, key.family, || {

@@ -16,8 +16,7 @@ use crate::gpu::Recorder;
 /// of experts pick their expert form by rows too (up to 4 rows: indexed).
 const ROW_CLASSES: [usize; 5] = [1, 2, 5, 9, 17];
 
-/// Most threads that create pipelines at once: past a few, the driver's
-/// own locks and the machine's cores bound it.
+/// Most threads a load creates pipelines on (one a core up to this).
 #[cfg(not(target_arch = "wasm32"))]
 const MAX_COMPILE_THREADS: usize = 8;
 
