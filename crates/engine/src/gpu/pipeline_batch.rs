@@ -1,9 +1,9 @@
 //! Creating a model's pipelines on several threads at load (native).
 //!
 //! A driver does real work in `vkCreateComputePipelines`: lavapipe turns
-//! the SPIR-V into NIR and optimises it there (on a 2-core machine about a
-//! hundred milliseconds a kernel, over ten seconds for SmolLM2's set, warm
-//! shader cache or not), GPU drivers compile to their ISA. Done as the
+//! the SPIR-V into NIR and optimises it there (over ten seconds for
+//! SmolLM2's set on a 2-core machine, warm shader cache or not), GPU
+//! drivers compile to their ISA. Done as the
 //! warm-up's recording meets each kernel, that work is one thread's; wgpu's
 //! device takes pipeline creation from any thread, so loading first
 //! collects the pipelines its steps will use (`Recorder::collect_pipelines`)
