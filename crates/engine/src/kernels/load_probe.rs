@@ -5,9 +5,9 @@
 //! per 8 weights, as the engine's nibble formats).
 //!
 //! Why it exists: on Mesa 22.3's llvmpipe (Debian 12's lavapipe, this
-//! project's test GPU) a storage-buffer load whose address is not a
-//! compile-time uniform runs as a loop over the SIMD lanes, and its machine
-//! code (read from a running decode) puts each lane's word into the vector
+//! project's test GPU) the GEMVs' storage-buffer loads (addresses from
+//! invocation ids and loop counters) run as a loop over the SIMD lanes, and
+//! its machine code (read from a running decode) puts each lane's word into the vector
 //! through the stack: a narrow store then a wide reload, a store-forwarding
 //! stall per 4 bytes loaded. That is where the engine's GEMVs spend their
 //! time there. Texel fetches and uniform-buffer loads do not take that loop
