@@ -289,8 +289,10 @@ fn check_decode_step(model: &str) {
 fn after_the_warm_up_a_generation_creates_no_pipeline() {
     let ctx = std::sync::Arc::new(pollster::block_on(wick::gpu::GpuContext::new()).unwrap());
     let bytes = std::fs::read(wick_tests::model_path(MODEL)).unwrap();
+    // A 16-position context: the warm-up then prepares prefill chunks of
+    // up to 16 rows, the fewest kernels that still hold the prompt below.
     let opts = PipelineOptions {
-        ctx_len: Some(64),
+        ctx_len: Some(16),
         warm_up: true,
         ..Default::default()
     };
