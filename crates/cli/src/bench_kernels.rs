@@ -176,21 +176,10 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
         Vec::new()
     };
     if args.json {
-        let report = json!({
-            "adapter": ctx.adapter.name,
-            "software_adapter": ctx.adapter.is_software,
-            "copy_gbps": copy_gbps,
-            "gemv": results,
-            "skipped": skipped,
-            "vec_core_sweep": sweep,
-        });
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+        let body = json!({ "gemv": results, "skipped": skipped, "vec_core_sweep": sweep });
+        return print_report(&ctx, copy_gbps, body);
     }
-    println!(
-        "adapter {}  copy bandwidth {copy_gbps:.2} GB/s",
-        ctx.adapter.name
-    );
+    print_adapter(&ctx, copy_gbps);
     if args.tokens > 1 {
         println!("matmuls of {} token rows (the prefill form)", args.tokens);
         println!(
@@ -277,20 +266,10 @@ fn load_paths(
         .into());
     }
     if json {
-        let report = json!({
-            "adapter": ctx.adapter.name,
-            "software_adapter": ctx.adapter.is_software,
-            "copy_gbps": copy_gbps,
-            "load_paths": rows_json,
-            "skipped": skipped,
-        });
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+        let body = json!({ "load_paths": rows_json, "skipped": skipped });
+        return print_report(ctx, copy_gbps, body);
     }
-    println!(
-        "adapter {}  copy bandwidth {copy_gbps:.2} GB/s",
-        ctx.adapter.name
-    );
+    print_adapter(ctx, copy_gbps);
     println!("GEMV {rows}x{cols}, each way of binding its weights (w) and x");
     println!(
         "{:<30} {:>12} {:>10} {:>7}",
@@ -317,6 +296,28 @@ fn load_paths(
         );
     }
     Ok(())
+}
+
+/// The JSON report: the adapter and its copy bandwidth, then `body`'s fields.
+fn print_report(ctx: &GpuContext, copy_gbps: f64, body: Value) -> CliResult {
+    let mut report = json!({
+        "adapter": ctx.adapter.name,
+        "software_adapter": ctx.adapter.is_software,
+        "copy_gbps": copy_gbps,
+    });
+    if let (Some(report), Value::Object(body)) = (report.as_object_mut(), body) {
+        report.extend(body);
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+/// The table's first line: the adapter and its copy bandwidth.
+fn print_adapter(ctx: &GpuContext, copy_gbps: f64) {
+    println!(
+        "adapter {}  copy bandwidth {copy_gbps:.2} GB/s",
+        ctx.adapter.name
+    );
 }
 
 fn print_skipped(skipped: &[Value]) {

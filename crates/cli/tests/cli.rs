@@ -4,18 +4,7 @@
 use std::path::PathBuf;
 
 mod common;
-use common::{smollm2 as model, wick};
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = wick(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} succeeded");
-    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected {needle:?} in {stderr}"
-    );
-}
+use common::{fails_with, smollm2 as model, wick};
 
 #[test]
 fn tokenize_json_gives_llama_cpp_ids() {
@@ -315,108 +304,6 @@ fn matrix_bytes(quant: &str, rows: u64, cols: u64) -> u64 {
         other => panic!("no block size for {other} here"),
     };
     rows * cols / block_elements * block_bytes
-}
-
-/// `wick bench-kernels --tokens N` times the prefill form: every format that
-/// takes the shape reports N token rows and a finite, positive GMAC/s;
-/// nonsense counts are refused by name.
-#[test]
-fn bench_kernels_times_many_token_matmuls() {
-    let out = wick(&[
-        "bench-kernels",
-        "--rows",
-        "40",
-        "--cols",
-        "64",
-        "--tokens",
-        "9",
-        "--iters",
-        "2",
-        "--json",
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = v["gemv"].as_array().unwrap();
-    // F32, F16 and the 32-element block formats; the K-quants are skipped.
-    assert_eq!(rows.len(), 6, "{rows:?}");
-    assert_eq!(v["skipped"].as_array().unwrap().len(), 2);
-    for r in rows {
-        assert_eq!(
-            (r["tokens"].as_u64(), r["x"].as_str()),
-            (Some(9), Some("f32")),
-            "{r}"
-        );
-        let gmacs = r["gmac_s"].as_f64().unwrap();
-        let us = r["us_per_gemv"].as_f64().unwrap();
-        assert!(gmacs.is_finite() && gmacs > 0.0 && us > 0.0, "{r}");
-        // GMAC/s is the matmul's 40 x 64 x 9 multiply-adds over its time.
-        let want = (40 * 64 * 9) as f64 / us / 1e3;
-        assert!((gmacs - want).abs() <= 1e-9 * want, "{r}");
-    }
-    fails_with(&["bench-kernels", "--tokens", "0"], "--tokens");
-    fails_with(&["bench-kernels", "--tokens", "4", "--sweep"], "--sweep");
-}
-
-/// `wick bench-kernels --load-paths` times the probe GEMV through each of
-/// the four bindings (each checked against the CPU inside), F32 and 4-bit
-/// where the columns allow, and nothing else; shapes it cannot take are
-/// refused by name.
-#[test]
-fn bench_kernels_times_each_load_path() {
-    let paths = [
-        "w storage, x storage",
-        "w storage, x uniform",
-        "w texture, x storage",
-        "w texture, x uniform",
-    ];
-    // 64 columns: both formats; 36: F32 alone, the 4-bit one skipped.
-    for (cols, formats) in [(64, &["F32", "Q4"][..]), (36, &["F32"][..])] {
-        let cols_arg = cols.to_string();
-        let args = ["bench-kernels", "--rows", "20", "--cols", &cols_arg];
-        let out = wick(&[&args[..], &["--iters", "2", "--load-paths", "--json"]].concat());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{stderr}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(v.get("gemv").is_none(), "{v}");
-        let rows = v["load_paths"].as_array().unwrap();
-        assert_eq!(rows.len(), 4 * formats.len(), "{v}");
-        for (i, r) in rows.iter().enumerate() {
-            assert_eq!(r["format"], formats[i / 4], "{r}");
-            assert_eq!(r["path"], paths[i % 4], "{r}");
-            let (us, gbps) = (
-                r["us_per_gemv"].as_f64().unwrap(),
-                r["gemv_gbps"].as_f64().unwrap(),
-            );
-            assert!(us > 0.0 && gbps.is_finite() && gbps > 0.0, "{r}");
-            // 20 rows of 4 bytes a weight, or of 20 bytes a 32-weight block.
-            let bytes = if formats[i / 4] == "F32" {
-                20 * cols * 4
-            } else {
-                20 * cols / 32 * 20
-            };
-            let want = bytes as f64 / us / 1e3;
-            assert!((gbps - want).abs() <= 1e-9 * want, "{r}");
-        }
-        let skipped = v["skipped"].as_array().unwrap();
-        assert_eq!(skipped.len(), 2 - formats.len(), "{v}");
-    }
-    fails_with(
-        &[
-            "bench-kernels",
-            "--rows",
-            "8",
-            "--cols",
-            "6",
-            "--load-paths",
-        ],
-        "no probe format fits 8x6",
-    );
-    fails_with(
-        &["bench-kernels", "--load-paths", "--tokens", "4"],
-        "--tokens",
-    );
-    fails_with(&["bench-kernels", "--load-paths", "--sweep"], "--sweep");
 }
 
 /// `wick bench --synthetic`: a published architecture with random weights

@@ -21,3 +21,15 @@ pub fn wick(args: &[&str]) -> Output {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// `wick args...` fails with one error line holding `needle`, not a panic.
+pub fn fails_with(args: &[&str], needle: &str) {
+    let out = wick(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr}"
+    );
+}

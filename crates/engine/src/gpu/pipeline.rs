@@ -168,7 +168,7 @@ fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec) -> CachedPipeline {
     create_from_source(
         ctx,
         spec.name,
-        kernel_source(spec),
+        &kernel_source(spec),
         spec.entry,
         spec.storage,
     )
@@ -179,7 +179,7 @@ fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec) -> CachedPipeline {
 pub(crate) fn create_from_source(
     ctx: &GpuContext,
     name: &str,
-    source: String,
+    source: &str,
     entry: &str,
     storage: &[Access],
 ) -> CachedPipeline {

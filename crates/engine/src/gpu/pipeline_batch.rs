@@ -48,6 +48,7 @@ impl PendingPipeline {
 pub(crate) struct PendingSet {
     list: Vec<PendingPipeline>,
     names: HashSet<String>,
+    keys: HashSet<VariantKey>,
 }
 
 impl PendingSet {
@@ -67,7 +68,7 @@ impl PendingSet {
         key: &VariantKey,
         make: impl FnOnce() -> OwnedSpec,
     ) {
-        if cache.contains_variant(key) || self.list.iter().any(|p| p.key == Some(*key)) {
+        if cache.contains_variant(key) || !self.keys.insert(*key) {
             return;
         }
         let owned = make();
@@ -137,7 +138,7 @@ pub(crate) fn create_all(
 #[cfg(not(target_arch = "wasm32"))]
 fn create_checked(ctx: &GpuContext, p: &PendingPipeline) -> Result<CachedPipeline, GpuError> {
     let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let pipeline = create_from_source(ctx, &p.name, p.source.clone(), &p.entry, &p.storage);
+    let pipeline = create_from_source(ctx, &p.name, &p.source, &p.entry, &p.storage);
     GpuCounters::add(&ctx.counters.pipelines_created, 1);
     match pollster::block_on(scope.pop()) {
         Some(e) => Err(GpuError::ShaderCompile {

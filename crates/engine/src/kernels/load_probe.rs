@@ -20,6 +20,7 @@ use wgpu::util::DeviceExt;
 use super::bench::{pseudo_random, seconds_each};
 use crate::gpu::error::shape_err;
 use crate::gpu::{GpuContext, GpuError};
+use source::probe_source;
 
 /// Where the probe's GEMV reads its weights from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -444,135 +445,9 @@ fn check(
     Ok(())
 }
 
-/// load_probe.wgsl and `format`'s body for `path`, the row steps written
-/// out (a run-time index into the accumulators would put them in memory on
-/// CPU adapters).
-fn probe_source(
-    format: ProbeFormat,
-    path: LoadPath,
-    rows: usize,
-    cols: usize,
-    width: u32,
-) -> String {
-    let (texel_type, body, step) = match format {
-        ProbeFormat::F32 => (
-            "f32",
-            include_str!("../../../../shaders/load_probe_f32.wgsl"),
-            "acc[J] += w_at(min(row0 + Ju, ROWS - 1u) * K4 + i) * xv;",
-        ),
-        ProbeFormat::Q4 => (
-            "u32",
-            include_str!("../../../../shaders/load_probe_q4.wgsl"),
-            "acc[J] += block_dot(min(row0 + Ju, ROWS - 1u), b, xs, xsum);",
-        ),
-    };
-    let (w_decl, w_vec4, w_word) = match path.weights {
-        WeightsIn::StorageBuffer => (
-            format!("@group(0) @binding(0) var<storage, read> w: array<vec4<{texel_type}>>;"),
-            "w[i]",
-            "w[i >> 2u][i & 3u]",
-        ),
-        WeightsIn::Texture => (
-            format!("@group(0) @binding(0) var w: texture_2d<{texel_type}>;"),
-            "textureLoad(w, texel(i), 0)",
-            "w4_at(i >> 2u)[i & 3u]",
-        ),
-    };
-    let x_decl = match path.x {
-        XIn::StorageBuffer => {
-            "@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;".to_string()
-        }
-        XIn::Uniform => format!(
-            "@group(0) @binding(1) var<uniform> x: array<vec4<f32>, {}>;",
-            cols / 4
-        ),
-    };
-    let steps: String = (0..LANE_ROWS)
-        .map(|j| format!("        {}\n", step.replace('J', &j.to_string())))
-        .collect();
-    let defines = [
-        ("K4", (cols / 4).to_string()),
-        ("NB", (cols / 32).to_string()),
-        ("ROWS", rows.to_string()),
-        ("WIDTH_SHIFT", width.trailing_zeros().to_string()),
-        ("LANE_ROWS", LANE_ROWS.to_string()),
-        ("WG", WORKGROUP.to_string()),
-        ("W_DECL", w_decl),
-        ("X_DECL", x_decl),
-        ("W_VEC4", w_vec4.to_string()),
-        ("W_WORD", w_word.to_string()),
-        ("ROW_STEPS", steps.trim_end().to_string()),
-    ];
-    let mut text = [include_str!("../../../../shaders/load_probe.wgsl"), body].join("\n");
-    for (name, value) in defines {
-        text = text.replace(&format!("{{{{{name}}}}}"), &value);
-    }
-    text
-}
+#[path = "load_probe_source.rs"]
+mod source;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testutil::ctx;
-
-    /// Awkward shapes: rows not a multiple of a workgroup's rows (64) or
-    /// of an invocation's (8), a texture narrower than the matrix so its
-    /// rows wrap and the last is part padding; every path must give the
-    /// CPU's y (`check` inside the probe) and a time, in each format.
-    #[test]
-    fn every_path_gives_the_cpus_gemv() {
-        let ctx = ctx();
-        let cases = [
-            (ProbeFormat::F32, 13, 36, 16),
-            (ProbeFormat::F32, 70, 4, 8),
-            (ProbeFormat::Q4, 13, 96, 16),
-            (ProbeFormat::Q4, 70, 32, 4),
-        ];
-        for (format, rows, cols, width) in cases {
-            let probe = probe_with_width(ctx, format, rows, cols, 1, width);
-            let probes = pollster::block_on(probe).unwrap();
-            assert_eq!(probes.len(), LoadPath::ALL.len());
-            for (p, path) in probes.iter().zip(LoadPath::ALL) {
-                assert_eq!((p.format, p.path), (format, path));
-                assert!(p.seconds > 0.0 && p.gbps.is_finite(), "{p:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn shapes_the_adapter_cannot_hold_are_refused_by_name() {
-        let ctx = ctx();
-        let run =
-            |format, rows, cols| pollster::block_on(probe_load_paths(ctx, format, rows, cols, 1));
-        let err = run(ProbeFormat::F32, 8, 6).unwrap_err().to_string();
-        assert!(err.contains("multiple of 4"), "{err}");
-        let err = run(ProbeFormat::Q4, 8, 48).unwrap_err().to_string();
-        assert!(
-            err.contains("Q4 matrix") && err.contains("multiple of 32"),
-            "{err}"
-        );
-        let cols = ctx.limits.max_uniform_buffer_binding_size as usize / 4 + 32;
-        let err = run(ProbeFormat::Q4, 1, cols).unwrap_err().to_string();
-        assert!(err.contains("uniform binding"), "{err}");
-        let rows = ctx.max_binding_bytes() as usize / (64 * 4) + 1;
-        let err = run(ProbeFormat::F32, rows, 64).unwrap_err().to_string();
-        assert!(err.contains("storage binding"), "{err}");
-        // A texture one texel wide holds a texel a row: one past its
-        // height limit.
-        let side = ctx.limits.max_texture_dimension_2d as usize;
-        let probe = probe_with_width(ctx, ProbeFormat::F32, side + 1, 4, 1, 1);
-        let err = pollster::block_on(probe).unwrap_err().to_string();
-        assert!(err.contains("texels a side"), "{err}");
-    }
-
-    #[test]
-    fn a_wrong_y_is_caught() {
-        let (format, path) = (ProbeFormat::Q4, LoadPath::ALL[0]);
-        let expected = [(1.0, 3.0), (2.0, 2.0)];
-        assert!(check(format, path, &[1.0, 2.0], &expected, 4).is_ok());
-        let err = check(format, path, &[1.0, 2.001], &expected, 4).unwrap_err();
-        assert!(err.to_string().contains("row 1"), "{err}");
-        assert!(check(format, path, &[1.0], &expected, 4).is_err());
-        assert!(check(format, path, &[f32::NAN], &expected[..1], 4).is_err());
-    }
-}
+#[path = "load_probe_tests.rs"]
+mod tests;
