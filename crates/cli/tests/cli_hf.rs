@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use wick_tests::hf_checkpoint::{tokenizer_config_json, tokenizer_json, Storage, TinyModel};
 
 mod common;
-use common::wick;
+use common::{fails_with, wick};
 
 fn stdout_json(args: &[&str]) -> serde_json::Value {
     let out = wick(args);
@@ -101,16 +101,6 @@ fn a_checkpoint_folder_runs_as_its_gguf_file() {
 fn a_folder_that_is_not_a_checkpoint_is_a_clear_error() {
     let dir = fresh_dir("bad");
     let (gguf, hf) = write_model(&dir);
-    let fails_with = |args: &[&str], needle: &str| {
-        let out = wick(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} succeeded");
-        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "{args:?}: expected {needle:?} in {stderr}"
-        );
-    };
     let q8_gguf = [
         "logits",
         "--model",
