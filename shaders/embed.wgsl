@@ -25,7 +25,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;         // part, in the GPU layout (quant.wgsl) + zero padding
+{{WEIGHT_WORDS}} // part, in the GPU layout (quant.wgsl) + zero padding
 @group(0) @binding(2) var<storage, read> ids: array<u32>;       // [ids_offset + m]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // [out_offset + m * k]
 

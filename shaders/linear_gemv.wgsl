@@ -14,7 +14,7 @@
 // one: matvec.wgsl, quant_vec.wgsl, linear_x_vec.wgsl), act_fns.wgsl, then
 // this file; the x_* file reads x through the norm.
 // Extra bindings after the core's, present per variant:
-{{NORM}}@group(0) @binding({{NORM_BINDING}}) var<storage, read> norm_w: array<vec4<f32>>; // [ceil(k / 4)], zero-padded
+{{NORM}}@group(0) @binding({{NORM_BINDING}}) {{NORM_DECL}} // [ceil(k / 4)], zero-padded; storage or uniform as x
 {{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
 // Dispatch: ceil(rows / ROWS) workgroups, folded over x and y past 65535.
 

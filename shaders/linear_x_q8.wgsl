@@ -5,7 +5,7 @@
 // then costs 3 loads per 32 values where f32 takes 8: on CPU adapters,
 // whose loads run lane by lane, loads bound the kernel, not bytes.
 
-@group(0) @binding(2) var<storage, read> xq: array<vec4<u32>>;                 // [k / 16]
+@group(0) @binding(2) {{XQ_DECL}} // [k / 16], storage or uniform as X_DECL (matvec_x_f32.wgsl)
 @group(0) @binding({{XD_BINDING}}) var<storage, read> xd: array<vec2<f32>>; // [k / 32]
 
 // Step s of the row whose first vec4 is base4 (a multiple of 8: rows of

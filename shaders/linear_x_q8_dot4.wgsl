@@ -8,7 +8,7 @@
 // differs from linear_x_q8.wgsl's f32 arithmetic by rounding alone.
 // Sources: the vec4 core's (matvec.wgsl), this file, then quant_dot4_*.
 
-@group(0) @binding(2) var<storage, read> xq: array<vec4<u32>>;                 // [k / 16]
+@group(0) @binding(2) {{XQ_DECL}} // [k / 16], storage or uniform as X_DECL (matvec_x_f32.wgsl)
 @group(0) @binding({{XD_BINDING}}) var<storage, read> xd: array<vec2<f32>>; // [k / 32]
 
 // The step type StepX and its reader step_x(base4, s) come with the step

@@ -5,7 +5,7 @@
 // matmul_params.wgsl, an x reader (matmul_x_scalar.wgsl, or
 // matmul_x_vec4.wgsl where every x row starts on a vec4), then this file.
 
-@group(0) @binding(1) var<storage, read> w: array<u32>;         // part, in the GPU layout (quant.wgsl) + zero padding
+{{WEIGHT_WORDS}} // part, in the GPU layout (quant.wgsl) + zero padding
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // [out_offset + (m - 1) * out_stride + rows]
 
 const QK: u32 = {{QK}};

@@ -11,10 +11,10 @@
 // quant_vec{16,32,64}.wgsl, then an entry point (matmul_tiled_main.wgsl,
 // linear_tiled.wgsl).
 
-@group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
+{{WEIGHT_WORDS}}
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // [(x_offset + m * k) / 4]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
+{{WEIGHT_VEC4S}}
 
 // Token t's dot product with one row's chunk of weights (F32, F16).
 fn dot_chunk(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>, t: u32) -> f32 {

@@ -20,11 +20,11 @@
 // with matvec_x_f32.wgsl or linear_x_q8.wgsl, or linear_x_q8_dot4.wgsl
 // alone), then an entry point.
 
-@group(0) @binding(1) var<storage, read> w: array<u32>;          // part, GPU layout
+{{WEIGHT_WORDS}}
 // Binding 2, x, is declared by the x reader (matvec_x_f32.wgsl,
 // linear_x_q8.wgsl, linear_x_q8_dot4.wgsl).
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;   // the same part, as vec4s
+{{WEIGHT_VEC4S}}
 
 const WG: u32 = {{WG}}u; // a multiple of LANES
 const LANES: u32 = {{LANES}}u;

@@ -1,7 +1,9 @@
 // x of the vec4 matrix-vector core (matvec.wgsl) as f32 vec4s, through the
 // entry point's x_vec (which may normalise it on the way).
 
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>; // [x_offset / 4 + k / 4]
+// X_DECL: a storage array, or (kernels::linear_gemv on CPU adapters whose
+// storage loads are slow, `x_uniform`) a uniform one of the row's length.
+@group(0) @binding(2) {{X_DECL}} // [x_offset / 4 + k / 4]
 
 // Step s of the row whose first vec4 is base4: each lane loads its x once
 // and dots it with the step of all its group's rows.

@@ -1,10 +1,13 @@
 // Weight decoding shared by the matmul and embedding kernels: one definition
 // per storage format, concatenated in front of a kernel (KernelSpec.sources).
 //
-// The including kernel declares the weights as words and its parameters as
-// `p`, with the part's layout in p.row_bytes, p.blocks, p.aux_base and
-// p.d16_base:
-//   @group(0) @binding(1) var<storage, read> w: array<u32>; // one matrix part
+// The including kernel declares its parameters as `p`, with the part's
+// layout in p.row_bytes, p.blocks, p.aux_base and p.d16_base, and puts the
+// placeholder WEIGHT_WORDS (in double braces) where binding 1, one matrix
+// part, belongs: pipeline creation declares it there, with `w_word(i)`
+// (word i of the part) and `w_vec4(i)` (its 16 bytes from 16 i), as a
+// storage buffer or a texture (gpu::weight_store). Every read of the
+// weights goes through those two.
 // F32 and F16 rows are stored as in the file (an odd F16 row length puts a
 // row at 2 bytes past a word). Quantized parts are in the GPU layout of
 // kernels::layout: three regions of words. Block i of the part (row-major)
@@ -54,13 +57,13 @@ fn slot_of(row: u32, U: u32) -> u32 {
     return scale_slot(row, U / UNITS);
 }
 fn quant_word(blk: u32, j: u32) -> u32 {
-    return w[blk * QUANT_WORDS + j];
+    return w_word(blk * QUANT_WORDS + j);
 }
 fn aux_word(slot: u32, j: u32) -> u32 {
-    return w[p.aux_base + slot * AUX_WORDS + j];
+    return w_word(p.aux_base + slot * AUX_WORDS + j);
 }
 fn d16(slot: u32) -> f32 {
-    let v = unpack2x16float(w[p.d16_base + (slot >> 1u)]);
+    let v = unpack2x16float(w_word(p.d16_base + (slot >> 1u)));
     return select(v.x, v.y, (slot & 1u) == 1u);
 }
 // Signed byte j of the slot's aux words.
@@ -85,11 +88,11 @@ fn funnel(lo: u32, hi: u32, s: u32) -> u32 {
 fn w_bytes16(b: u32) -> vec4<u32> {
     let i = b >> 2u;
     let s = (b & 3u) * 8u;
-    let w0 = w[i];
-    let w1 = w[i + 1u];
-    let w2 = w[i + 2u];
-    let w3 = w[i + 3u];
-    let w4 = w[i + 4u];
+    let w0 = w_word(i);
+    let w1 = w_word(i + 1u);
+    let w2 = w_word(i + 2u);
+    let w3 = w_word(i + 3u);
+    let w4 = w_word(i + 4u);
     return vec4<u32>(funnel(w0, w1, s), funnel(w1, w2, s), funnel(w2, w3, s), funnel(w3, w4, s));
 }
 
@@ -138,10 +141,10 @@ fn runs_f32(u: u32) -> vec2<u32> {
 fn decode_f32(row: u32, U: u32) -> Unit {
     let i = unit_byte(row, U) >> 2u; // F32 rows are whole words
     return Unit(
-        bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u])),
-        bitcast<vec4<f32>>(vec4<u32>(w[i + 4u], w[i + 5u], w[i + 6u], w[i + 7u])),
-        bitcast<vec4<f32>>(vec4<u32>(w[i + 8u], w[i + 9u], w[i + 10u], w[i + 11u])),
-        bitcast<vec4<f32>>(vec4<u32>(w[i + 12u], w[i + 13u], w[i + 14u], w[i + 15u])),
+        bitcast<vec4<f32>>(vec4<u32>(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u))),
+        bitcast<vec4<f32>>(vec4<u32>(w_word(i + 4u), w_word(i + 5u), w_word(i + 6u), w_word(i + 7u))),
+        bitcast<vec4<f32>>(vec4<u32>(w_word(i + 8u), w_word(i + 9u), w_word(i + 10u), w_word(i + 11u))),
+        bitcast<vec4<f32>>(vec4<u32>(w_word(i + 12u), w_word(i + 13u), w_word(i + 14u), w_word(i + 15u))),
     );
 }
 

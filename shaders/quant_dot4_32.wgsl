@@ -24,7 +24,7 @@ fn dot_i8_q8_0(row: u32, s: u32, x: StepX) -> f32 {
 // dot_scaled_FMT): d the f16 scale, aux the aux word.
 fn dot_i8_scaled_q8_0(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
     let blk = row * p.blocks + s;
-    let sum = dot16(w4[2u * blk], x.lo) + dot16(w4[2u * blk + 1u], x.hi);
+    let sum = dot16(w_vec4(2u * blk), x.lo) + dot16(w_vec4(2u * blk + 1u), x.hi);
     return d * x.d * sum;
 }
 
@@ -38,7 +38,7 @@ fn dot_i8_q4_0(row: u32, s: u32, x: StepX) -> f32 {
     return dot_i8_scaled_q4_0(row, s, x, d16(scale_slot(row, s)), 0u);
 }
 fn dot_i8_scaled_q4_0(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
-    let sum = dot_nibbles_i8(w4[row * p.blocks + s], vec4<u32>(0u), vec4<u32>(0u), x);
+    let sum = dot_nibbles_i8(w_vec4(row * p.blocks + s), vec4<u32>(0u), vec4<u32>(0u), x);
     return d * (x.d * sum - 8.0 * x.dsum);
 }
 
@@ -48,7 +48,7 @@ fn dot_i8_q4_1(row: u32, s: u32, x: StepX) -> f32 {
 // aux: d and m as two f16.
 fn dot_i8_scaled_q4_1(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
     let dm = unpack2x16float(aux);
-    let sum = dot_nibbles_i8(w4[row * p.blocks + s], vec4<u32>(0u), vec4<u32>(0u), x);
+    let sum = dot_nibbles_i8(w_vec4(row * p.blocks + s), vec4<u32>(0u), vec4<u32>(0u), x);
     return dm.x * x.d * sum + dm.y * x.dsum;
 }
 
@@ -60,6 +60,6 @@ fn dot_i8_q5_0(row: u32, s: u32, x: StepX) -> f32 {
 fn dot_i8_scaled_q5_0(row: u32, s: u32, x: StepX, d: f32, qh: u32) -> f32 {
     let lo5 = vec4<u32>(fifth_bits(qh), fifth_bits(qh >> 4u), fifth_bits(qh >> 8u), fifth_bits(qh >> 12u));
     let hi5 = vec4<u32>(fifth_bits(qh >> 16u), fifth_bits(qh >> 20u), fifth_bits(qh >> 24u), fifth_bits(qh >> 28u));
-    let sum = dot_nibbles_i8(w4[row * p.blocks + s], lo5, hi5, x);
+    let sum = dot_nibbles_i8(w_vec4(row * p.blocks + s), lo5, hi5, x);
     return d * (x.d * sum - 16.0 * x.dsum);
 }

@@ -29,8 +29,8 @@ fn dot_i8_q4_k(row: u32, s: u32, x: StepX) -> f32 {
     let blk = row * p.blocks + s / 4u;
     let c = s & 3u;
     let sc = chunk_scales_q4_k_of(aux4(blk), c);
-    let q0 = w4[8u * blk + 2u * c];      // bytes 32c .. 32c + 16
-    let q1 = w4[8u * blk + 2u * c + 1u]; // bytes 32c + 16 .. 32c + 32
+    let q0 = w_vec4(8u * blk + 2u * c);      // bytes 32c .. 32c + 16
+    let q1 = w_vec4(8u * blk + 2u * c + 1u); // bytes 32c + 16 .. 32c + 32
     let lo = dot16(nibbles_lo(q0), x.a0) + dot16(nibbles_lo(q1), x.a1);
     let hi = dot16(nibbles_hi(q0), x.b0) + dot16(nibbles_hi(q1), x.b1);
     return sc.x * x.d.x * lo + sc.z * x.d.y * hi - (sc.y * x.dsum.x + sc.w * x.dsum.y);
@@ -55,10 +55,10 @@ fn dot_i8_q6_k(row: u32, s: u32, x: StepX) -> f32 {
     let sb = 4u + 2u * t.g;
     let scales = aux4(t.blk);
     let sc = 8u * t.n + 2u * t.g;
-    let ql0 = w4[t.qv + 4u * t.n + 2u * t.g];
-    let ql1 = w4[t.qv + 4u * t.n + 2u * t.g + 1u];
-    let qh0 = w4[t.qv + 8u + 2u * t.n];
-    let qh1 = w4[t.qv + 8u + 2u * t.n + 1u];
+    let ql0 = w_vec4(t.qv + 4u * t.n + 2u * t.g);
+    let ql1 = w_vec4(t.qv + 4u * t.n + 2u * t.g + 1u);
+    let qh0 = w_vec4(t.qv + 8u + 2u * t.n);
+    let qh1 = w_vec4(t.qv + 8u + 2u * t.n + 1u);
     let a = i8_of(scales, sc) * dot16(q6_bytes(ql0, qh0, sa), x.a0)
         + i8_of(scales, sc + 1u) * dot16(q6_bytes(ql1, qh1, sa), x.a1);
     let b = i8_of(scales, sc + 4u) * dot16(q6_bytes(ql0 >> vec4<u32>(4u), qh0, sb), x.b0)

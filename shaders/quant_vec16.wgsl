@@ -15,8 +15,8 @@ fn runs_vec_f32(s: u32) -> vec2<u32> {
 }
 fn dot_step_f32(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
     let v = row * (p.row_bytes / 16u) + 4u * s;
-    return dot(bitcast<vec4<f32>>(w4[v]), xs[0]) + dot(bitcast<vec4<f32>>(w4[v + 1u]), xs[1])
-        + dot(bitcast<vec4<f32>>(w4[v + 2u]), xs[2]) + dot(bitcast<vec4<f32>>(w4[v + 3u]), xs[3]);
+    return dot(bitcast<vec4<f32>>(w_vec4(v)), xs[0]) + dot(bitcast<vec4<f32>>(w_vec4(v + 1u)), xs[1])
+        + dot(bitcast<vec4<f32>>(w_vec4(v + 2u)), xs[2]) + dot(bitcast<vec4<f32>>(w_vec4(v + 3u)), xs[3]);
 }
 
 fn runs_vec_f16(s: u32) -> vec2<u32> {
@@ -24,8 +24,8 @@ fn runs_vec_f16(s: u32) -> vec2<u32> {
 }
 fn dot_step_f16(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>) -> f32 {
     let v = row * (p.row_bytes / 16u) + 2u * s;
-    let a = w4[v];
-    let b = w4[v + 1u];
+    let a = w_vec4(v);
+    let b = w_vec4(v + 1u);
     return dot(f16x4(a.xy), xs[0]) + dot(f16x4(a.zw), xs[1]) + dot(f16x4(b.xy), xs[2]) + dot(f16x4(b.zw), xs[3]);
 }
 
@@ -37,15 +37,15 @@ fn chunk_x_f32(c: u32) -> vec2<u32> {
 }
 fn chunk_q_f32(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let v = row * (p.row_bytes / 16u) + 4u * c;
-    return array<vec4<f32>, CV>(bitcast<vec4<f32>>(w4[v]), bitcast<vec4<f32>>(w4[v + 1u]),
-        bitcast<vec4<f32>>(w4[v + 2u]), bitcast<vec4<f32>>(w4[v + 3u]));
+    return array<vec4<f32>, CV>(bitcast<vec4<f32>>(w_vec4(v)), bitcast<vec4<f32>>(w_vec4(v + 1u)),
+        bitcast<vec4<f32>>(w_vec4(v + 2u)), bitcast<vec4<f32>>(w_vec4(v + 3u)));
 }
 fn chunk_x_f16(c: u32) -> vec2<u32> {
     return vec2<u32>(4u * c, 4u * c + 2u);
 }
 fn chunk_q_f16(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let v = row * (p.row_bytes / 16u) + 2u * c;
-    let a = w4[v];
-    let b = w4[v + 1u];
+    let a = w_vec4(v);
+    let b = w_vec4(v + 1u);
     return array<vec4<f32>, CV>(f16x4(a.xy), f16x4(a.zw), f16x4(b.xy), f16x4(b.zw));
 }

@@ -25,8 +25,8 @@ fn dot_step_q8_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
 // one-lane tile reader (matvec_tile.wgsl) loads for 16 rows at once.
 fn dot_scaled_q8_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>, d: f32, aux: u32) -> f32 {
     let blk = row * p.blocks + s;
-    let a = w4[2u * blk];
-    let b = w4[2u * blk + 1u];
+    let a = w_vec4(2u * blk);
+    let b = w_vec4(2u * blk + 1u);
     let sum = dot(bytes_i(a.x), xs[0]) + dot(bytes_i(a.y), xs[1]) + dot(bytes_i(a.z), xs[2]) + dot(bytes_i(a.w), xs[3])
         + dot(bytes_i(b.x), xs[4]) + dot(bytes_i(b.y), xs[5]) + dot(bytes_i(b.z), xs[6]) + dot(bytes_i(b.w), xs[7]);
     return d * sum;
@@ -46,7 +46,7 @@ fn dot_step_q4_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
     return dot_scaled_q4_0(row, s, xs, xg, d16(scale_slot(row, s)), 0u);
 }
 fn dot_scaled_q4_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>, d: f32, aux: u32) -> f32 {
-    return d * (dot_nibbles(w4[row * p.blocks + s], xs) - 8.0 * xg[0]);
+    return d * (dot_nibbles(w_vec4(row * p.blocks + s), xs) - 8.0 * xg[0]);
 }
 
 fn runs_vec_q4_1(s: u32) -> vec2<u32> {
@@ -58,7 +58,7 @@ fn dot_step_q4_1(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
 // aux: d and m as two f16.
 fn dot_scaled_q4_1(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>, d: f32, aux: u32) -> f32 {
     let dm = unpack2x16float(aux);
-    return dm.x * dot_nibbles(w4[row * p.blocks + s], xs) + dm.y * xg[0];
+    return dm.x * dot_nibbles(w_vec4(row * p.blocks + s), xs) + dm.y * xg[0];
 }
 
 fn runs_vec_q5_0(s: u32) -> vec2<u32> {
@@ -70,7 +70,7 @@ fn dot_step_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
 }
 // aux: qh, whose bit j is the fifth bit of element j.
 fn dot_scaled_q5_0(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>, d: f32, qh: u32) -> f32 {
-    let q = w4[row * p.blocks + s];
+    let q = w_vec4(row * p.blocks + s);
     let sum = dot(q5_lo(q.x, qh), xs[0]) + dot(q5_lo(q.y, qh >> 4u), xs[1]) + dot(q5_lo(q.z, qh >> 8u), xs[2])
         + dot(q5_lo(q.w, qh >> 12u), xs[3]) + dot(q5_hi(q.x, qh >> 16u), xs[4]) + dot(q5_hi(q.y, qh >> 20u), xs[5])
         + dot(q5_hi(q.z, qh >> 24u), xs[6]) + dot(q5_hi(q.w, qh >> 28u), xs[7]);
@@ -103,8 +103,8 @@ fn chunk_x_q8_0(c: u32) -> vec2<u32> {
 }
 fn chunk_q_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c;
-    let a = w4[2u * blk];
-    let b = w4[2u * blk + 1u];
+    let a = w_vec4(2u * blk);
+    let b = w_vec4(2u * blk + 1u);
     return array<vec4<f32>, CV>(bytes_i(a.x), bytes_i(a.y), bytes_i(a.z), bytes_i(a.w),
         bytes_i(b.x), bytes_i(b.y), bytes_i(b.z), bytes_i(b.w));
 }
@@ -116,7 +116,7 @@ fn chunk_x_q4_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
 fn chunk_q_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
-    return nibbles8(w4[row * p.blocks + c]);
+    return nibbles8(w_vec4(row * p.blocks + c));
 }
 fn chunk_ab_q4_0(row: u32, c: u32) -> vec4<f32> {
     let d = d16(scale_slot(row, c));
@@ -127,7 +127,7 @@ fn chunk_x_q4_1(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
 fn chunk_q_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
-    return nibbles8(w4[row * p.blocks + c]);
+    return nibbles8(w_vec4(row * p.blocks + c));
 }
 fn chunk_ab_q4_1(row: u32, c: u32) -> vec4<f32> {
     let dm = unpack2x16float(aux_word(scale_slot(row, c), 0u));
@@ -138,7 +138,7 @@ fn chunk_x_q5_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
 fn chunk_q_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
-    let q = w4[row * p.blocks + c];
+    let q = w_vec4(row * p.blocks + c);
     // Bit j of qh is the fifth bit of element j.
     let qh = aux_word(scale_slot(row, c), 0u);
     return array<vec4<f32>, CV>(q5_lo(q.x, qh), q5_lo(q.y, qh >> 4u), q5_lo(q.z, qh >> 8u), q5_lo(q.w, qh >> 12u),

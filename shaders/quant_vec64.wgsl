@@ -17,7 +17,7 @@
 // scale slots are row-major (SCALE_TILE 1), so a block's slot is its index
 // and their readers pass the block for it.
 fn aux4(slot: u32) -> vec4<u32> {
-    return w4[p.aux_base / 4u + slot];
+    return w_vec4(p.aux_base / 4u + slot);
 }
 // Signed byte j (0..16) of `aux`.
 fn i8_of(aux: vec4<u32>, j: u32) -> f32 {
@@ -35,8 +35,8 @@ fn dot_step_q4_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
     let blk = row * p.blocks + s / 4u;
     let c = s & 3u;
     let sc = chunk_scales_q4_k_of(aux4(blk), c);
-    let q0 = w4[8u * blk + 2u * c];      // bytes 32c .. 32c + 16
-    let q1 = w4[8u * blk + 2u * c + 1u]; // bytes 32c + 16 .. 32c + 32
+    let q0 = w_vec4(8u * blk + 2u * c);      // bytes 32c .. 32c + 16
+    let q1 = w_vec4(8u * blk + 2u * c + 1u); // bytes 32c + 16 .. 32c + 32
     let lo = dot(nib_lo(q0.x), xs[0]) + dot(nib_lo(q0.y), xs[1]) + dot(nib_lo(q0.z), xs[2]) + dot(nib_lo(q0.w), xs[3])
         + dot(nib_lo(q1.x), xs[4]) + dot(nib_lo(q1.y), xs[5]) + dot(nib_lo(q1.z), xs[6]) + dot(nib_lo(q1.w), xs[7]);
     let hi = dot(nib_hi(q0.x), xs[8]) + dot(nib_hi(q0.y), xs[9]) + dot(nib_hi(q0.z), xs[10]) + dot(nib_hi(q0.w), xs[11])
@@ -81,10 +81,10 @@ fn dot_step_q6_k(row: u32, s: u32, xs: array<vec4<f32>, XV>, xg: array<f32, XG>)
     // The step's two 16-byte halves of ql and of qh, written out rather than
     // looped over: xs indexed by a loop variable is an array in memory for
     // GPU compilers too (this step ran 15-25x slower than Q4_K's on an H200).
-    let ql0 = w4[t.qv + 4u * t.n + 2u * t.g];
-    let ql1 = w4[t.qv + 4u * t.n + 2u * t.g + 1u];
-    let qh0 = w4[t.qv + 8u + 2u * t.n];
-    let qh1 = w4[t.qv + 8u + 2u * t.n + 1u];
+    let ql0 = w_vec4(t.qv + 4u * t.n + 2u * t.g);
+    let ql1 = w_vec4(t.qv + 4u * t.n + 2u * t.g + 1u);
+    let qh0 = w_vec4(t.qv + 8u + 2u * t.n);
+    let qh1 = w_vec4(t.qv + 8u + 2u * t.n + 1u);
     // Run a's 16 elements from 16j use scale 8n + 2g + j, run b's 4 later.
     let sc = 8u * t.n + 2u * t.g;
     let a0 = q6_dot16(ql0, qh0, sa, xs[0], xs[1], xs[2], xs[3]);
@@ -121,7 +121,7 @@ fn chunk_x_q4_k(c: u32) -> vec2<u32> {
 }
 fn chunk_q_q4_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c / 8u;
-    let q = w4[8u * blk + 2u * ((c / 2u) & 3u) + (c & 1u)];
+    let q = w_vec4(8u * blk + 2u * ((c / 2u) & 3u) + (c & 1u));
     return array<vec4<f32>, CV>(nib_lo(q.x), nib_lo(q.y), nib_lo(q.z), nib_lo(q.w),
         nib_hi(q.x), nib_hi(q.y), nib_hi(q.z), nib_hi(q.w));
 }
@@ -146,8 +146,8 @@ fn chunk_q_q6_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
     let n = (c / 4u) & 1u;
     let g = (c / 2u) & 1u;
     let k = c & 1u;
-    let ql = w4[12u * blk + 4u * n + 2u * g + k];
-    let qh = w4[12u * blk + 8u + 2u * n + k];
+    let ql = w_vec4(12u * blk + 4u * n + 2u * g + k);
+    let qh = w_vec4(12u * blk + 8u + 2u * n + k);
     let ha = 2u * g;
     let hb = 4u + 2u * g;
     return array<vec4<f32>, CV>(q6x4_u(ql.x, qh.x, ha), q6x4_u(ql.y, qh.y, ha), q6x4_u(ql.z, qh.z, ha),

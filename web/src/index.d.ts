@@ -168,6 +168,9 @@ export interface EngineInfo {
   /** How a decode matrix-vector workgroup sums each row's lanes: "serial"
    * on CPU adapters, "subgroup" where the device has subgroups, else "tree". */
   decodeGemvReduce: "serial" | "tree" | "subgroup";
+  /** Where weight matrices live: always "buffers" (storage buffers) in the
+   * browser; natively on lavapipe the engine keeps them in textures. */
+  weightStore: "buffers" | "textures";
   /** `deviceMemory` is null where the adapter reports none (always in the browser): the memory preflight then checks the buffer limits only. */
   limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number; deviceMemory: number | null };
   /** The engine's own count of what it holds on the GPU now (buffers of every kind, their bytes, cached bind groups). */

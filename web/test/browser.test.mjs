@@ -103,6 +103,7 @@ describe("Engine on the page", () => {
     // SwiftShader is a CPU adapter: lanes summed serially (no subgroups in the browser either).
     assert.equal(info.adapter.isSoftware, true);
     assert.equal(info.decodeGemvReduce, "serial");
+    assert.equal(info.weightStore, "buffers");
     // 8-bit activations are lavapipe's default only (slower on SwiftShader).
     assert.equal(info.activations, "f32");
     assert.equal(info.model.architecture, "llama");

@@ -175,6 +175,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         "tokens_per_submit": s.tokens_per_submit(),
         "kv_cache": engine.pipeline.kv_dtype().name(),
         "activations": engine.pipeline.act_dtype().name(),
+        "weight_store": ctx.weight_store.name(),
         "cpu_record_ms_per_step": s.cpu_record_ms_per_step(),
         "weight_bytes_per_token": weight_bytes,
         "copy_gbps": copy_gbps,

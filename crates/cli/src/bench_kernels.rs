@@ -303,6 +303,7 @@ fn print_report(ctx: &GpuContext, copy_gbps: f64, body: Value) -> CliResult {
     let mut report = json!({
         "adapter": ctx.adapter.name,
         "software_adapter": ctx.adapter.is_software,
+        "weight_store": ctx.weight_store.name(),
         "copy_gbps": copy_gbps,
     });
     if let (Some(report), Value::Object(body)) = (report.as_object_mut(), body) {
@@ -315,8 +316,9 @@ fn print_report(ctx: &GpuContext, copy_gbps: f64, body: Value) -> CliResult {
 /// The table's first line: the adapter and its copy bandwidth.
 fn print_adapter(ctx: &GpuContext, copy_gbps: f64) {
     println!(
-        "adapter {}  copy bandwidth {copy_gbps:.2} GB/s",
-        ctx.adapter.name
+        "adapter {}  weights in {}  copy bandwidth {copy_gbps:.2} GB/s",
+        ctx.adapter.name,
+        ctx.weight_store.name()
     );
 }
 

@@ -55,11 +55,16 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "decode_attention": "split",
             "decode_gemv_reduce": Reduce::choose(a.is_software, f.subgroups).name(),
             "prefill_attention": if a.is_software { "lanes" } else { "workgroups" },
+            // Weight matrices in storage buffers, or in textures (llvmpipe:
+            // its storage loads cost a stall a word; README). The
+            // WICK_WEIGHT_STORE variable overrides it.
+            "weight_store": ctx.weight_store.name(),
         },
         "limits": {
             "max_storage_buffer_binding_size": l.max_storage_buffer_binding_size,
             "max_uniform_buffer_binding_size": l.max_uniform_buffer_binding_size,
             "max_buffer_size": l.max_buffer_size,
+            "max_texture_dimension_2d": l.max_texture_dimension_2d,
             "max_compute_workgroup_storage_size": l.max_compute_workgroup_storage_size,
             "max_compute_invocations_per_workgroup": l.max_compute_invocations_per_workgroup,
             "max_compute_workgroups_per_dimension": l.max_compute_workgroups_per_dimension,

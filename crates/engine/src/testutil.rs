@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use rand::{Rng, SeedableRng};
 
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, WeightStore};
 
 /// The test process's GPU context. Tests that need a GPU fail, loudly, when
 /// none is found: CI always has lavapipe, so a missing adapter is a setup bug.
@@ -24,8 +24,28 @@ pub fn ctx() -> &'static GpuContext {
     })
 }
 
+/// A context of the test process keeping weights in `store`, whatever the
+/// adapter's default (`ctx()` keeps that): tests run both stores with it.
+pub fn ctx_with_store(store: WeightStore) -> &'static GpuContext {
+    static BUFFERS: OnceLock<GpuContext> = OnceLock::new();
+    static TEXTURES: OnceLock<GpuContext> = OnceLock::new();
+    let ctx = ctx();
+    if ctx.weight_store == store {
+        return ctx;
+    }
+    let cell = match store {
+        WeightStore::Buffers => &BUFFERS,
+        WeightStore::Textures => &TEXTURES,
+    };
+    cell.get_or_init(|| new_ctx_with(Some(store)))
+}
+
 fn new_ctx() -> GpuContext {
-    match pollster::block_on(GpuContext::new()) {
+    new_ctx_with(None)
+}
+
+fn new_ctx_with(store: Option<WeightStore>) -> GpuContext {
+    match pollster::block_on(GpuContext::with_weight_store(store)) {
         Ok(ctx) => ctx,
         Err(e) => panic!(
             "GPU tests need an adapter: {e}. Install mesa-vulkan-drivers and set WGPU_BACKEND=vulkan"

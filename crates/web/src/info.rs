@@ -25,6 +25,9 @@ pub struct Info {
     /// How a decode matrix-vector workgroup sums a row's lanes: "serial"
     /// (CPU adapters), "tree" (workgroup memory) or "subgroup".
     pub decode_gemv_reduce: &'static str,
+    /// Where weight matrices live: "buffers" (storage buffers), or
+    /// "textures" (natively on llvmpipe only; never in the browser).
+    pub weight_store: &'static str,
     pub limits: Limits,
     /// What the engine holds on the GPU now, by its own count.
     pub gpu_memory: GpuMemory,
@@ -150,6 +153,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
         kv_cache: engine.pipeline.kv_dtype().name(),
         activations: engine.pipeline.act_dtype().name(),
         decode_gemv_reduce: Reduce::choose(a.is_software, f.subgroups).name(),
+        weight_store: ctx.weight_store.name(),
         limits: Limits {
             max_buffer_size: ctx.limits.max_buffer_size,
             max_storage_buffer_binding_size: ctx.limits.max_storage_buffer_binding_size,

@@ -11,6 +11,7 @@ use super::error::GpuError;
 use super::pipeline::PipelineCache;
 use super::recorder::UniformArena;
 use super::residency::Residency;
+use super::weight_store::{WeightStore, WEIGHT_STORE_ENV};
 
 /// What the adapter is, as reported to users (`wick info`, `engine.info()`).
 #[derive(Clone, Debug)]
@@ -103,6 +104,8 @@ pub struct GpuContext {
     pub adapter: AdapterSummary,
     pub features: GpuFeatures,
     pub limits: wgpu::Limits,
+    /// Where weight matrices live (`weight_store.rs`).
+    pub weight_store: WeightStore,
     /// Bytes of device memory, where the adapter reports it (Vulkan's
     /// largest device-local heap; never in the browser): see
     /// `device_memory.rs`.
@@ -126,6 +129,13 @@ impl GpuContext {
     /// (lavapipe, SwiftShader) is accepted and reported as such. `WGPU_BACKEND`
     /// narrows the backends natively, as in every wgpu program.
     pub async fn new() -> Result<GpuContext, GpuError> {
+        Self::with_weight_store(None).await
+    }
+
+    /// As `new`, with weights in `store` where given (tests run both stores
+    /// on one adapter); otherwise `WICK_WEIGHT_STORE`, else the adapter's
+    /// default.
+    pub async fn with_weight_store(store: Option<WeightStore>) -> Result<GpuContext, GpuError> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         if cfg!(target_arch = "wasm32") {
             desc.backends = wgpu::Backends::BROWSER_WEBGPU;
@@ -143,12 +153,13 @@ impl GpuContext {
         let packed_dot4 = instance
             .wgsl_language_features()
             .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct);
-        Self::from_adapter(adapter, packed_dot4).await
+        Self::from_adapter(adapter, packed_dot4, store).await
     }
 
     async fn from_adapter(
         adapter: wgpu::Adapter,
         packed_dot4: bool,
+        store: Option<WeightStore>,
     ) -> Result<GpuContext, GpuError> {
         let info = adapter.get_info();
         let device_memory = super::device_memory::device_memory(&adapter);
@@ -187,6 +198,21 @@ impl GpuContext {
             packed_dot4,
         };
         let limits = device.limits();
+        let weight_store = match (store, std::env::var(WEIGHT_STORE_ENV)) {
+            (Some(store), _) => store,
+            (None, Ok(name)) if !cfg!(target_arch = "wasm32") => WeightStore::parse(&name)?,
+            _ => WeightStore::default_for(summary.is_llvmpipe(), limits.max_texture_dimension_2d),
+        };
+        if weight_store == WeightStore::Textures
+            && limits.max_texture_dimension_2d < super::weight_store::TEXTURE_WIDTH
+        {
+            return Err(GpuError::Setting(format!(
+                "weights in textures need textures {} texels wide; adapter '{}' allows {}",
+                super::weight_store::TEXTURE_WIDTH,
+                summary.name,
+                limits.max_texture_dimension_2d
+            )));
+        }
         let residency = Arc::new(Residency::default());
         let arena = UniformArena::new(&device, &limits, &residency);
         let lost = Arc::new(Mutex::new(None));
@@ -206,6 +232,7 @@ impl GpuContext {
             adapter: summary,
             features,
             limits,
+            weight_store,
             device_memory,
             counters: GpuCounters::default(),
             pipelines: PipelineCache::default(),
@@ -246,6 +273,14 @@ impl GpuContext {
         self.limits
             .max_storage_buffer_binding_size
             .min(self.limits.max_buffer_size)
+    }
+
+    /// The most bytes one weight part may take in this context's store.
+    pub fn max_weight_part_bytes(&self) -> u64 {
+        self.weight_store.max_part_bytes(
+            self.max_binding_bytes(),
+            self.limits.max_texture_dimension_2d,
+        )
     }
 
     /// Waits for all submitted work (native only; in the browser the event

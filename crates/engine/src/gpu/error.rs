@@ -36,6 +36,8 @@ pub enum GpuError {
     Unsupported { what: String },
     #[error("the GPU device was lost ({reason}); load the model again")]
     DeviceLost { reason: String },
+    #[error("invalid setting: {0}")]
+    Setting(String),
 }
 
 /// Shorthand used by every kernel's shape checks.

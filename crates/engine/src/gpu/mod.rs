@@ -11,6 +11,7 @@ pub mod profile;
 pub mod readback;
 pub mod recorder;
 pub mod residency;
+pub mod weight_store;
 
 pub use buffer::{BufferRef, GpuBuffer};
 pub use context::{AdapterSummary, CounterSnapshot, GpuContext, GpuFeatures};
@@ -19,3 +20,4 @@ pub use pipeline::{workgroups_for, Access, KernelSpec, OwnedSpec, VariantKey};
 pub use readback::Readback;
 pub use recorder::{Recorder, Submitted};
 pub use residency::LiveMemory;
+pub use weight_store::WeightStore;

@@ -2,7 +2,9 @@
 //!
 //! Every kernel has the same binding shape: binding 0 is its parameter block
 //! (a uniform with a dynamic offset into the step's uniform arena), bindings
-//! 1.. are storage buffers, read-only or read-write as its spec says. Explicit
+//! 1.. are storage buffers, read-only or read-write as its spec says, but
+//! for weight parts, which are buffers or textures as the context keeps
+//! them (`weight_store.rs`). Explicit
 //! layouts (not `layout: None`) keep a binding that a variant happens not to
 //! use from silently vanishing from the layout.
 
@@ -11,12 +13,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::context::{GpuContext, GpuCounters};
+use super::weight_store::WeightStore;
 
-/// How a kernel uses one storage binding.
+/// How a kernel uses one binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     Read,
     ReadWrite,
+    /// A weight part, read through `w_word` / `w_vec4`: a read-only storage
+    /// buffer or a texture, as the context's `WeightStore` keeps weights.
+    Weights,
+    /// A buffer read as a uniform: its first bytes, as many as one uniform
+    /// binding holds (the WGSL array's length says how many it reads).
+    Uniform,
 }
 
 /// One kernel variant: its WGSL (the concatenation of `sources`, with every
@@ -48,7 +57,7 @@ pub struct OwnedSpec {
     pub sources: Vec<&'static str>,
     pub defines: Vec<(&'static str, Cow<'static, str>)>,
     pub entry: &'static str,
-    pub storage: &'static [Access],
+    pub storage: Cow<'static, [Access]>,
 }
 
 impl OwnedSpec {
@@ -58,7 +67,7 @@ impl OwnedSpec {
             sources: &self.sources,
             defines: &self.defines,
             entry: self.entry,
-            storage: self.storage,
+            storage: &self.storage,
         }
     }
 }
@@ -74,6 +83,8 @@ pub struct CachedPipeline {
     pub(crate) name: String,
     pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,
+    /// How each binding from 1 is bound (a uniform binds a range).
+    pub(crate) access: Vec<Access>,
 }
 
 #[derive(Default)]
@@ -185,6 +196,7 @@ pub(crate) fn create_from_source(
 ) -> CachedPipeline {
     static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let device = &ctx.device;
+    let source = ctx.weight_store.declare(source);
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(name),
         source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -199,17 +211,33 @@ pub(crate) fn create_from_source(
         },
         count: None,
     }];
-    for (i, access) in storage.iter().enumerate() {
-        entries.push(wgpu::BindGroupLayoutEntry {
-            binding: i as u32 + 1,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
+    for (i, &access) in storage.iter().enumerate() {
+        let texture = access == Access::Weights && ctx.weight_store == WeightStore::Textures;
+        let ty = if texture {
+            wgpu::BindingType::Texture {
+                sample_type: wgpu::TextureSampleType::Uint,
+                view_dimension: wgpu::TextureViewDimension::D2,
+                multisampled: false,
+            }
+        } else if access == Access::Uniform {
+            wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            }
+        } else {
+            wgpu::BindingType::Buffer {
                 ty: wgpu::BufferBindingType::Storage {
-                    read_only: *access == Access::Read,
+                    read_only: access != Access::ReadWrite,
                 },
                 has_dynamic_offset: false,
                 min_binding_size: None,
-            },
+            }
+        };
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: i as u32 + 1,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty,
             count: None,
         });
     }
@@ -235,6 +263,7 @@ pub(crate) fn create_from_source(
         name: name.to_string(),
         pipeline,
         layout,
+        access: storage.to_vec(),
     }
 }
 

@@ -190,7 +190,7 @@ mod tests {
             sources: vec![STORE],
             defines: vec![("V", Cow::from("7.0"))],
             entry: "main",
-            storage: STORAGE,
+            storage: STORAGE.into(),
         };
         let out = ctx.create_storage("batch test out", 4).unwrap();
         let mut rec = Recorder::collect_pipelines(ctx);

@@ -70,7 +70,13 @@ impl Readback {
                 self.capacity()
             )));
         }
-        rec.copy_buffer(src, offset, &self.staging, dst_offset, len);
+        let Some(raw) = src.raw() else {
+            return Err(GpuError::Readback(format!(
+                "'{}' is a weight texture, which is never read back",
+                src.label()
+            )));
+        };
+        rec.copy_buffer(raw, offset, &self.staging, dst_offset, len);
         Ok(())
     }
 

@@ -281,7 +281,7 @@ impl<'c> Recorder<'c> {
     /// Records a buffer-to-buffer copy (ends the open compute pass).
     pub fn copy_buffer(
         &mut self,
-        src: &GpuBuffer,
+        src: &wgpu::Buffer,
         src_offset: u64,
         dst: &wgpu::Buffer,
         dst_offset: u64,
@@ -292,7 +292,7 @@ impl<'c> Recorder<'c> {
         }
         self.pass = None;
         self.encoder
-            .copy_buffer_to_buffer(src.raw(), src_offset, dst, dst_offset, len);
+            .copy_buffer_to_buffer(src, src_offset, dst, dst_offset, len);
     }
 
     /// Finishes the step: writes the parameter blocks, submits the one command

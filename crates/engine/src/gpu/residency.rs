@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use super::buffer::GpuBuffer;
 use super::context::{GpuContext, GpuCounters};
-use super::pipeline::{CachedPipeline, MAX_STORAGE_BINDINGS, PARAMS_BYTES};
+use super::pipeline::{Access, CachedPipeline, MAX_STORAGE_BINDINGS, PARAMS_BYTES};
 
 /// A bind group's identity: the pipeline and its buffers' ids (0-padded).
 type BindKey = (u64, [u64; MAX_STORAGE_BINDINGS]);
@@ -149,10 +149,24 @@ impl Residency {
                 size: wgpu::BufferSize::new(PARAMS_BYTES),
             }),
         }];
+        let max_uniform = ctx.limits.max_uniform_buffer_binding_size;
         for (i, b) in buffers.iter().enumerate() {
+            let resource = match (pipeline.access.get(i), b.raw()) {
+                // As many of its first bytes as a uniform binding holds:
+                // the shader's array says how many it reads, and the kernel
+                // chose the uniform only where they fit.
+                (Some(Access::Uniform), Some(raw)) => {
+                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: raw,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(b.size().min(max_uniform)),
+                    })
+                }
+                _ => b.binding(),
+            };
             entries.push(wgpu::BindGroupEntry {
                 binding: i as u32 + 1,
-                resource: b.raw().as_entire_binding(),
+                resource,
             });
         }
         let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {

@@ -135,7 +135,7 @@ fn dispatch_kernel(
             sources: vec![COMMON_WGSL, source],
             defines,
             entry: "main",
-            storage,
+            storage: storage.into(),
         }
     };
     rec.dispatch_variant(&key, make, params, buffers, workgroups);

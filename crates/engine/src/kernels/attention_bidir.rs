@@ -164,7 +164,7 @@ pub fn attention_bidir(
         sources: vec![WGSL],
         defines: unrolled(hd4),
         entry: "main",
-        storage: &[Access::Read, Access::Read, Access::ReadWrite],
+        storage: [Access::Read, Access::Read, Access::ReadWrite][..].into(),
     };
     let params = Params {
         seqs: args.seqs as u32,

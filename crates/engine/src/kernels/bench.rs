@@ -273,10 +273,12 @@ pub async fn copy_bandwidth(ctx: &GpuContext, bytes: u64, iters: usize) -> Resul
         .min(ctx.max_binding_bytes() / 4 * 4);
     let src = ctx.create_storage("bench copy src", bytes)?;
     let dst = ctx.create_storage("bench copy dst", bytes)?;
+    // create_storage makes buffers, never textures.
+    let (src, dst) = (src.raw().expect("a buffer"), dst.raw().expect("a buffer"));
     let run = |n: usize| {
         let mut rec = Recorder::new(ctx);
         for _ in 0..n {
-            rec.copy_buffer(&src, 0, dst.raw(), 0, bytes);
+            rec.copy_buffer(src, 0, dst, 0, bytes);
         }
         rec.submit()
     };

@@ -68,7 +68,7 @@ pub fn embed(
         sources: vec![QUANT_WGSL, EMBED_WGSL],
         defines: fmt.defines(),
         entry: "main",
-        storage: &[Access::Read, Access::Read, Access::ReadWrite],
+        storage: [Access::Weights, Access::Read, Access::ReadWrite][..].into(),
     };
     let units = table.cols.div_ceil(UNIT) as u32;
     let last = table.parts.len() - 1;
@@ -166,7 +166,7 @@ mod tests {
                 rows,
                 k,
                 &bytes,
-                8 * row_bytes + crate::kernels::weights::part_overhead(dtype, k),
+                8 * row_bytes + crate::kernels::weights::part_overhead(dtype, k, ctx.weight_store),
             )
             .unwrap();
             assert_eq!(split.parts.len(), 5);

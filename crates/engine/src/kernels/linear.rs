@@ -216,11 +216,17 @@ pub(crate) fn linear_as(
     record_tiled(rec, op, x, x_offset)
 }
 
-/// Storage bindings: w, x, out, then `extra` read-only ones.
-fn storage(extra: usize) -> &'static [Access] {
+/// Bindings: w, x, out, for a vec4 core the part again (as vec4s), then
+/// `extra` read-only ones.
+fn storage(vec_core: bool, extra: usize) -> &'static [Access] {
+    const W: Access = Access::Weights;
     const R: Access = Access::Read;
     const RW: Access = Access::ReadWrite;
-    &[R, R, RW, R, R, R][..3 + extra]
+    if vec_core {
+        &[W, R, RW, W, R, R, R][..4 + extra]
+    } else {
+        &[W, R, RW, R, R, R][..3 + extra]
+    }
 }
 
 /// A define that keeps (`""`) or comments out (`"//"`) the lines it prefixes.
@@ -299,7 +305,7 @@ fn record_tiled(
             sources: [&tile.core_wgsl(fmt)[..], act, &[TILED_MAIN]].concat(),
             defines,
             entry: "main",
-            storage: storage(tile.vec as usize + has_bias as usize),
+            storage: storage(tile.vec, has_bias as usize).into(),
         }
     };
     let token_groups = (m as u32).div_ceil(tt * TILE_M);

@@ -3,11 +3,11 @@
 //! One dispatch per matrix part does the whole layer (linear_gemv.wgsl):
 //! norm prologue, epilogue, bias.
 
-use super::{on, storage, Epilogue, Forced, Linear, ACT_WGSL};
+use super::{on, Epilogue, Forced, Linear, ACT_WGSL};
 use crate::format::quant::GgmlType;
 use crate::gpu::{
-    error::shape_err, workgroups_for, GpuBuffer, GpuContext, GpuError, GpuFeatures, OwnedSpec,
-    Recorder, VariantKey,
+    error::shape_err, workgroups_for, Access, GpuBuffer, GpuContext, GpuError, GpuFeatures,
+    OwnedSpec, Recorder, VariantKey, WeightStore,
 };
 use crate::kernels::activation::{act_name, Activation};
 use crate::kernels::matmul::{
@@ -58,6 +58,61 @@ pub fn q8_dot4_fits(features: &GpuFeatures, dtype: GgmlType) -> bool {
 pub fn q8_dot4(ctx: &GpuContext, dtype: GgmlType) -> bool {
     let nibbles = matches!(dtype, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0);
     q8_dot4_fits(&ctx.features, dtype) && (nibbles || !ctx.adapter.is_software)
+}
+
+/// x (and the norm's weights) as uniform arrays: how many vec4s each.
+#[derive(Clone, Copy, Debug)]
+struct UniformX {
+    /// x's array: up to the row's end (f32 x), or the row's 8-bit quants.
+    x_vec4s: u32,
+    /// The norm weights' array (0 without a norm).
+    norm_vec4s: u32,
+}
+
+/// Whether the vec4 core reads x (and the norm's weights) from uniform
+/// bindings: where weights live in textures (llvmpipe, `WeightStore`), for
+/// the same reason (a uniform load takes no per-lane loop there; README,
+/// "What bounds the GEMV on lavapipe"), when the row from the buffer's
+/// start fits one uniform binding.
+fn x_uniform(ctx: &GpuContext, op: &Linear, q8: bool) -> Option<UniformX> {
+    if ctx.weight_store != WeightStore::Textures {
+        return None;
+    }
+    let k = op.w.cols as u64;
+    let x_bytes = if q8 { k } else { 4 * (op.x_offset as u64 + k) };
+    let norm_bytes = op.norm.map_or(0, |_| 4 * k.next_multiple_of(4));
+    let max = ctx.limits.max_uniform_buffer_binding_size;
+    if x_bytes.max(norm_bytes) > max || x_bytes % 16 != 0 {
+        return None;
+    }
+    Some(UniformX {
+        x_vec4s: (x_bytes / 16) as u32,
+        norm_vec4s: (norm_bytes / 16) as u32,
+    })
+}
+
+/// Bindings from 1: w, x, out, for the vec4 core the part again (as
+/// vec4s), with 8-bit x its scales, then the norm's weights and the bias.
+fn bindings(vec_core: bool, uniform: bool, q8: bool, norm: bool, bias: bool) -> Vec<Access> {
+    let x = if uniform {
+        Access::Uniform
+    } else {
+        Access::Read
+    };
+    let mut list = vec![Access::Weights, x, Access::ReadWrite];
+    if vec_core {
+        list.push(Access::Weights);
+    }
+    if q8 {
+        list.push(Access::Read);
+    }
+    if norm {
+        list.push(x);
+    }
+    if bias {
+        list.push(Access::Read);
+    }
+    list
 }
 
 /// Records `op` (one token row) in the matrix-vector form, on the core and
@@ -129,6 +184,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
         .filter(|_| vec_shape.is_some() && w.dtype.block_elements() > 1);
     let dot4 = dot4 && q8.is_some();
     let first_extra = 4 + vec_shape.is_some() as usize + q8.is_some() as usize;
+    let uniform = vec_shape.and_then(|_| x_uniform(rec.ctx(), op, q8.is_some()));
     // Lanes 0 is the unit core; rows, lanes, workgroup size and the lane
     // order fix the rest.
     let (lanes, chunked, reduce) = vec_shape.map_or((0, 0, 0), |v| {
@@ -149,9 +205,9 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
                 | (q8.is_some() as u32) << 3
                 | (dot4 as u32) << 4,
             code,
-            act as u32,
+            act as u32 | uniform.map_or(0, |u| u.x_vec4s << 8),
             lanes,
-            reduce,
+            reduce | uniform.map_or(0, |u| u.norm_vec4s << 8),
         ],
     };
     let make = || {
@@ -183,6 +239,19 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
                     (Some(_), false) => &[MATVEC_STEP_F32, X_Q8],
                     (None, _) => &[MATVEC_X_F32, X_VEC],
                 };
+                if let Some(u) = uniform {
+                    d.retain(|(name, _)| !matches!(*name, "X_DECL" | "XQ_DECL"));
+                    d.extend([
+                        (
+                            "X_DECL",
+                            format!("var<uniform> x: array<vec4<f32>, {}>;", u.x_vec4s).into(),
+                        ),
+                        (
+                            "XQ_DECL",
+                            format!("var<uniform> xq: array<vec4<u32>, {}>;", u.x_vec4s).into(),
+                        ),
+                    ]);
+                }
                 let mut sources = vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt)];
                 sources.extend(x_reader);
                 sources.extend([ACT_WGSL, GEMV_MAIN]);
@@ -201,13 +270,29 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
             ),
             ("EPILOGUE", code.to_string().into()),
             ("ACT", act_name(act).into()),
+            (
+                "NORM_DECL",
+                match uniform {
+                    Some(u) => {
+                        format!("var<uniform> norm_w: array<vec4<f32>, {}>;", u.norm_vec4s).into()
+                    }
+                    None => "var<storage, read> norm_w: array<vec4<f32>>;".into(),
+                },
+            ),
         ]);
         OwnedSpec {
             name: format!("{key:?}"),
             sources,
             defines,
             entry: "main",
-            storage: storage(first_extra - 4 + norm as usize + bias as usize),
+            storage: bindings(
+                vec_shape.is_some(),
+                uniform.is_some(),
+                q8.is_some(),
+                norm,
+                bias,
+            )
+            .into(),
         }
     };
     for part in &w.parts {

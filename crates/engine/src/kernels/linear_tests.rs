@@ -136,7 +136,7 @@ fn run_at(
     let wv = dequantize(dtype, &bytes, n * k).unwrap();
     let limit = part_rows.map_or(ctx.max_binding_bytes(), |r| {
         (r * dtype.row_bytes(k as u64).unwrap() as usize) as u64
-            + crate::kernels::weights::part_overhead(dtype, k)
+            + crate::kernels::weights::part_overhead(dtype, k, ctx.weight_store)
     });
     let w = QuantMatrix::upload_with_limit(ctx, "w", dtype, n, k, &bytes, limit).unwrap();
     if let Some(r) = part_rows {

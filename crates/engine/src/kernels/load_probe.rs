@@ -300,7 +300,7 @@ async fn probe_one(
     let weights = match path.weights {
         WeightsIn::StorageBuffer => {
             weights_buffer = ctx.upload_bytes("load probe w", bytemuck::cast_slice(&ops.words))?;
-            weights_buffer.raw().as_entire_binding()
+            weights_buffer.binding()
         }
         WeightsIn::Texture => {
             texture_view = upload_texture(ctx, ops, width, height);
@@ -312,7 +312,7 @@ async fn probe_one(
     let x = match path.x {
         XIn::StorageBuffer => {
             x_storage = ctx.upload_f32("load probe x", &ops.x)?;
-            x_storage.raw().as_entire_binding()
+            x_storage.binding()
         }
         XIn::Uniform => {
             x_uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -338,7 +338,7 @@ async fn probe_one(
             },
             wgpu::BindGroupEntry {
                 binding: 2,
-                resource: y.raw().as_entire_binding(),
+                resource: y.binding(),
             },
         ],
     });

@@ -99,9 +99,14 @@ pub(crate) fn check_groups(
     Ok(())
 }
 
-const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+const STORAGE: &[Access] = &[Access::Weights, Access::Read, Access::ReadWrite];
 /// The vec4 core binds the part a second time, as vec4s.
-const VEC_STORAGE: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::Read];
+const VEC_STORAGE: &[Access] = &[
+    Access::Weights,
+    Access::Read,
+    Access::ReadWrite,
+    Access::Weights,
+];
 
 /// Which kernel computes a matmul; `matmul` picks by `m` and the adapter,
 /// tests force each.

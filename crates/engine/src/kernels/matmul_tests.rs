@@ -175,7 +175,7 @@ fn matmul_over_split_parts_matches_unsplit() {
             n,
             k,
             &bytes,
-            10 * row_bytes + crate::kernels::weights::part_overhead(dtype, k),
+            10 * row_bytes + crate::kernels::weights::part_overhead(dtype, k, ctx.weight_store),
         )
         .unwrap();
         assert_eq!(split.parts.len(), 7);

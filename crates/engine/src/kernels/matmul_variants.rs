@@ -73,7 +73,12 @@ pub(crate) fn vec_core_fits(w: &QuantMatrix, x_offset: usize) -> bool {
     w.cols % w.format().vec_step() as usize == 0 && x_offset % 4 == 0
 }
 
-/// The defines of the vec4 core in `shape`.
+/// x of the vec4 core (X_DECL, matvec_x_f32.wgsl) in a storage buffer, f32.
+pub(crate) const X_STORAGE: &str = "var<storage, read> x: array<vec4<f32>>;";
+/// The same for 8-bit x (XQ_DECL, linear_x_q8*.wgsl).
+pub(crate) const XQ_STORAGE: &str = "var<storage, read> xq: array<vec4<u32>>;";
+
+/// The defines of the vec4 core in `shape`, x in a storage buffer.
 pub(crate) fn vec_core_defines(
     fmt: GpuFormat,
     shape: VecShape,
@@ -90,6 +95,8 @@ pub(crate) fn vec_core_defines(
         ),
         ("REDUCE", shape.reduce.code().to_string().into()),
         ("SG", subgroup_lines(shape.reduce == Reduce::Subgroup)),
+        ("X_DECL", X_STORAGE.into()),
+        ("XQ_DECL", XQ_STORAGE.into()),
     ]);
     defines.extend(super::matvec_tile::defines(fmt, shape));
     defines
@@ -269,7 +276,7 @@ impl Variant {
             sources,
             defines,
             entry: "main",
-            storage,
+            storage: storage.into(),
         }
     }
 }

@@ -68,7 +68,7 @@ fn body(fmt: GpuFormat, rows: u32) -> String {
             for v in 0..tile / 8 {
                 let _ = writeln!(
                     b,
-                    "        let d{t}_{v} = w4[(p.d16_base + slot{t} / 2u) / 4u + {v}u];"
+                    "        let d{t}_{v} = w_vec4((p.d16_base + slot{t} / 2u) / 4u + {v}u);"
                 );
             }
         }
@@ -76,7 +76,7 @@ fn body(fmt: GpuFormat, rows: u32) -> String {
             for v in 0..tile / 4 {
                 let _ = writeln!(
                     b,
-                    "        let aux{t}_{v} = w4[(p.aux_base + slot{t}) / 4u + {v}u];"
+                    "        let aux{t}_{v} = w_vec4((p.aux_base + slot{t}) / 4u + {v}u);"
                 );
             }
         }

@@ -62,3 +62,6 @@ pub(crate) fn check_elems(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod weight_store_tests;

@@ -205,10 +205,14 @@ pub enum ExpertInput {
     PerSlot,
 }
 
-const EXPERT_GEMV_STORAGE: &[Access] =
-    &[Access::Read, Access::Read, Access::ReadWrite, Access::Read];
-const EXPERT_TILED_STORAGE: &[Access] = &[
+const EXPERT_GEMV_STORAGE: &[Access] = &[
+    Access::Weights,
     Access::Read,
+    Access::ReadWrite,
+    Access::Read,
+];
+const EXPERT_TILED_STORAGE: &[Access] = &[
+    Access::Weights,
     Access::Read,
     Access::ReadWrite,
     Access::Read,

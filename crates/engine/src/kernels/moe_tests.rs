@@ -210,7 +210,8 @@ fn expert_matmul_matches_cpu_in_both_forms_for_every_input_and_split() {
             rows,
             cols,
             &bytes,
-            2 * rows as u64 * row_bytes + crate::kernels::weights::part_overhead(dtype, cols),
+            2 * rows as u64 * row_bytes
+                + crate::kernels::weights::part_overhead(dtype, cols, ctx.weight_store),
         )
         .unwrap();
         assert_eq!(split.matrix.parts.len(), experts.div_ceil(2));

@@ -82,7 +82,7 @@ fn spec(norm: bool, freq_factors: bool, dtype: KvDtype, serial: bool) -> OwnedSp
             ("LANES", if serial { "1" } else { "64" }.into()),
         ],
         entry: "main",
-        storage,
+        storage: storage.into(),
     }
 }
 

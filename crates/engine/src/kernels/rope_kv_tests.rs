@@ -154,7 +154,13 @@ fn run(c: &Case, fused: Option<bool>) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
             )
             .unwrap();
         }
-        rec.copy_buffer(&qs, 0, q.raw(), 8, (4 * c.rows * qd) as u64);
+        rec.copy_buffer(
+            qs.raw().unwrap(),
+            0,
+            q.raw().unwrap(),
+            8,
+            (4 * c.rows * qd) as u64,
+        );
     }
     pollster::block_on(rec.submit()).unwrap();
     let read =

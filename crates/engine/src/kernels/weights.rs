@@ -10,8 +10,7 @@
 
 use super::layout::{region_sizes, repack, BlockLayout, RegionBases};
 use crate::format::quant::GgmlType;
-use crate::gpu::buffer::storage_size;
-use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError};
+use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError, WeightStore};
 
 /// Zero bytes after the last row of every part. Decoders read whole words,
 /// up to one word past their data, and a partial F32/F16 unit at the end of a
@@ -161,7 +160,7 @@ impl QuantMatrix {
             rows,
             cols,
             bytes,
-            ctx.max_binding_bytes(),
+            ctx.max_weight_part_bytes(),
         )
     }
 
@@ -192,7 +191,8 @@ impl QuantMatrix {
         max_part_bytes: u64,
         row_group: usize,
     ) -> Result<QuantMatrix, GpuError> {
-        let parts = plan_parts(label, dtype, rows, cols, max_part_bytes, row_group)?;
+        let store = ctx.weight_store;
+        let parts = plan_parts(label, dtype, rows, cols, max_part_bytes, row_group, store)?;
         let row_bytes = dtype.row_bytes(cols as u64).unwrap_or(0);
         if rows as u64 * row_bytes != bytes.len() as u64 {
             return Err(shape_err(
@@ -220,23 +220,16 @@ impl QuantMatrix {
                 Some((gpu, bases)) => (&gpu[..], *bases),
                 None => (data, RegionBases::default()),
             };
-            let buffer = ctx.create_storage(&part_label, data.len() as u64 + PART_SLACK)?;
+            let size = data.len() as u64 + PART_SLACK;
+            let buffer = match store {
+                WeightStore::Buffers => upload_words(ctx, &part_label, data, size)?,
+                WeightStore::Textures => ctx.upload_weight_texture(&part_label, data, size)?,
+            };
             debug_assert_eq!(
                 buffer.size(),
                 part.buffer_bytes,
                 "{part_label}: planned size"
             );
-            // write_buffer wants multiples of 4 bytes: the whole words, then
-            // the last partial word zero-padded (the buffer starts zeroed).
-            let whole = data.len() / 4 * 4;
-            if whole > 0 {
-                ctx.write(&buffer, 0, &data[..whole]);
-            }
-            if whole < data.len() {
-                let mut last = [0u8; 4];
-                last[..data.len() - whole].copy_from_slice(&data[whole..]);
-                ctx.write(&buffer, whole as u64, &last);
-            }
             uploaded.push(MatrixPart {
                 first_row,
                 rows: n,
@@ -273,6 +266,28 @@ impl QuantMatrix {
     }
 }
 
+/// A storage buffer of `size` bytes holding `data`, zero after it.
+fn upload_words(
+    ctx: &GpuContext,
+    label: &str,
+    data: &[u8],
+    size: u64,
+) -> Result<BufferRef, GpuError> {
+    let buffer = ctx.create_storage(label, size)?;
+    // write_buffer wants multiples of 4 bytes: the whole words, then the
+    // last partial word zero-padded (the buffer starts zeroed).
+    let whole = data.len() / 4 * 4;
+    if whole > 0 {
+        ctx.write(&buffer, 0, &data[..whole]);
+    }
+    if whole < data.len() {
+        let mut last = [0u8; 4];
+        last[..data.len() - whole].copy_from_slice(&data[whole..]);
+        ctx.write(&buffer, whole as u64, &last);
+    }
+    Ok(buffer)
+}
+
 /// One part of a matrix as `QuantMatrix::upload` makes it: its rows and the
 /// size of its buffer (the GPU layout's regions, padding included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,7 +299,8 @@ pub struct PartPlan {
 
 /// The parts an upload of a `rows` x `cols` `dtype` matrix makes, with every
 /// check of the upload but the bytes': parts of at most `max_part_bytes`,
-/// each a whole number of `row_group`-row groups. The memory preflight sizes
+/// each a whole number of `row_group`-row groups, sized as `store` keeps
+/// them. The memory preflight sizes
 /// weights with it from the header alone, so it counts what the GPU will
 /// hold, not the file's bytes.
 pub fn plan_parts(
@@ -294,6 +310,7 @@ pub fn plan_parts(
     cols: usize,
     max_part_bytes: u64,
     row_group: usize,
+    store: WeightStore,
 ) -> Result<Vec<PartPlan>, GpuError> {
     let kernel = "weights upload";
     if GpuFormat::of(dtype).is_none() {
@@ -327,7 +344,7 @@ pub fn plan_parts(
     let limit = max_part_bytes.min(u32::MAX as u64 - 255);
     let layout = BlockLayout::of(dtype);
     let blocks_per_row = (cols / dtype.block_elements()) as u64;
-    let overhead = part_overhead(dtype, cols);
+    let overhead = part_overhead(dtype, cols, store);
     let group_bytes = row_bytes.saturating_mul(row_group as u64);
     let rows_per_part = limit.saturating_sub(overhead) / group_bytes * row_group as u64;
     if rows_per_part == 0 {
@@ -355,7 +372,7 @@ pub fn plan_parts(
         parts.push(PartPlan {
             first_row,
             rows: n,
-            buffer_bytes: storage_size(data_bytes + PART_SLACK),
+            buffer_bytes: store.part_bytes(data_bytes + PART_SLACK),
         });
         first_row += n;
     }
@@ -364,13 +381,18 @@ pub fn plan_parts(
 
 /// The most bytes a part of a `dtype` matrix of `cols` columns takes
 /// beyond its rows' stored bytes: `PART_SLACK` (padding and a half-used d16
-/// word), and the unused slots of its last scale tile (up to tile - 1 rows
-/// of scales; tiled parts have whole d16 words).
-pub(crate) fn part_overhead(dtype: GgmlType, cols: usize) -> u64 {
+/// word), the unused slots of its last scale tile (up to tile - 1 rows
+/// of scales; tiled parts have whole d16 words), and in a texture the
+/// rest of its last texture row.
+pub(crate) fn part_overhead(dtype: GgmlType, cols: usize, store: WeightStore) -> u64 {
     let blocks_per_row = cols / dtype.block_elements();
     let tile_slack =
         BlockLayout::of(dtype).map_or(0, |l| (l.tile_rows - 1) * blocks_per_row * l.scale_bytes());
-    PART_SLACK + tile_slack as u64
+    let rounding = match store {
+        WeightStore::Buffers => 0,
+        WeightStore::Textures => store.part_bytes(1) - 1,
+    };
+    PART_SLACK + tile_slack as u64 + rounding
 }
 
 /// A layer's experts' copies of one matrix, stacked as GGUF stores them
@@ -403,7 +425,7 @@ impl ExpertStack {
             rows,
             cols,
             bytes,
-            ctx.max_binding_bytes(),
+            ctx.max_weight_part_bytes(),
         )
     }
 

@@ -3,11 +3,12 @@
 
 use super::*;
 use crate::format::quant::quantize;
-use crate::testutil::{ctx, random_vec};
+use crate::testutil::{ctx, ctx_with_store, random_vec};
 
 #[test]
 fn upload_splits_by_rows_within_the_limit() {
-    let ctx = ctx();
+    // Buffers, which read back (textures are never copied out).
+    let ctx = ctx_with_store(WeightStore::Buffers);
     let (rows, cols) = (10, 64);
     let bytes = quantize(GgmlType::Q8_0, &random_vec(rows * cols, 5)).unwrap();
     let row_bytes = 68;
@@ -18,13 +19,16 @@ fn upload_splits_by_rows_within_the_limit() {
         rows,
         cols,
         &bytes,
-        3 * row_bytes + part_overhead(GgmlType::Q8_0, cols),
+        3 * row_bytes + part_overhead(GgmlType::Q8_0, cols, ctx.weight_store),
     )
     .unwrap();
     let sizes: Vec<(usize, usize)> = m.parts.iter().map(|p| (p.first_row, p.rows)).collect();
     assert_eq!(sizes, [(0, 3), (3, 3), (6, 3), (9, 1)]);
     for p in &m.parts {
-        assert!(p.buffer.size() <= 3 * row_bytes + part_overhead(GgmlType::Q8_0, cols));
+        assert!(
+            p.buffer.size()
+                <= 3 * row_bytes + part_overhead(GgmlType::Q8_0, cols, ctx.weight_store)
+        );
     }
     // The stored bytes arrive, rearranged: the last part's row (two blocks)
     // reads back as the file's.
@@ -63,12 +67,18 @@ fn plan_parts_is_what_upload_makes() {
         let row_bytes = bytes.len() as u64 / rows as u64;
         for (limit, group) in [
             (u64::MAX, 1),
-            (3 * row_bytes + part_overhead(dtype, cols), 1),
-            (4 * row_bytes + part_overhead(dtype, cols), 2),
+            (
+                3 * row_bytes + part_overhead(dtype, cols, ctx.weight_store),
+                1,
+            ),
+            (
+                4 * row_bytes + part_overhead(dtype, cols, ctx.weight_store),
+                2,
+            ),
         ] {
             let rows = rows - rows % group;
             let bytes = &bytes[..rows * row_bytes as usize];
-            let plan = plan_parts("w", dtype, rows, cols, limit, group).unwrap();
+            let plan = plan_parts("w", dtype, rows, cols, limit, group, ctx.weight_store).unwrap();
             let m = QuantMatrix::upload_grouped(ctx, "w", dtype, rows, cols, bytes, limit, group)
                 .unwrap();
             let made: Vec<PartPlan> = m
@@ -83,6 +93,6 @@ fn plan_parts_is_what_upload_makes() {
             assert_eq!(plan, made, "{dtype} limit {limit} group {group}");
         }
     }
-    let err = plan_parts("w", GgmlType::Q8_0, 4, 32, 8, 1).unwrap_err();
+    let err = plan_parts("w", GgmlType::Q8_0, 4, 32, 8, 1, ctx.weight_store).unwrap_err();
     assert!(matches!(err, GpuError::BufferTooLarge { .. }), "{err}");
 }

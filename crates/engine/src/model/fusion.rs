@@ -184,7 +184,7 @@ impl Pending {
             total_rows,
             cols,
             &joined,
-            ctx.max_binding_bytes(),
+            ctx.max_weight_part_bytes(),
             group,
         )?;
         Ok(Some(Complete::Matrix(fusion.name, m)))

@@ -58,9 +58,9 @@ pub fn weights_bytes(
     fusions: &[Fusion],
     needs: &[(GgmlType, &Need)],
 ) -> Result<u64, GpuError> {
-    let max_part = ctx.max_binding_bytes();
+    let max_part = ctx.max_weight_part_bytes();
     let parts_bytes = |name: &str, dtype, rows, cols, group| -> Result<u64, GpuError> {
-        let parts = plan_parts(name, dtype, rows, cols, max_part, group)?;
+        let parts = plan_parts(name, dtype, rows, cols, max_part, group, ctx.weight_store)?;
         Ok(parts.iter().map(|p| p.buffer_bytes).sum())
     };
     let vector_bytes = |len: usize| storage_size(4 * padded_vector_len(len) as u64);
