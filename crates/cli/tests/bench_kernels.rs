@@ -2,14 +2,14 @@
 //! cannot honour refused by name.
 
 mod common;
-use common::{fails_with, wick};
+use common::{fails_with, wick_json};
 
 /// `wick bench-kernels --tokens N` times the prefill form: every format that
 /// takes the shape reports N token rows and a finite, positive GMAC/s;
 /// nonsense counts are refused by name.
 #[test]
 fn bench_kernels_times_many_token_matmuls() {
-    let out = wick(&[
+    let v = wick_json(&[
         "bench-kernels",
         "--rows",
         "40",
@@ -21,9 +21,6 @@ fn bench_kernels_times_many_token_matmuls() {
         "2",
         "--json",
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = v["gemv"].as_array().unwrap();
     // F32, F16 and the 32-element block formats; the K-quants are skipped.
     assert_eq!(rows.len(), 6, "{rows:?}");
@@ -61,10 +58,7 @@ fn bench_kernels_times_each_load_path() {
     for (cols, formats) in [(64, &["F32", "Q4"][..]), (36, &["F32"][..])] {
         let cols_arg = cols.to_string();
         let args = ["bench-kernels", "--rows", "20", "--cols", &cols_arg];
-        let out = wick(&[&args[..], &["--iters", "2", "--load-paths", "--json"]].concat());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{stderr}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = wick_json(&[&args[..], &["--iters", "2", "--load-paths", "--json"]].concat());
         assert!(v.get("gemv").is_none(), "{v}");
         let rows = v["load_paths"].as_array().unwrap();
         assert_eq!(rows.len(), 4 * formats.len(), "{v}");

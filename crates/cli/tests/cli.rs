@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 
 mod common;
-use common::{fails_with, smollm2 as model, wick};
+use common::{fails_with, smollm2 as model, wick, wick_json};
 
 #[test]
 fn tokenize_json_gives_llama_cpp_ids() {
     let m = model();
-    let out = wick(&[
+    let v = wick_json(&[
         "tokenize",
         "--model",
         m.to_str().unwrap(),
@@ -17,12 +17,6 @@ fn tokenize_json_gives_llama_cpp_ids() {
         "The capital of France is",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // llama.cpp's ids for this prompt (tests/fixtures/golden/llamacpp_public.json).
     assert_eq!(v["ids"], serde_json::json!([504, 3575, 282, 4649, 314]));
 }
@@ -31,7 +25,7 @@ fn tokenize_json_gives_llama_cpp_ids() {
 fn greedy_generate_json_continues_with_logits_argmax() {
     let m = model();
     let m = m.to_str().unwrap();
-    let out = wick(&[
+    let gen = wick_json(&[
         "generate",
         "--model",
         m,
@@ -41,14 +35,8 @@ fn greedy_generate_json_continues_with_logits_argmax() {
         "1",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let gen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(gen["finish_reason"], "length");
-    let out = wick(&[
+    let logits = wick_json(&[
         "logits",
         "--model",
         m,
@@ -61,12 +49,6 @@ fn greedy_generate_json_continues_with_logits_argmax() {
         // the same argmax either way.
         "--no-warmup",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let logits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(gen["ids"][0], logits["positions"][0]["top"][0][0]);
 }
 
@@ -77,13 +59,7 @@ fn generate_json(extra: &[&str]) -> serde_json::Value {
     args.extend_from_slice(extra);
     // A short run: compile only the kernels it uses.
     args.extend_from_slice(&["--json", "--no-warmup"]);
-    let out = wick(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    wick_json(&args)
 }
 
 #[test]
@@ -316,7 +292,7 @@ fn bench_synthetic_reports_the_roofline() {
         "wick-cli-test-synthetic-{}.gguf",
         std::process::id()
     ));
-    let out = wick(&[
+    let v = wick_json(&[
         "bench",
         "--synthetic",
         "smollm2-135m",
@@ -330,9 +306,6 @@ fn bench_synthetic_reports_the_roofline() {
         "--gen-tokens",
         "3",
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (v["synthetic"].as_str(), v["quant"].as_str()),
         (Some("smollm2-135m"), Some("q8_0"))

@@ -7,17 +7,7 @@ use std::path::{Path, PathBuf};
 use wick_tests::hf_checkpoint::{tokenizer_config_json, tokenizer_json, Storage, TinyModel};
 
 mod common;
-use common::{fails_with, wick};
-
-fn stdout_json(args: &[&str]) -> serde_json::Value {
-    let out = wick(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use common::{fails_with, wick, wick_json};
 
 /// A fresh folder under the system's temp dir, named for the test.
 fn fresh_dir(name: &str) -> PathBuf {
@@ -65,12 +55,12 @@ fn a_checkpoint_folder_runs_as_its_gguf_file() {
             "3",
             "--json",
         ];
-        stdout_json(&args)["positions"].clone()
+        wick_json(&args)["positions"].clone()
     };
     let want = logits(&gguf);
     assert_eq!(want.as_array().map(Vec::len), Some(3), "{want}");
     assert_eq!(logits(&hf), want);
-    let ids = stdout_json(&[
+    let ids = wick_json(&[
         "tokenize",
         "--model",
         hf.to_str().unwrap(),

@@ -3,7 +3,7 @@
 //! with one error line naming them.
 
 mod common;
-use common::{stderr, wick};
+use common::{stderr, wick, wick_json};
 
 fn minilm() -> String {
     let path = wick_tests::model_path("all-MiniLM-L6-v2");
@@ -87,7 +87,7 @@ fn embed_refuses_too_long_inputs_naming_them_unless_asked_to_truncate() {
         err.contains("input 1 is 302 tokens") && err.contains("at most 256"),
         "{err}"
     );
-    let out = wick(&[
+    let v = wick_json(&[
         "embed",
         "--model",
         &m,
@@ -96,8 +96,6 @@ fn embed_refuses_too_long_inputs_naming_them_unless_asked_to_truncate() {
         "--truncate",
         "--json",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["usage"]["prompt_tokens"], 256);
 }
 
@@ -171,9 +169,7 @@ fn embed_runs_embeddinggemma_with_its_dense_modules() {
     for w in want {
         args.extend(["--text", w["text"].as_str().unwrap()]);
     }
-    let out = wick(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = wick_json(&args);
     assert_eq!(v["model"], "embeddinggemma-300m");
     let vector = |x: &serde_json::Value| -> Vec<f64> {
         x.as_array()

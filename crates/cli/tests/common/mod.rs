@@ -18,6 +18,13 @@ pub fn wick(args: &[&str]) -> Output {
         .expect("run wick")
 }
 
+/// `wick args...`, which must succeed, its stdout parsed as JSON.
+pub fn wick_json(args: &[&str]) -> serde_json::Value {
+    let out = wick(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -275,15 +275,16 @@ impl GpuContext {
     }
 
     /// Overwrites part of a buffer; ordered before the next submit. A
-    /// weight texture is written once, by `upload_weight_texture`.
+    /// weight texture is written once, by `upload_weight_texture`: writing
+    /// one later is a fault that the next submit or readback reports, as
+    /// wgpu's own errors outside a step are.
     pub fn write(&self, buffer: &GpuBuffer, offset: u64, bytes: &[u8]) {
-        debug_assert!(
-            buffer.raw().is_some(),
-            "write to texture '{}'",
-            buffer.label()
-        );
-        if let Some(raw) = buffer.raw() {
-            self.queue.write_buffer(raw, offset, bytes);
+        match buffer.raw() {
+            Some(raw) => self.queue.write_buffer(raw, offset, bytes),
+            None => self.record_fault(GpuError::Validation {
+                what: format!("writing {} bytes to '{}'", bytes.len(), buffer.label()),
+                message: "it is a weight texture, written only at upload".into(),
+            }),
         }
     }
 }

@@ -275,6 +275,13 @@ impl GpuContext {
             .min(self.limits.max_buffer_size)
     }
 
+    /// Keeps `error` as the context's fault (the first one stays): every
+    /// later submit and readback fails with it (`check_alive`).
+    pub(crate) fn record_fault(&self, error: GpuError) {
+        let mut fault = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        fault.get_or_insert(error);
+    }
+
     /// The most bytes one weight part may take in this context's store.
     pub fn max_weight_part_bytes(&self) -> u64 {
         self.weight_store.max_part_bytes(

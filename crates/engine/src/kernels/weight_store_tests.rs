@@ -110,3 +110,18 @@ fn texture_parts_are_whole_rows_and_names_parse() {
     let err = WeightStore::parse("texture").unwrap_err();
     assert!(err.to_string().contains("WICK_WEIGHT_STORE"), "{err}");
 }
+
+/// Writing a weight texture after upload is not skipped silently: the
+/// context keeps it as its fault and the next check reports it, naming the
+/// part. (A context of its own: the fault makes it unusable.)
+#[test]
+fn writing_a_weight_texture_is_a_reported_fault() {
+    let ctx = pollster::block_on(GpuContext::with_weight_store(Some(WeightStore::Textures)))
+        .expect("a GPU adapter (lavapipe)");
+    let bytes = quantize(GgmlType::Q8_0, &test_weights(4 * 32, 6)).unwrap();
+    let w = QuantMatrix::upload(&ctx, "w", GgmlType::Q8_0, 4, 32, &bytes).unwrap();
+    assert!(ctx.check_alive().is_ok());
+    ctx.write(&w.parts[0].buffer, 0, &[0; 4]);
+    let err = ctx.check_alive().unwrap_err();
+    assert!(err.to_string().contains("'w'"), "{err}");
+}
