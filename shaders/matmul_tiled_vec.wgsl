@@ -12,7 +12,9 @@
 // linear_tiled.wgsl).
 
 {{WEIGHT_WORDS}}
-@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // [(x_offset + m * k) / 4]
+// x: a storage array, or (kernels::linear on llvmpipe) a uniform window
+// of it (kernels::x_window).
+@group(0) @binding(2) {{X_DECL}} // [(x_offset + m * k) / 4]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 {{WEIGHT_VEC4S}}
 

@@ -6,8 +6,9 @@
 //! Each GEMV is timed with f32 x (`x: "f32"`, what `matmul` reads) and,
 //! for quantized weights whose columns are whole 32-value blocks, with x in
 //! 8-bit blocks through the fused linear layer (`x: "q8"`, a decode projection's input
-//! with `--activations q8`). `--tokens N` times the matmul over N token rows
-//! instead (the prefill form `matmul` picks), in multiply-adds per second.
+//! with `--activations q8`). `--tokens N` times the fused linear layer over N
+//! token rows instead (its prefill form, as a model's projections run a
+//! prompt chunk), in multiply-adds per second.
 //! `--load-paths` times instead one plain GEMV (F32 and 4-bit weights) with
 //! its weights and x through each kind of binding (`kernels::load_probe`).
 
@@ -49,8 +50,9 @@ pub struct BenchKernelsArgs {
     #[arg(long)]
     pub sweep: bool,
     /// Token rows of x per matmul: 1 times the decode GEMV; more times the
-    /// prefill form (`matmul` over a prompt chunk of that many tokens) and
-    /// reports multiply-adds per second (GMAC/s).
+    /// prefill form (the fused linear layer over a prompt chunk of that many
+    /// tokens, as a model's projections run it) and reports multiply-adds
+    /// per second (GMAC/s).
     #[arg(long, default_value_t = 1)]
     pub tokens: usize,
     /// Instead of the formats, time a plain GEMV of the first shape (F32

@@ -26,6 +26,10 @@ pub enum Access {
     /// A buffer read as a uniform: its first bytes, as many as one uniform
     /// binding holds (the WGSL array's length says how many it reads).
     Uniform,
+    /// A buffer read as a uniform through a window of as many bytes as
+    /// `Uniform` binds, which each dispatch places with a dynamic offset
+    /// (`Recorder::dispatch_variant_windowed`).
+    UniformWindow,
 }
 
 /// One kernel variant: its WGSL (the concatenation of `sources`, with every
@@ -219,10 +223,10 @@ pub(crate) fn create_from_source(
                 view_dimension: wgpu::TextureViewDimension::D2,
                 multisampled: false,
             }
-        } else if access == Access::Uniform {
+        } else if matches!(access, Access::Uniform | Access::UniformWindow) {
             wgpu::BindingType::Buffer {
                 ty: wgpu::BufferBindingType::Uniform,
-                has_dynamic_offset: false,
+                has_dynamic_offset: access == Access::UniformWindow,
                 min_binding_size: None,
             }
         } else {

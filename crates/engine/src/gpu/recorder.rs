@@ -88,6 +88,8 @@ pub struct Recorder<'c> {
     collecting: Option<PendingSet>,
     /// Timestamps per dispatch, while the context profiles.
     timer: Option<StepTimer>,
+    /// The dynamic offset of the next dispatch's `UniformWindow` binding.
+    window_offset: Option<u32>,
 }
 
 impl<'c> Recorder<'c> {
@@ -115,6 +117,7 @@ impl<'c> Recorder<'c> {
             compile_only: false,
             collecting: None,
             timer: ctx.profiling().then(|| StepTimer::new(ctx)),
+            window_offset: None,
         }
     }
 
@@ -197,6 +200,22 @@ impl<'c> Recorder<'c> {
         buffers: &[&GpuBuffer],
         workgroups: [u32; 3],
     ) {
+        self.dispatch_variant_windowed(key, make, params, buffers, workgroups, None);
+    }
+
+    /// As `dispatch_variant`, placing the variant's one `UniformWindow`
+    /// binding `window_offset` bytes into its buffer (a multiple of the
+    /// adapter's `min_uniform_buffer_offset_alignment`, the window inside
+    /// the buffer: `uniform_window` gives its size).
+    pub fn dispatch_variant_windowed<P: bytemuck::Pod>(
+        &mut self,
+        key: &VariantKey,
+        make: impl FnOnce() -> OwnedSpec,
+        params: &P,
+        buffers: &[&GpuBuffer],
+        workgroups: [u32; 3],
+        window_offset: Option<u32>,
+    ) {
         let ctx = self.ctx;
         if let Some(pending) = &mut self.collecting {
             if !workgroups.contains(&0) {
@@ -204,9 +223,18 @@ impl<'c> Recorder<'c> {
             }
             return;
         }
+        self.window_offset = window_offset;
         self.dispatch_with(params, buffers, workgroups, key.family, || {
             ctx.pipelines.get_variant(ctx, key, make)
         });
+        self.window_offset = None;
+    }
+
+    /// Bytes of `buffer` a `UniformWindow` binding shows at once.
+    pub fn uniform_window(&self, buffer: &GpuBuffer) -> u64 {
+        buffer
+            .size()
+            .min(self.ctx.limits.max_uniform_buffer_binding_size)
     }
 
     fn dispatch_with<P: bytemuck::Pod>(
@@ -273,7 +301,10 @@ impl<'c> Recorder<'c> {
                 .forget_lifetime()
         });
         pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &group, &[offset as u32]);
+        match self.window_offset {
+            Some(window) => pass.set_bind_group(0, &group, &[offset as u32, window]),
+            None => pass.set_bind_group(0, &group, &[offset as u32]),
+        }
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
         self.dispatches += 1;
     }

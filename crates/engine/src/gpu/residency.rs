@@ -154,8 +154,9 @@ impl Residency {
             let resource = match (pipeline.access.get(i), b.raw()) {
                 // As many of its first bytes as a uniform binding holds:
                 // the shader's array says how many it reads, and the kernel
-                // chose the uniform only where they fit.
-                (Some(Access::Uniform), Some(raw)) => {
+                // chose the uniform only where they fit (a window: as many
+                // bytes, from the offset each dispatch gives).
+                (Some(Access::Uniform | Access::UniformWindow), Some(raw)) => {
                     wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                         buffer: raw,
                         offset: 0,

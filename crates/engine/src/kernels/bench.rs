@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::linear::{linear_as, Epilogue, Forced, Linear, LinearScratch};
+use super::linear::{linear, linear_as, Epilogue, Forced, Linear, LinearScratch};
 use super::matmul::{matmul, matmul_form, Form, VecShape};
 use super::rmsnorm_q8::{quantize_row_q8, Q8Rows};
 use super::weights::QuantMatrix;
@@ -90,8 +90,9 @@ pub async fn gemv_bandwidth(
 }
 
 /// Times at least `iters` matmuls of `tokens` token rows through a `rows x cols`
-/// matrix of `dtype`, in the form `matmul` picks for that many rows (the
-/// prefill form for more than one): how fast a prompt's projections run.
+/// matrix of `dtype`: for more than one row the fused linear layer's
+/// prefill form (`linear`, storing its output), for one `matmul`'s GEMV:
+/// how fast a prompt's projections run.
 pub async fn matmul_throughput(
     ctx: &GpuContext,
     dtype: GgmlType,
@@ -231,25 +232,37 @@ impl Gemvs<'_> {
         Ok(())
     }
 
+    /// `m` rows of x (and its 8-bit blocks, if given) through `w` into y,
+    /// stored plainly.
+    fn stored<'b>(&'b self, w: &'b QuantMatrix, x_q8: Option<Q8Rows<'b>>, m: usize) -> Linear<'b> {
+        Linear {
+            x: self.x,
+            x_q8,
+            x_offset: 0,
+            norm: None,
+            w,
+            bias: None,
+            out: self.y,
+            out_offset: 0,
+            out_stride: w.rows,
+            epilogue: Epilogue::Store,
+            m,
+        }
+    }
+
     fn record(&self, rec: &mut Recorder, w: &QuantMatrix) -> Result<(), GpuError> {
         let (x, y) = (self.x, self.y);
         match self.input {
             Input::Matmul(Some(f)) => matmul_form(rec, f, x, 0, w, y, 0, 1),
-            Input::Matmul(None) => matmul(rec, x, 0, w, y, 0, self.tokens),
+            Input::Matmul(None) if self.tokens == 1 => matmul(rec, x, 0, w, y, 0, 1),
+            // A prompt chunk: the fused linear layer's prefill form, as a
+            // model's projections run it (without a norm it needs no scratch).
+            Input::Matmul(None) => {
+                let op = self.stored(w, None, self.tokens);
+                linear(rec, &op, &LinearScratch { normed: y })
+            }
             Input::Q8 { dot4 } => {
-                let op = Linear {
-                    x,
-                    x_q8: Some(self.x8),
-                    x_offset: 0,
-                    norm: None,
-                    w,
-                    bias: None,
-                    out: y,
-                    out_offset: 0,
-                    out_stride: w.rows,
-                    epilogue: Epilogue::Store,
-                    m: 1,
-                };
+                let op = self.stored(w, Some(self.x8), 1);
                 // One row: the matrix-vector form needs no scratch.
                 let scratch = LinearScratch { normed: y };
                 let forced = Forced {

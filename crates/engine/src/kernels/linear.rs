@@ -12,7 +12,8 @@
 //! reader). Several rows (prefill): the register-blocked matmul with every
 //! epilogue (linear_tiled.wgsl: a tile's rows are whole gate/up pairs), plus
 //! a norm dispatch into scratch before it: a tile sees only part of a row,
-//! so it cannot normalise it.
+//! so it cannot normalise it. Where weights are textures (llvmpipe) it reads
+//! x through uniform windows, a dispatch per slice of tokens (`x_window`).
 //! The prefill form takes 2 token tiles a workgroup for chunks of up to 8
 //! rows, 4 up to 16 and 8 for longer ones (`prefill_token_tiles`): a prompt
 //! of any length needs the same three pipelines, which loading compiles once
@@ -28,6 +29,8 @@ use super::matmul::{check_groups, Params, TileShape, VecShape, TILE_M};
 use super::rmsnorm::rms_norm;
 use super::rmsnorm_q8::Q8Rows;
 use super::weights::QuantMatrix;
+use super::x_window::{XRows, XSlice};
+use crate::gpu::weight_store::WeightStore;
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 
 /// Token tiles per workgroup of the prefill form for `m` rows (see the
@@ -260,8 +263,15 @@ fn record_tiled(
         _ => None,
     };
     let add = op.epilogue == Epilogue::Add;
-    let tt = prefill_token_tiles(m);
-    let tile = TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset);
+    let mut tt = prefill_token_tiles(m);
+    let mut tile = TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset);
+    let window = x_window(rec, w, x, x_offset, m, &tile);
+    if window.is_some() {
+        tt = 1;
+        let rows = w.parts.iter().map(|p| p.rows).max().unwrap_or(0);
+        tile = tile.windowed(rows);
+    }
+    let window_vec4s = window.as_ref().map_or(0, |w| (w.window_bytes / 16) as u32);
     if glu.is_some() && tile.tn % 2 == 1 {
         // linear_tiled.wgsl pairs a tile's rows: each must hold whole pairs.
         return Err(shape_err(
@@ -283,7 +293,7 @@ fn record_tiled(
                 None => add as u32,
             },
             tile.tn,
-            tile.x4 as u32,
+            tile.x4 as u32 | window_vec4s << 1,
             tile.vec as u32 | tile.form.code() << 1,
         ],
     };
@@ -299,45 +309,119 @@ fn record_tiled(
             ("ACT", act_name(glu.unwrap_or(Activation::Silu)).into()),
             ("OUT_SCALE", if glu.is_some() { "2" } else { "1" }.into()),
         ]);
+        let mut storage = storage(tile.vec, has_bias as usize).to_vec();
+        if window_vec4s > 0 {
+            defines.retain(|(name, _)| *name != "X_DECL");
+            defines.push((
+                "X_DECL",
+                format!("var<uniform> x: array<vec4<f32>, {window_vec4s}>;").into(),
+            ));
+            storage[1] = Access::UniformWindow;
+        }
         let act: &[&'static str] = if glu.is_some() { &[ACT_WGSL] } else { &[] };
         OwnedSpec {
             name: format!("{key:?}"),
             sources: [&tile.core_wgsl(fmt)[..], act, &[TILED_MAIN]].concat(),
             defines,
             entry: "main",
-            storage: storage(tile.vec, has_bias as usize).into(),
+            storage: storage.into(),
         }
     };
-    let token_groups = (m as u32).div_ceil(tt * TILE_M);
-    check_groups("linear", token_groups, || format!("{m} token rows"))?;
+    // Without a window, one slice of every token row from x's own offset.
+    let whole = [XSlice {
+        first: 0,
+        tokens: m,
+        offset: 0,
+        x_offset,
+    }];
+    let slices = window.as_ref().map_or(&whole[..], |w| &w.slices);
     for part in &w.parts {
         let row_groups = (part.rows as u32).div_ceil(rows_per_group);
         check_groups("linear", row_groups, || {
             format!("a part of {} rows", part.rows)
         })?;
-        let mut p = Params::new(
-            w,
-            part,
-            m,
-            part.rows,
-            x_offset,
-            op.out_offset + part.first_row / if glu.is_some() { 2 } else { 1 },
-            op.out_stride,
-        );
-        let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, op.out, op.out, op.out];
-        let mut n = 3;
-        if tile.vec {
-            buffers[n] = &part.buffer;
-            n += 1;
+        let part_out = op.out_offset + part.first_row / if glu.is_some() { 2 } else { 1 };
+        for slice in slices {
+            let token_groups = (slice.tokens as u32).div_ceil(tt * TILE_M);
+            check_groups("linear", token_groups, || format!("{m} token rows"))?;
+            let mut p = Params::new(
+                w,
+                part,
+                slice.tokens,
+                part.rows,
+                slice.x_offset,
+                part_out + slice.first * op.out_stride,
+                op.out_stride,
+            );
+            let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, op.out, op.out, op.out];
+            let mut n = 3;
+            if tile.vec {
+                buffers[n] = &part.buffer;
+                n += 1;
+            }
+            if let Some((bias_buf, offset)) = bias {
+                p.bias_offset = (offset + part.first_row) as u32;
+                buffers[n] = bias_buf;
+                n += 1;
+            }
+            rec.dispatch_variant_windowed(
+                &key,
+                make,
+                &p,
+                &buffers[..n],
+                [row_groups, token_groups, 1],
+                window.as_ref().map(|_| slice.offset as u32),
+            );
         }
-        if let Some((bias_buf, offset)) = bias {
-            p.bias_offset = (offset + part.first_row) as u32;
-            buffers[n] = bias_buf;
-            n += 1;
-        }
-        rec.dispatch_variant(&key, make, &p, &buffers[..n], [row_groups, token_groups, 1]);
     }
     Ok(())
+}
+
+/// x's rows as the windowed tiled core reads them.
+struct XWindow {
+    window_bytes: u64,
+    slices: Vec<XSlice>,
+}
+
+/// Fewer token rows than this a window (where the prompt chunk has more)
+/// would have each dispatch read the whole matrix for a handful of tokens:
+/// the storage-x core, which takes the chunk in one dispatch, does better.
+const MIN_WINDOW_TOKENS: usize = 4 * TILE_M as usize;
+
+/// Whether the tiled core reads x through a uniform window (see
+/// `x_window`): where weights live in textures (llvmpipe), for the vec4
+/// tiled core, when every token row fits a window and a window holds
+/// enough of them (`MIN_WINDOW_TOKENS`).
+fn x_window(
+    rec: &Recorder,
+    w: &QuantMatrix,
+    x: &GpuBuffer,
+    x_offset: usize,
+    m: usize,
+    tile: &TileShape,
+) -> Option<XWindow> {
+    let ctx = rec.ctx();
+    if ctx.weight_store != WeightStore::Textures || !tile.vec {
+        return None;
+    }
+    let window_bytes = rec.uniform_window(x) / 16 * 16;
+    let rows = XRows {
+        buffer_bytes: x.size(),
+        window_bytes,
+        align: ctx.limits.min_uniform_buffer_offset_alignment as u64,
+        x_offset,
+        k: w.cols,
+        m,
+        tile_tokens: TILE_M as usize,
+    };
+    let slices = rows.slices()?;
+    if slices[0].tokens < m.min(MIN_WINDOW_TOKENS) {
+        return None;
+    }
+    Some(XWindow {
+        window_bytes,
+        slices,
+    })
 }
 
 #[path = "linear_gemv.rs"]

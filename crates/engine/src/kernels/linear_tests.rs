@@ -411,6 +411,36 @@ fn linear_norm_bias_split_parts_and_strided_rows() {
     }
 }
 
+/// Prompt chunks whose x is longer than a uniform binding: where weights
+/// live in textures (lavapipe) the prefill form reads x through windows,
+/// a dispatch per slice of tokens (kernels::x_window), each slice's rows
+/// from an aligned window offset; elsewhere this is the storage-x path
+/// again. x from element 4, so no slice starts on the buffer's start;
+/// parts of 6 rows, so slices and parts multiply.
+#[test]
+fn linear_prefill_over_more_x_than_one_uniform_window() {
+    let cases = [
+        (GgmlType::F32, Epilogue::Add, false),
+        (GgmlType::Q4_1, Epilogue::Glu(Activation::Silu), true),
+        (GgmlType::Q4_K, Epilogue::Store, false),
+        (GgmlType::Q6_K, Epilogue::Store, true),
+    ];
+    for (i, (dtype, epilogue, norm)) in cases.into_iter().enumerate() {
+        let case = Case {
+            k: 256,
+            n: 70,
+            m: 70,
+            norm,
+            bias: epilogue == Epilogue::Store,
+            epilogue,
+        };
+        // More bytes of x than a 64 KiB uniform binding (lavapipe's) holds.
+        assert!(4 * (4 + case.m * case.k) > 65536);
+        let parts = (i % 2 == 0).then_some(6);
+        run_at(&case, dtype, parts, 3, 40 + i as u64, 4, None, X8::None);
+    }
+}
+
 /// One row of x through `w` into `out`, stored plainly.
 fn one_row<'a>(x: &'a GpuBuffer, w: &'a QuantMatrix, out: &'a GpuBuffer) -> Linear<'a> {
     Linear {

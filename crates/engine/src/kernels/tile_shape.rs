@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use super::matmul_variants::{
-    quant_vec_wgsl, vec_core_fits, COMMON_WGSL, COMMON_X4_WGSL, TILED_WGSL,
+    quant_vec_wgsl, vec_core_fits, COMMON_WGSL, COMMON_X4_WGSL, TILED_WGSL, X_STORAGE,
 };
 use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 use crate::gpu::context::AdapterSummary;
@@ -17,6 +17,10 @@ use crate::gpu::context::AdapterSummary;
 /// + 16 (weights) + TILE_M * tn (sums).
 pub(crate) const TILE_M: u32 = 4;
 pub(crate) const TILE_N: u32 = 8;
+/// Row groups a windowed dispatch should have at least (`windowed`): with
+/// a window's 4 or more token tiles, a few workgroups per CPU thread, so
+/// that no thread idles while another finishes.
+const WINDOW_ROW_GROUPS: usize = 2;
 
 /// The prefill form's output rows per invocation and how it reads x and
 /// the weights.
@@ -97,6 +101,20 @@ impl TileShape {
         TileShape { tn, x4, vec, form }
     }
 
+    /// The shape of the core that reads x through a uniform window
+    /// (kernels::x_window) for `rows` output rows: one token tile a
+    /// workgroup (TT = 1), so x's address does not depend on the lane. A
+    /// window holds at least 4 token tiles of a long prompt, so the rows
+    /// must give a dispatch at least `WINDOW_ROW_GROUPS` workgroups more:
+    /// the most rows an invocation (from 32, what the storage-x core takes
+    /// on lavapipe, down to 4) that leaves that many. By rows alone, so a
+    /// prompt of any length takes the pipelines loading compiled.
+    pub(crate) fn windowed(self, rows: usize) -> TileShape {
+        let enough = |tn: u32| rows.div_ceil(64 * tn as usize) >= WINDOW_ROW_GROUPS;
+        let tn = [32, 16, 8].into_iter().find(|&tn| enough(tn)).unwrap_or(4);
+        TileShape { tn, ..self }
+    }
+
     /// Whether this tile can read `w` with x rows from `x_offset`.
     pub(crate) fn fits(&self, w: &QuantMatrix, x_offset: usize) -> bool {
         let aligned = w.cols % 4 == 0 && x_offset % 4 == 0;
@@ -119,6 +137,8 @@ impl TileShape {
             ("TN", self.tn.to_string().into()),
             ("TT", tt.to_string().into()),
             ("STEP", fmt.vec_step().to_string().into()),
+            // x in a storage buffer; kernels::linear may read it through a window.
+            ("X_DECL", X_STORAGE.into()),
         ];
         if self.vec {
             defines.extend(row_code(fmt, self.tn, self.form));
