@@ -88,8 +88,6 @@ pub struct Recorder<'c> {
     collecting: Option<PendingSet>,
     /// Timestamps per dispatch, while the context profiles.
     timer: Option<StepTimer>,
-    /// The dynamic offset of the next dispatch's `UniformWindow` binding.
-    window_offset: Option<u32>,
 }
 
 impl<'c> Recorder<'c> {
@@ -117,7 +115,6 @@ impl<'c> Recorder<'c> {
             compile_only: false,
             collecting: None,
             timer: ctx.profiling().then(|| StepTimer::new(ctx)),
-            window_offset: None,
         }
     }
 
@@ -185,7 +182,7 @@ impl<'c> Recorder<'c> {
             }
             return;
         }
-        self.dispatch_with(params, buffers, workgroups, spec.name, || {
+        self.dispatch_with(params, buffers, workgroups, None, spec.name, || {
             ctx.pipelines.get_or_create(ctx, spec)
         });
     }
@@ -223,11 +220,14 @@ impl<'c> Recorder<'c> {
             }
             return;
         }
-        self.window_offset = window_offset;
-        self.dispatch_with(params, buffers, workgroups, key.family, || {
-            ctx.pipelines.get_variant(ctx, key, make)
-        });
-        self.window_offset = None;
+        self.dispatch_with(
+            params,
+            buffers,
+            workgroups,
+            window_offset,
+            key.family,
+            || ctx.pipelines.get_variant(ctx, key, make),
+        );
     }
 
     /// Bytes of `buffer` a `UniformWindow` binding shows at once.
@@ -242,6 +242,7 @@ impl<'c> Recorder<'c> {
         params: &P,
         buffers: &[&GpuBuffer],
         workgroups: [u32; 3],
+        window_offset: Option<u32>,
         name: &str,
         pipeline: impl FnOnce() -> (Arc<CachedPipeline>, Option<CompileCheck>),
     ) {
@@ -301,7 +302,7 @@ impl<'c> Recorder<'c> {
                 .forget_lifetime()
         });
         pass.set_pipeline(&pipeline.pipeline);
-        match self.window_offset {
+        match window_offset {
             Some(window) => pass.set_bind_group(0, &group, &[offset as u32, window]),
             None => pass.set_bind_group(0, &group, &[offset as u32]),
         }

@@ -433,3 +433,7 @@ pub use gemv::{q8_dot4, q8_dot4_fits};
 #[cfg(test)]
 #[path = "linear_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "linear_refusal_tests.rs"]
+mod refusal_tests;
