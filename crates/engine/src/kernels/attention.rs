@@ -4,9 +4,11 @@
 //! are split across the invocations in tiles of up to 512, with an online
 //! (flash-style) softmax and two barriers per tile. The design is described
 //! in `shaders/attention.wgsl`. On CPU adapters, many rows (prefill) run one
-//! invocation per (row, head) with no barriers instead
-//! (`shaders/attention_lanes.wgsl`): there every workgroup's barriers cost
-//! more than the keys of a prompt-length row.
+//! invocation per (row, KV head, up to 8 of its query heads) with no
+//! barriers instead (`shaders/attention_lanes.wgsl`): there every
+//! workgroup's barriers cost more than the keys of a prompt-length row, and
+//! each lane's load of K and V costs the same whether one head uses it or
+//! eight.
 //!
 //! Masking, for the query row at absolute position `p = pos0 + row`:
 //! - causal: keys at positions `0 ..= p` are visible (earlier chunks from the
@@ -147,7 +149,8 @@ fn dispatch_kernel(
 pub(crate) enum AttentionForm {
     /// A workgroup per (head, row), keys split across its invocations.
     Workgroups,
-    /// An invocation per (row, head), keys in turn.
+    /// An invocation per (row, KV head, up to 8 of its query heads), keys
+    /// in turn.
     Lanes,
     /// Workgroups per (KV head, span of keys, row), then a merge
     /// (`attention_split.wgsl`), cut as `target` says.
@@ -223,41 +226,95 @@ pub fn split_scratch_elems(rows: usize, q_heads: usize, head_dim: usize) -> usiz
 /// than this take the workgroup form, which splits them over 64 lanes.
 const LANES_MAX_KEYS: usize = 32768;
 
-/// The lane form's per-vec4 statements, written out `d4` times: llvmpipe
-/// stops a shader's loops after 65535 iterations in all, and loops over
-/// the head inside the loop over a long row's keys reached that (head_dim
-/// 256, 500 keys), silently dropping the last keys. Only the key loop stays
-/// a loop.
-fn lanes_defines(d4: u32) -> Defines {
-    let lines = |f: &dyn Fn(u32) -> String| (0..d4).map(f).collect::<Vec<_>>().join("\n    ");
+/// Most query heads one lane-form invocation holds (`HL`).
+const LANES_MAX_HEADS: usize = 8;
+/// Most vec4s of q (and as many of output) one lane-form invocation holds,
+/// over all its heads: its statements are written out per head and vec4,
+/// and a CPU adapter's compile time grows with them (Gemma 3's head_dim 256
+/// at 4 heads an invocation took 7 s longer to compile cold on lavapipe, at
+/// 2 heads 0.5 s). 128 keeps 7 heads of 64 (Qwen2.5 0.5B) and 2 of 256.
+const LANES_MAX_VEC4S: usize = 128;
+/// Invocations per workgroup in the lane form: small, so that a short
+/// prompt's few invocations still spread over a CPU adapter's threads.
+const LANES_WG: u32 = 16;
+
+/// Query heads per lane-form invocation for a GQA group of `group` heads of
+/// `d4` vec4s: the largest divisor of the group (so an invocation's heads
+/// share one KV head) within `LANES_MAX_HEADS` and `LANES_MAX_VEC4S`.
+fn lanes_heads(group: usize, d4: usize) -> usize {
+    (1..=group.min(LANES_MAX_HEADS))
+        .rev()
+        .find(|h| group % h == 0 && h * d4 <= LANES_MAX_VEC4S)
+        .unwrap_or(1)
+}
+
+/// The lane form's statements per head and vec4, written out (`d4` vec4s a
+/// head row, `hl` heads): llvmpipe stops a shader's loops after 65535
+/// iterations in all, and loops over the head inside the loop over a long
+/// row's keys reached that (head_dim 256, 500 keys), silently dropping the
+/// last keys. Only the key loop stays a loop.
+fn lanes_defines(d4: u32, hl: u32) -> Defines {
+    let per_vec4 = |f: &dyn Fn(u32) -> String| (0..d4).map(f).collect::<Vec<_>>().join("\n    ");
+    let per_head = |f: &dyn Fn(u32) -> String| (0..hl).map(f).collect::<Vec<_>>().join("\n    ");
+    let per_both = |f: &dyn Fn(u32, u32) -> String| {
+        (0..hl)
+            .flat_map(|j| (0..d4).map(move |i| (j, i)))
+            .map(|(j, i)| f(j, i))
+            .collect::<Vec<_>>()
+            .join("\n    ")
+    };
+    let load_q = per_both(&|j, i| {
+        let b = 4 * (j * d4 + i);
+        let slot = j * d4 + i;
+        format!(
+            "qv[{slot}] = vec4(q[qb + {b}u], q[qb + {}u], q[qb + {}u], q[qb + {}u]) * p.scale;",
+            b + 1,
+            b + 2,
+            b + 3
+        )
+    });
+    let store = per_both(&|j, i| {
+        let b = 4 * (j * d4 + i);
+        let slot = j * d4 + i;
+        format!(
+            "out[ob + {b}u] = acc[{slot}].x / l[{j}]; out[ob + {}u] = acc[{slot}].y / l[{j}]; \
+             out[ob + {}u] = acc[{slot}].z / l[{j}]; out[ob + {}u] = acc[{slot}].w / l[{j}];",
+            b + 1,
+            b + 2,
+            b + 3
+        )
+    });
     vec![
         ("D4", d4.to_string().into()),
+        ("HL", hl.to_string().into()),
+        ("WG_LANES", LANES_WG.to_string().into()),
+        ("LOAD_Q", load_q.into()),
+        ("INIT", per_head(&|j| format!("m[{j}] = NEG_BIG; l[{j}] = 0.0;")).into()),
+        ("LOAD_K", per_vec4(&|i| format!("kv[{i}] = load_k(kb + {i}u);")).into()),
         (
-            "LOAD_Q",
-            lines(&|i| {
-                let b = 4 * i;
-                format!("qv[{i}] = vec4(q[qb + {b}u], q[qb + {}u], q[qb + {}u], q[qb + {}u]) * p.scale;", b + 1, b + 2, b + 3)
-            })
-            .into(),
-        ),
-        ("DOT_K", lines(&|i| format!("dot4 += qv[{i}] * load_k(kb + {i}u);")).into()),
-        (
-            "ADD_V",
-            lines(&|i| format!("acc[{i}] = acc[{i}] * alpha + wgt * load_v(kb + {i}u);")).into(),
+            "DOT_K",
+            per_both(&|j, i| format!("dot4[{j}] += qv[{}] * kv[{i}];", j * d4 + i)).into(),
         ),
         (
-            "STORE",
-            lines(&|i| {
-                let b = 4 * i;
+            "SCORE",
+            per_head(&|j| {
                 format!(
-                    "out[ob + {b}u] = acc[{i}].x / l; out[ob + {}u] = acc[{i}].y / l; out[ob + {}u] = acc[{i}].z / l; out[ob + {}u] = acc[{i}].w / l;",
-                    b + 1,
-                    b + 2,
-                    b + 3
+                    "let step{j} = online_step(dot4[{j}].x + dot4[{j}].y + dot4[{j}].z + dot4[{j}].w, m[{j}], l[{j}]); \
+                     alpha[{j}] = step{j}.x; wgt[{j}] = step{j}.y; m[{j}] = step{j}.z; l[{j}] = step{j}.w;"
                 )
             })
             .into(),
         ),
+        ("LOAD_V", per_vec4(&|i| format!("kv[{i}] = load_v(kb + {i}u);")).into()),
+        (
+            "ADD_V",
+            per_both(&|j, i| {
+                let slot = j * d4 + i;
+                format!("acc[{slot}] = acc[{slot}] * alpha[{j}] + wgt[{j}] * kv[{i}];")
+            })
+            .into(),
+        ),
+        ("STORE", store.into()),
     ]
 }
 
@@ -420,24 +477,26 @@ pub(crate) fn attention_form(
             [a.q_heads as u32, a.rows as u32, 1],
         ),
         AttentionForm::Lanes => {
-            let lanes = (a.rows * a.q_heads) as u32;
-            if lanes.div_ceil(64) > 65535 {
+            let d4 = a.head_dim / 4;
+            let hl = lanes_heads(a.q_heads / a.kv_heads, d4);
+            let lanes = (a.rows * a.q_heads / hl) as u32;
+            if lanes.div_ceil(LANES_WG) > 65535 {
                 return Err(shape_err(
                     KERNEL,
                     format!("{} rows x {} heads exceed one dispatch", a.rows, a.q_heads),
                 ));
             }
-            let d4 = (a.head_dim / 4) as u32;
+            let (d4, hl) = (d4 as u32, hl as u32);
             dispatch_kernel(
                 rec,
                 "attention_lanes",
                 include_str!("../../../../shaders/attention_lanes.wgsl"),
                 dtype,
-                d4,
-                || lanes_defines(d4),
+                d4 | hl << 16,
+                || lanes_defines(d4, hl),
                 &params,
                 &buffers,
-                [lanes.div_ceil(64), 1, 1],
+                [lanes.div_ceil(LANES_WG), 1, 1],
             );
         }
         AttentionForm::Split { target } => {

@@ -192,9 +192,9 @@ const TOL: f32 = 1e-5;
 
 #[test]
 fn matches_reference_across_shapes() {
-    // (q_heads, kv_heads, head_dim, rows, pos0, ctx_len): GQA ratios 1, 3, 7 and 4
-    // (Gemma 3 1B: 4/1 at 256); decode (rows 1) and prefill chunks at pos0 0
-    // and > 0; ctx_len beyond the used positions (NaN there).
+    // (q_heads, kv_heads, head_dim, rows, pos0, ctx_len): GQA ratios 1, 3, 7,
+    // 4 (Gemma 3 1B: 4/1 at 256), 12, 8 and 11; decode (rows 1) and prefill
+    // chunks at pos0 0 and > 0; ctx_len beyond the used positions (NaN there).
     let cases = [
         (3, 3, 16, 1, 0, 4),
         (3, 3, 16, 5, 0, 9),
@@ -209,6 +209,9 @@ fn matches_reference_across_shapes() {
         (2, 1, 64, 4, 1100, 1110),  // 3 tiles of up to 512 keys
         (3, 3, 16, 40, 1000, 1050), // a chunk whose rows straddle a tile end
         (4, 1, 256, 3, 600, 610),   // long rows of a wide head (the lane form's loops)
+        (12, 1, 16, 5, 3, 10),      // the lane form holds 6 heads an invocation
+        (16, 2, 16, 6, 0, 8),       // 8 heads an invocation, 2 invocations a KV head
+        (11, 1, 16, 4, 2, 8),       // a prime group: one head an invocation
     ];
     for (i, &(qh, kvh, hd, rows, pos0, ctx_len)) in cases.iter().enumerate() {
         let a = args(qh, kvh, hd, rows, pos0, ctx_len);
@@ -476,4 +479,27 @@ fn split_plans_cover_every_visible_key() {
     }
     let too_long = args(4, 1, 64, 1, (SPLIT_SPAN * MAX_SPLITS) as u32, 70000);
     assert_eq!(split_plan(&too_long, SPLIT_TARGET_GPU), None);
+}
+
+#[test]
+fn lane_form_holds_the_largest_divisor_of_the_group_that_fits() {
+    // (group, head_dim / 4, heads an invocation): every head of an
+    // invocation reads the same KV head, so the count divides the group;
+    // at most 8 heads and 128 vec4s of q.
+    for (group, d4, want) in [
+        (1, 16, 1),
+        (3, 16, 3),
+        (7, 16, 7),
+        (8, 16, 8),
+        (12, 16, 6),
+        (16, 16, 8),
+        (11, 16, 1),
+        (9, 16, 3),
+        (4, 64, 2),
+        (6, 32, 3),
+        (4, 25, 4),
+        (2, 128, 1),
+    ] {
+        assert_eq!(lanes_heads(group, d4), want, "group {group}, d4 {d4}");
+    }
 }
