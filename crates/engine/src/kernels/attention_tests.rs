@@ -480,26 +480,3 @@ fn split_plans_cover_every_visible_key() {
     let too_long = args(4, 1, 64, 1, (SPLIT_SPAN * MAX_SPLITS) as u32, 70000);
     assert_eq!(split_plan(&too_long, SPLIT_TARGET_GPU), None);
 }
-
-#[test]
-fn lane_form_holds_the_largest_divisor_of_the_group_that_fits() {
-    // (group, head_dim / 4, heads an invocation): every head of an
-    // invocation reads the same KV head, so the count divides the group;
-    // at most 8 heads and 128 vec4s of q.
-    for (group, d4, want) in [
-        (1, 16, 1),
-        (3, 16, 3),
-        (7, 16, 7),
-        (8, 16, 8),
-        (12, 16, 6),
-        (16, 16, 8),
-        (11, 16, 1),
-        (9, 16, 3),
-        (4, 64, 2),
-        (6, 32, 3),
-        (4, 25, 4),
-        (2, 128, 1),
-    ] {
-        assert_eq!(lanes_heads(group, d4), want, "group {group}, d4 {d4}");
-    }
-}
