@@ -23,6 +23,8 @@ struct Params {
     blocks: u32,   // blocks per row
     aux_base: u32, // word where the aux region starts
     d16_base: u32, // word where the d16 region starts
+    // The prefill vec4 core only (matmul_tiled_vec.wgsl); 0 otherwise.
+    first_chunk: u32, // x's rows are a range of the weight rows from this chunk on (kernels::x_ranges)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -27,11 +27,11 @@ fn dot_chunk(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, 
     return d;
 }
 
-// The four tokens' dot products with one row's chunk of weights (TM == 4).
-fn dot_tokens(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>) -> vec4<f32> {
+// Four tokens' (from t0) dot products with one row's chunk of weights.
+fn dot_tokens(ws: array<vec4<f32>, CV>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>, t0: u32) -> vec4<f32> {
     var d = vec4<f32>(0.0);
     for (var i = 0u; i < CV; i++) {
-        d += vec4<f32>(dot(ws[i], (*xs)[0][i]), dot(ws[i], (*xs)[1][i]), dot(ws[i], (*xs)[2][i]), dot(ws[i], (*xs)[3][i]));
+        d += vec4<f32>(dot(ws[i], (*xs)[t0][i]), dot(ws[i], (*xs)[t0 + 1u][i]), dot(ws[i], (*xs)[t0 + 2u][i]), dot(ws[i], (*xs)[t0 + 3u][i]));
     }
     return d;
 }
@@ -51,26 +51,26 @@ fn dot_chunk_scaled(q: array<vec4<f32>, CV>, ab: vec4<f32>, xs: ptr<function, ar
     return dot(ab, d);
 }
 
-// The four tokens' sums of x over the chunk's run from vec4 `first` (TM == 4).
-fn run_sums(xs: ptr<function, array<array<vec4<f32>, CV>, TM>>, first: u32) -> vec4<f32> {
+// Four tokens' (from t0) sums of x over the chunk's run from vec4 `first`.
+fn run_sums(xs: ptr<function, array<array<vec4<f32>, CV>, TM>>, first: u32, t0: u32) -> vec4<f32> {
     let one = vec4<f32>(1.0);
     var s = vec4<f32>(0.0);
     for (var i = first; i < first + CV / 2u; i++) {
-        s += vec4<f32>(dot((*xs)[0][i], one), dot((*xs)[1][i], one), dot((*xs)[2][i], one), dot((*xs)[3][i], one));
+        s += vec4<f32>(dot((*xs)[t0][i], one), dot((*xs)[t0 + 1u][i], one), dot((*xs)[t0 + 2u][i], one), dot((*xs)[t0 + 3u][i], one));
     }
     return s;
 }
 
-// The four tokens' dot products with one row's quantized chunk (TM == 4),
+// Four tokens' (from t0) dot products with one row's quantized chunk,
 // given their x sums over each run (run_sums).
 fn dot_tokens_scaled(q: array<vec4<f32>, CV>, ab: vec4<f32>, xs: ptr<function, array<array<vec4<f32>, CV>, TM>>,
-    sums0: vec4<f32>, sums1: vec4<f32>) -> vec4<f32> {
+    sums0: vec4<f32>, sums1: vec4<f32>, t0: u32) -> vec4<f32> {
     var d0 = vec4<f32>(0.0);
     var d1 = vec4<f32>(0.0);
     for (var i = 0u; i < CV / 2u; i++) {
         let j = i + CV / 2u;
-        d0 += vec4<f32>(dot(q[i], (*xs)[0][i]), dot(q[i], (*xs)[1][i]), dot(q[i], (*xs)[2][i]), dot(q[i], (*xs)[3][i]));
-        d1 += vec4<f32>(dot(q[j], (*xs)[0][j]), dot(q[j], (*xs)[1][j]), dot(q[j], (*xs)[2][j]), dot(q[j], (*xs)[3][j]));
+        d0 += vec4<f32>(dot(q[i], (*xs)[t0][i]), dot(q[i], (*xs)[t0 + 1u][i]), dot(q[i], (*xs)[t0 + 2u][i]), dot(q[i], (*xs)[t0 + 3u][i]));
+        d1 += vec4<f32>(dot(q[j], (*xs)[t0][j]), dot(q[j], (*xs)[t0 + 1u][j]), dot(q[j], (*xs)[t0 + 2u][j]), dot(q[j], (*xs)[t0 + 3u][j]));
     }
     return ab.x * d0 + ab.y * sums0 + ab.z * d1 + ab.w * sums1;
 }
@@ -91,11 +91,14 @@ fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     }
 {{ROW_SUMS}}
     let chunks = p.k / (4u * CV);
-    for (var c = 0u; c < chunks; c++) {
+{{CHUNK_LOOP}}
         let xc = chunk_x_{{FMT}}(c);
+        // The weights' chunk: x may hold a range of the rows from chunk
+        // first_chunk (kernels::x_ranges), whose chunks are whole blocks.
+        let wc = p.first_chunk + c;
 {{X_LOADS}}
 {{ROW_STEPS}}
-    }
+{{CHUNK_LOOP_END}}
 {{ROW_STORES}}
     emit_tile(&acc, row0, tok0, n_tok);
 }

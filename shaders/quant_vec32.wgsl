@@ -98,53 +98,79 @@ fn block_ab(d: f32, off: f32) -> vec4<f32> {
     return vec4<f32>(d, off, d, off);
 }
 
+// The "given" forms take the block's stored scales, d (its f16 scale) and
+// aux (its aux word; each format reads the ones it has), which the tiled
+// core loads for a scale tile's 8 rows at once (kernels::tile_shape).
+
 fn chunk_x_q8_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
-fn chunk_q_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_given_q8_0(row: u32, c: u32, aux: u32) -> array<vec4<f32>, CV> {
     let blk = row * p.blocks + c;
     let a = w_vec4(2u * blk);
     let b = w_vec4(2u * blk + 1u);
     return array<vec4<f32>, CV>(bytes_i(a.x), bytes_i(a.y), bytes_i(a.z), bytes_i(a.w),
         bytes_i(b.x), bytes_i(b.y), bytes_i(b.z), bytes_i(b.w));
 }
+fn chunk_q_q8_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    return chunk_q_given_q8_0(row, c, 0u);
+}
+fn chunk_ab_given_q8_0(d: f32, aux: u32) -> vec4<f32> {
+    return block_ab(d, 0.0);
+}
 fn chunk_ab_q8_0(row: u32, c: u32) -> vec4<f32> {
-    return block_ab(d16(scale_slot(row, c)), 0.0);
+    return chunk_ab_given_q8_0(d16(scale_slot(row, c)), 0u);
 }
 
 fn chunk_x_q4_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
-fn chunk_q_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_given_q4_0(row: u32, c: u32, aux: u32) -> array<vec4<f32>, CV> {
     return nibbles8(w_vec4(row * p.blocks + c));
 }
-fn chunk_ab_q4_0(row: u32, c: u32) -> vec4<f32> {
-    let d = d16(scale_slot(row, c));
+fn chunk_q_q4_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    return chunk_q_given_q4_0(row, c, 0u);
+}
+fn chunk_ab_given_q4_0(d: f32, aux: u32) -> vec4<f32> {
     return block_ab(d, -8.0 * d);
+}
+fn chunk_ab_q4_0(row: u32, c: u32) -> vec4<f32> {
+    return chunk_ab_given_q4_0(d16(scale_slot(row, c)), 0u);
 }
 
 fn chunk_x_q4_1(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
-fn chunk_q_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
+fn chunk_q_given_q4_1(row: u32, c: u32, aux: u32) -> array<vec4<f32>, CV> {
     return nibbles8(w_vec4(row * p.blocks + c));
 }
-fn chunk_ab_q4_1(row: u32, c: u32) -> vec4<f32> {
-    let dm = unpack2x16float(aux_word(scale_slot(row, c), 0u));
+fn chunk_q_q4_1(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    return chunk_q_given_q4_1(row, c, 0u);
+}
+// aux: d and m as two f16.
+fn chunk_ab_given_q4_1(d: f32, aux: u32) -> vec4<f32> {
+    let dm = unpack2x16float(aux);
     return block_ab(dm.x, dm.y);
+}
+fn chunk_ab_q4_1(row: u32, c: u32) -> vec4<f32> {
+    return chunk_ab_given_q4_1(0.0, aux_word(scale_slot(row, c), 0u));
 }
 
 fn chunk_x_q5_0(c: u32) -> vec2<u32> {
     return chunk_x_block(c);
 }
-fn chunk_q_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+// aux: qh, whose bit j is the fifth bit of element j.
+fn chunk_q_given_q5_0(row: u32, c: u32, qh: u32) -> array<vec4<f32>, CV> {
     let q = w_vec4(row * p.blocks + c);
-    // Bit j of qh is the fifth bit of element j.
-    let qh = aux_word(scale_slot(row, c), 0u);
     return array<vec4<f32>, CV>(q5_lo(q.x, qh), q5_lo(q.y, qh >> 4u), q5_lo(q.z, qh >> 8u), q5_lo(q.w, qh >> 12u),
         q5_hi(q.x, qh >> 16u), q5_hi(q.y, qh >> 20u), q5_hi(q.z, qh >> 24u), q5_hi(q.w, qh >> 28u));
 }
-fn chunk_ab_q5_0(row: u32, c: u32) -> vec4<f32> {
-    let d = d16(scale_slot(row, c));
+fn chunk_q_q5_0(row: u32, c: u32) -> array<vec4<f32>, CV> {
+    return chunk_q_given_q5_0(row, c, aux_word(scale_slot(row, c), 0u));
+}
+fn chunk_ab_given_q5_0(d: f32, aux: u32) -> vec4<f32> {
     return block_ab(d, -16.0 * d);
+}
+fn chunk_ab_q5_0(row: u32, c: u32) -> vec4<f32> {
+    return chunk_ab_given_q5_0(d16(scale_slot(row, c)), 0u);
 }

@@ -125,11 +125,15 @@ fn chunk_q_q4_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
     return array<vec4<f32>, CV>(nib_lo(q.x), nib_lo(q.y), nib_lo(q.z), nib_lo(q.w),
         nib_hi(q.x), nib_hi(q.y), nib_hi(q.z), nib_hi(q.w));
 }
-fn chunk_ab_q4_k(row: u32, c: u32) -> vec4<f32> {
-    let blk = row * p.blocks + c / 8u;
+// The "given" forms take the block's aux4 (and Q6_K its d16), which the
+// tiled core loads once for a block's 8 chunks (kernels::tile_shape).
+fn chunk_ab_given_q4_k(aux: vec4<u32>, d: f32, c: u32) -> vec4<f32> {
     // (d * scale, dmin * min) of both sub-blocks: the weights are d * scale * q - dmin * min.
-    let sc = chunk_scales_q4_k_of(aux4(blk), (c / 2u) & 3u);
+    let sc = chunk_scales_q4_k_of(aux, (c / 2u) & 3u);
     return vec4<f32>(sc.x, -sc.y, sc.z, -sc.w);
+}
+fn chunk_ab_q4_k(row: u32, c: u32) -> vec4<f32> {
+    return chunk_ab_given_q4_k(aux4(row * p.blocks + c / 8u), 0.0, c);
 }
 
 // Q6_K chunk c: block c / 8, half n = (c / 4) % 2, g = (c / 2) % 2, k = c % 2:
@@ -156,9 +160,10 @@ fn chunk_q_q6_k(row: u32, c: u32) -> array<vec4<f32>, CV> {
 }
 fn chunk_ab_q6_k(row: u32, c: u32) -> vec4<f32> {
     let blk = row * p.blocks + c / 8u;
+    return chunk_ab_given_q6_k(aux4(blk), d16(blk), c);
+}
+fn chunk_ab_given_q6_k(scales: vec4<u32>, d: f32, c: u32) -> vec4<f32> {
     let i = 8u * ((c / 4u) & 1u) + 2u * ((c / 2u) & 1u) + (c & 1u);
-    let scales = aux4(blk);
-    let d = d16(blk);
     // Element values are q - 32.
     let sa = d * i8_of(scales, i);
     let sb = d * i8_of(scales, i + 4u);

@@ -252,6 +252,9 @@ fn project(
             m,
         },
         // The normed-rows scratch is read only by a norm, which none has.
-        &LinearScratch { normed: x },
+        &LinearScratch {
+            normed: x,
+            ranges: None,
+        },
     )
 }

@@ -216,7 +216,10 @@ pub fn record_gemma(
     // transformers multiplies by sqrt(hidden_size) as an f32 tensor.
     let embed_scale = (d as f32).sqrt();
     embed(rec, &w.embed, &b.ids, 0, &b.hidden, 0, m, embed_scale)?;
-    let scratch = LinearScratch { normed: &b.normed };
+    let scratch = LinearScratch {
+        normed: &b.normed,
+        ranges: None,
+    };
     let project = |rec: &mut Recorder,
                    wm: &QuantMatrix,
                    x: &GpuBuffer,

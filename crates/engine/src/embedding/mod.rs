@@ -449,7 +449,10 @@ impl Embedder {
                     m: seqs,
                 },
                 // Read only by normalising projections.
-                &LinearScratch { normed: &rows },
+                &LinearScratch {
+                    normed: &rows,
+                    ranges: None,
+                },
             )?;
             rows = out;
         }

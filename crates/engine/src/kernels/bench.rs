@@ -179,12 +179,15 @@ async fn gemv_bandwidth_in(
         scales: &x8.1,
     };
     let y = ctx.create_storage("bench y", (tokens * rows) as u64 * 4)?;
+    // x's rows in ranges of columns, as a model's scratch offers them.
+    let ranges = ctx.create_storage("bench x ranges", (tokens * cols) as u64 * 4)?;
     let gemvs = Gemvs {
         ctx,
         mats: &mats,
         x: &x,
         x8,
         y: &y,
+        ranges: &ranges,
         input,
         tokens,
     };
@@ -209,6 +212,7 @@ struct Gemvs<'a> {
     x: &'a GpuBuffer,
     x8: Q8Rows<'a>,
     y: &'a GpuBuffer,
+    ranges: &'a GpuBuffer,
     input: Input,
     /// Token rows of x per matmul (1 but for `matmul_throughput`).
     tokens: usize,
@@ -259,12 +263,19 @@ impl Gemvs<'_> {
             // model's projections run it (without a norm it needs no scratch).
             Input::Matmul(None) => {
                 let op = self.stored(w, None, self.tokens);
-                linear(rec, &op, &LinearScratch { normed: y })
+                let scratch = LinearScratch {
+                    normed: y,
+                    ranges: Some(self.ranges),
+                };
+                linear(rec, &op, &scratch)
             }
             Input::Q8 { dot4 } => {
                 let op = self.stored(w, Some(self.x8), 1);
                 // One row: the matrix-vector form needs no scratch.
-                let scratch = LinearScratch { normed: y };
+                let scratch = LinearScratch {
+                    normed: y,
+                    ranges: None,
+                };
                 let forced = Forced {
                     dot4: Some(dot4),
                     ..Forced::default()

@@ -13,7 +13,8 @@
 //! epilogue (linear_tiled.wgsl: a tile's rows are whole gate/up pairs), plus
 //! a norm dispatch into scratch before it: a tile sees only part of a row,
 //! so it cannot normalise it. Where weights are textures (llvmpipe) it reads
-//! x through uniform windows, a dispatch per slice of tokens (`x_window`).
+//! x through uniform windows, a dispatch per slice of tokens, rows too long
+//! for a window first copied into ranges of columns (`window::plan`).
 //! The prefill form takes 2 token tiles a workgroup for chunks of up to 8
 //! rows, 4 up to 16 and 8 for longer ones (`prefill_token_tiles`): a prompt
 //! of any length needs the same three pipelines, which loading compiles once
@@ -29,8 +30,8 @@ use super::matmul::{check_groups, Params, TileShape, VecShape, TILE_M};
 use super::rmsnorm::rms_norm;
 use super::rmsnorm_q8::Q8Rows;
 use super::weights::QuantMatrix;
-use super::x_window::{XRows, XSlice};
-use crate::gpu::weight_store::WeightStore;
+use super::x_ranges::{copy_ranges, ColRange};
+use super::x_window::XSlice;
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 
 /// Token tiles per workgroup of the prefill form for `m` rows (see the
@@ -96,6 +97,11 @@ pub struct Linear<'a> {
 /// Scratch the prefill form needs: `m * w.cols` f32 for the normed x.
 pub struct LinearScratch<'a> {
     pub normed: &'a GpuBuffer,
+    /// Where x's rows may be copied in ranges of columns (`m * w.cols` f32,
+    /// neither x, the normed rows nor out): llvmpipe reads rows too long
+    /// for its uniform windows so (see `window::plan`). Without it (or
+    /// with less room) such rows take the storage-x core.
+    pub ranges: Option<&'a GpuBuffer>,
 }
 
 impl Linear<'_> {
@@ -216,7 +222,7 @@ pub(crate) fn linear_as(
         }
         None => (op.x, op.x_offset),
     };
-    record_tiled(rec, op, x, x_offset)
+    record_tiled(rec, op, x, x_offset, scratch.ranges)
 }
 
 /// Bindings: w, x, out, for a vec4 core the part again (as vec4s), then
@@ -249,29 +255,34 @@ pub(crate) struct Forced {
 }
 
 /// The register-blocked form over `op.w`, x from `x_offset` of `x` (the
-/// op's, or its normed rows), with the op's epilogue.
+/// op's, or its normed rows), with the op's epilogue; through uniform
+/// windows where the adapter reads them cheaply (`window::plan`).
 fn record_tiled(
     rec: &mut Recorder,
     op: &Linear,
     x: &GpuBuffer,
     x_offset: usize,
+    ranges_scratch: Option<&GpuBuffer>,
 ) -> Result<(), GpuError> {
     let (w, m) = (op.w, op.m);
-    let bias = op.bias;
     let glu = match op.epilogue {
         Epilogue::Glu(act) => Some(act),
         _ => None,
     };
-    let add = op.epilogue == Epilogue::Add;
-    let mut tt = prefill_token_tiles(m);
-    let mut tile = TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset);
-    let window = x_window(rec, w, x, x_offset, m, &tile);
-    if window.is_some() {
-        tt = 1;
-        let rows = w.parts.iter().map(|p| p.rows).max().unwrap_or(0);
-        tile = tile.windowed(rows);
-    }
-    let window_vec4s = window.as_ref().map_or(0, |w| (w.window_bytes / 16) as u32);
+    let input = window::WindowInput {
+        w,
+        x,
+        x_offset,
+        m,
+        tile: TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset),
+        // A gated projection cannot be summed in parts.
+        ranges_scratch: ranges_scratch.filter(|_| glu.is_none()),
+    };
+    let plan = window::plan(rec, &input);
+    let (tt, tile) = match &plan {
+        Some(plan) => (1, plan.tile),
+        None => (prefill_token_tiles(m), input.tile),
+    };
     if glu.is_some() && tile.tn % 2 == 1 {
         // linear_tiled.wgsl pairs a tile's rows: each must hold whole pairs.
         return Err(shape_err(
@@ -279,152 +290,161 @@ fn record_tiled(
             format!("a tile of {} rows cannot gate row pairs", tile.tn),
         ));
     }
-    let rows_per_group = tile.rows(tt);
-    let fmt = w.format();
-    let has_bias = bias.is_some();
-    let key = VariantKey {
-        family: "linear_tiled",
-        fmt: fmt.fmt,
-        args: [
-            tt,
-            has_bias as u32,
-            match glu {
-                Some(act) => 2 + act as u32,
-                None => add as u32,
-            },
-            tile.tn,
-            tile.x4 as u32 | window_vec4s << 1,
-            tile.vec as u32 | tile.form.code() << 1,
-        ],
-    };
-    let make = || {
-        let mut defines = fmt.defines();
-        defines.extend(tile.defines(fmt, tt));
-        defines.extend([
-            ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
-            ("BIAS", on(has_bias)),
-            ("ADD", on(add)),
-            ("GLU", on(glu.is_some())),
-            ("NO_GLU", on(glu.is_none())),
-            ("ACT", act_name(glu.unwrap_or(Activation::Silu)).into()),
-            ("OUT_SCALE", if glu.is_some() { "2" } else { "1" }.into()),
-        ]);
-        let mut storage = storage(tile.vec, has_bias as usize).to_vec();
-        if window_vec4s > 0 {
-            defines.retain(|(name, _)| *name != "X_DECL");
-            defines.push((
-                "X_DECL",
-                format!("var<uniform> x: array<vec4<f32>, {window_vec4s}>;").into(),
-            ));
-            storage[1] = Access::UniformWindow;
-        }
-        let act: &[&'static str] = if glu.is_some() { &[ACT_WGSL] } else { &[] };
-        OwnedSpec {
-            name: format!("{key:?}"),
-            sources: [&tile.core_wgsl(fmt)[..], act, &[TILED_MAIN]].concat(),
-            defines,
-            entry: "main",
-            storage: storage.into(),
-        }
-    };
     // Without a window, one slice of every token row from x's own offset.
-    let whole = [XSlice {
-        first: 0,
-        tokens: m,
-        offset: 0,
-        x_offset,
-    }];
-    let slices = window.as_ref().map_or(&whole[..], |w| &w.slices);
+    let every = ColRange {
+        first_col: 0,
+        cols: w.cols,
+    };
+    let whole = [(
+        every,
+        vec![XSlice {
+            first: 0,
+            tokens: m,
+            offset: 0,
+            x_offset,
+        }],
+    )];
+    let ranges = plan.as_ref().map_or(&whole[..], |p| &p.ranges[..]);
+    let mut x = x;
+    if let (Some(plan), Some(scratch)) = (&plan, ranges_scratch) {
+        if plan.copied {
+            let width = ranges[0].0.cols;
+            copy_ranges(rec, x, x_offset, m, w.cols, width, scratch)?;
+            x = scratch;
+        }
+    }
+    let window_vec4s = plan.as_ref().map_or(0, |p| (p.window_bytes / 16) as u32);
+    let rows_per_group = tile.rows(tt);
+    // Elements of the vec4 core's chunk (vec_consts.wgsl's 4 * CV).
+    let chunk_elems = (w.format().vec_step() as usize).min(32);
     for part in &w.parts {
         let row_groups = (part.rows as u32).div_ceil(rows_per_group);
         check_groups("linear", row_groups, || {
             format!("a part of {} rows", part.rows)
         })?;
         let part_out = op.out_offset + part.first_row / if glu.is_some() { 2 } else { 1 };
-        for slice in slices {
-            let token_groups = (slice.tokens as u32).div_ceil(tt * TILE_M);
-            check_groups("linear", token_groups, || format!("{m} token rows"))?;
-            let mut p = Params::new(
-                w,
-                part,
-                slice.tokens,
-                part.rows,
-                slice.x_offset,
-                part_out + slice.first * op.out_stride,
-                op.out_stride,
-            );
-            let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, op.out, op.out, op.out];
-            let mut n = 3;
-            if tile.vec {
-                buffers[n] = &part.buffer;
-                n += 1;
+        for (i, (range, slices)) in ranges.iter().enumerate() {
+            // The first range has the op's epilogue and bias; the others add.
+            let (epilogue, bias) = match i {
+                0 => (op.epilogue, op.bias),
+                _ => (Epilogue::Add, None),
+            };
+            let variant = TiledVariant {
+                tile,
+                tt,
+                window_vec4s,
+                epilogue,
+                has_bias: bias.is_some(),
+            };
+            let key = variant.key(w);
+            for slice in slices {
+                let token_groups = (slice.tokens as u32).div_ceil(tt * tile.tm);
+                check_groups("linear", token_groups, || format!("{m} token rows"))?;
+                let mut p = Params::new(
+                    w,
+                    part,
+                    slice.tokens,
+                    part.rows,
+                    slice.x_offset,
+                    part_out + slice.first * op.out_stride,
+                    op.out_stride,
+                );
+                p.set_col_range(range.first_col / chunk_elems, range.cols);
+                let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, op.out, op.out, op.out];
+                let mut n = 3;
+                if tile.vec {
+                    buffers[n] = &part.buffer;
+                    n += 1;
+                }
+                if let Some((bias_buf, offset)) = bias {
+                    p.bias_offset = (offset + part.first_row) as u32;
+                    buffers[n] = bias_buf;
+                    n += 1;
+                }
+                rec.dispatch_variant_windowed(
+                    &key,
+                    || variant.spec(w),
+                    &p,
+                    &buffers[..n],
+                    [row_groups, token_groups, 1],
+                    plan.as_ref().map(|_| slice.offset as u32),
+                );
             }
-            if let Some((bias_buf, offset)) = bias {
-                p.bias_offset = (offset + part.first_row) as u32;
-                buffers[n] = bias_buf;
-                n += 1;
-            }
-            rec.dispatch_variant_windowed(
-                &key,
-                make,
-                &p,
-                &buffers[..n],
-                [row_groups, token_groups, 1],
-                window.as_ref().map(|_| slice.offset as u32),
-            );
         }
     }
     Ok(())
 }
 
-/// x's rows as the windowed tiled core reads them.
-struct XWindow {
-    window_bytes: u64,
-    slices: Vec<XSlice>,
+/// One pipeline of the tiled core: `tile` with `tt` token tiles, x through
+/// a window of `window_vec4s` (0: storage x), the epilogue, bias or not.
+struct TiledVariant {
+    tile: TileShape,
+    tt: u32,
+    window_vec4s: u32,
+    epilogue: Epilogue,
+    has_bias: bool,
 }
 
-/// Fewer token rows than this a window (where the prompt chunk has more)
-/// would have each dispatch read the whole matrix for a handful of tokens:
-/// the storage-x core, which takes the chunk in one dispatch, does better
-/// (Qwen2.5's 4864-wide rows, 3 a window); two tiles (1536- and 2048-wide
-/// rows) ran 1.2-1.4x faster through windows than storage x.
-const MIN_WINDOW_TOKENS: usize = 2 * TILE_M as usize;
+impl TiledVariant {
+    fn glu(&self) -> Option<Activation> {
+        match self.epilogue {
+            Epilogue::Glu(act) => Some(act),
+            _ => None,
+        }
+    }
 
-/// Whether the tiled core reads x through a uniform window (see
-/// `x_window`): where weights live in textures (llvmpipe), for the vec4
-/// tiled core, when every token row fits a window and a window holds
-/// enough of them (`MIN_WINDOW_TOKENS`).
-fn x_window(
-    rec: &Recorder,
-    w: &QuantMatrix,
-    x: &GpuBuffer,
-    x_offset: usize,
-    m: usize,
-    tile: &TileShape,
-) -> Option<XWindow> {
-    let ctx = rec.ctx();
-    if ctx.weight_store != WeightStore::Textures || !tile.vec {
-        return None;
+    fn key(&self, w: &QuantMatrix) -> VariantKey {
+        let tile = &self.tile;
+        VariantKey {
+            family: "linear_tiled",
+            fmt: w.format().fmt,
+            args: [
+                self.tt,
+                self.has_bias as u32,
+                match self.glu() {
+                    Some(act) => 2 + act as u32,
+                    None => (self.epilogue == Epilogue::Add) as u32,
+                },
+                tile.tn | tile.tm << 8,
+                tile.x4 as u32 | self.window_vec4s << 1,
+                tile.vec as u32 | tile.form.code() << 1,
+            ],
+        }
     }
-    let window_bytes = rec.uniform_window(x) / 16 * 16;
-    let rows = XRows {
-        buffer_bytes: x.size(),
-        window_bytes,
-        align: ctx.limits.min_uniform_buffer_offset_alignment as u64,
-        x_offset,
-        k: w.cols,
-        m,
-        tile_tokens: TILE_M as usize,
-    };
-    let slices = rows.slices()?;
-    if slices[0].tokens < m.min(MIN_WINDOW_TOKENS) {
-        return None;
+
+    fn spec(&self, w: &QuantMatrix) -> OwnedSpec {
+        let (tile, glu, fmt) = (&self.tile, self.glu(), w.format());
+        let mut defines = fmt.defines();
+        defines.extend(tile.defines(fmt, self.tt));
+        defines.extend([
+            ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
+            ("BIAS", on(self.has_bias)),
+            ("ADD", on(self.epilogue == Epilogue::Add)),
+            ("GLU", on(glu.is_some())),
+            ("NO_GLU", on(glu.is_none())),
+            ("ACT", act_name(glu.unwrap_or(Activation::Silu)).into()),
+            ("OUT_SCALE", if glu.is_some() { "2" } else { "1" }.into()),
+        ]);
+        let mut storage = storage(tile.vec, self.has_bias as usize).to_vec();
+        if self.window_vec4s > 0 {
+            defines.retain(|(name, _)| *name != "X_DECL");
+            let decl = format!("var<uniform> x: array<vec4<f32>, {}>;", self.window_vec4s);
+            defines.push(("X_DECL", decl.into()));
+            storage[1] = Access::UniformWindow;
+        }
+        let act: &[&'static str] = if glu.is_some() { &[ACT_WGSL] } else { &[] };
+        OwnedSpec {
+            name: format!("{:?}", self.key(w)),
+            sources: [&tile.core_wgsl(fmt)[..], act, &[TILED_MAIN]].concat(),
+            defines,
+            entry: "main",
+            storage: storage.into(),
+        }
     }
-    Some(XWindow {
-        window_bytes,
-        slices,
-    })
 }
+
+#[path = "linear_window.rs"]
+mod window;
 
 #[path = "linear_gemv.rs"]
 mod gemv;

@@ -30,7 +30,10 @@ fn linear_refuses_bad_shapes() {
     let x = ctx.create_storage("x", 4 * 64).unwrap();
     let out = ctx.create_storage("out", 4 * 10).unwrap();
     let s = ctx.create_storage("s", 4 * 64 * 8).unwrap();
-    let scratch = LinearScratch { normed: &s };
+    let scratch = LinearScratch {
+        normed: &s,
+        ranges: None,
+    };
     let base = || one_row(&x, &w, &out);
     let mut rec = Recorder::new(ctx);
     let bad = [
@@ -75,7 +78,10 @@ fn linear_refuses_integer_dot_products_it_cannot_run() {
         x_q8: Some(q8),
         ..one_row(&x, &w, &out)
     };
-    let scratch = LinearScratch { normed: &out };
+    let scratch = LinearScratch {
+        normed: &out,
+        ranges: None,
+    };
     let forced = Forced {
         dot4: Some(true),
         ..Forced::default()

@@ -205,6 +205,7 @@ fn run_at(
     let gbias = ctx.upload_f32("bias", &bias).unwrap();
     let gout = ctx.upload_f32("out", &out_init).unwrap();
     let normed = ctx.create_storage("normed", (4 * m * k) as u64).unwrap();
+    let ranges = ctx.create_storage("x ranges", (4 * m * k) as u64).unwrap();
     let op = Linear {
         x: &gx,
         x_q8: qx
@@ -221,7 +222,10 @@ fn run_at(
         m,
     };
     let mut rec = Recorder::new(ctx);
-    let scratch = LinearScratch { normed: &normed };
+    let scratch = LinearScratch {
+        normed: &normed,
+        ranges: Some(&ranges),
+    };
     let forced = Forced {
         vec_shape,
         dot4: Some(x8 == X8::Dot4),
@@ -438,5 +442,37 @@ fn linear_prefill_over_more_x_than_one_uniform_window() {
         assert!(4 * (4 + case.m * case.k) > 65536);
         let parts = (i % 2 == 0).then_some(6);
         run_at(&case, dtype, parts, 3, 40 + i as u64, 4, None, X8::None);
+    }
+}
+
+/// Rows too long for a uniform window to hold two wide tiles (over 1024
+/// f32 in lavapipe's 64 KiB): where weights live in textures the prefill
+/// form copies x's rows into ranges of columns (kernels::x_ranges) and sums
+/// the ranges' matmuls into out, the first with the bias and the op's
+/// epilogue; elsewhere this is the storage-x path again. 2560 columns make
+/// ranges of 1024, 1024 and 512 (whole K-quant blocks) or as even as
+/// 32-element blocks allow; 37 rows, so windows of 16 leave a partial
+/// tile; a norm first (the copy reads the normed rows), parts of 6 rows.
+#[test]
+fn linear_prefill_sums_ranges_of_rows_too_long_for_a_window() {
+    let cases = [
+        (GgmlType::F32, Epilogue::Store, false),
+        (GgmlType::Q8_0, Epilogue::Add, true),
+        (GgmlType::Q5_0, Epilogue::Store, false),
+        (GgmlType::Q4_K, Epilogue::Add, false),
+        (GgmlType::Q6_K, Epilogue::Store, true),
+    ];
+    for (i, (dtype, epilogue, norm)) in cases.into_iter().enumerate() {
+        let case = Case {
+            k: 2560,
+            n: 70,
+            m: 37,
+            norm,
+            bias: epilogue == Epilogue::Store,
+            epilogue,
+        };
+        assert!(4 * 16 * case.k > 65536, "rows too long for 16 a window");
+        let parts = (i % 2 == 1).then_some(6);
+        run_at(&case, dtype, parts, 5, 60 + i as u64, 4, None, X8::None);
     }
 }

@@ -50,6 +50,7 @@ pub(crate) struct Params {
     blocks: u32,
     aux_base: u32,
     d16_base: u32,
+    pub(crate) first_chunk: u32,
 }
 
 impl Params {
@@ -82,7 +83,17 @@ impl Params {
             blocks: w.blocks_per_row(),
             aux_base: part.bases.aux,
             d16_base: part.bases.d16,
+            first_chunk: 0,
         }
+    }
+}
+
+impl Params {
+    /// x's rows are `cols` columns of the weight rows from chunk
+    /// `first_chunk` of the vec4 core (kernels::x_ranges).
+    pub(crate) fn set_col_range(&mut self, first_chunk: usize, cols: usize) {
+        self.first_chunk = first_chunk as u32;
+        self.k = cols as u32;
     }
 }
 
@@ -241,7 +252,7 @@ pub(crate) fn matmul_form(
             let rows_per_group = tile.rows(tt);
             let variant = Variant::tiled(w, Operand::Matrix, tt, tile);
             let key = variant.key();
-            let token_groups = (m as u32).div_ceil(tt * TILE_M);
+            let token_groups = (m as u32).div_ceil(tt * tile.tm);
             check_groups("matmul", token_groups, || format!("{m} token rows"))?;
             for part in &w.parts {
                 let row_groups = (part.rows as u32).div_ceil(rows_per_group);

@@ -138,7 +138,13 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                     if (t + i + mi) % 3 != 0 || (t + d) % 2 != 0 {
                         continue;
                     }
-                    let tile = TileShape { tn, x4, vec, form };
+                    let tile = TileShape {
+                        tn,
+                        tm: TILE_M,
+                        x4,
+                        vec,
+                        form,
+                    };
                     let x_off = if x4 { 4 } else { 1 };
                     if !tile.fits(&w, x_off) {
                         continue;
@@ -254,7 +260,13 @@ fn long_rows_stay_within_the_loop_budget() {
                 (32, true, true, RowForm::Flat),
                 (8, true, false, RowForm::Loop),
             ] {
-                forms.push(Form::TiledAs(TileShape { tn, x4, vec, form }));
+                forms.push(Form::TiledAs(TileShape {
+                    tn,
+                    tm: TILE_M,
+                    x4,
+                    vec,
+                    form,
+                }));
             }
             if m == 1 {
                 for (lanes, group_rows, chunked, workgroup) in [

@@ -5,7 +5,7 @@
 //! `tile_shape`, each with how each adapter class picks it), and the plain
 //! keys that find a variant's pipeline.
 
-use super::tile_shape::{TileShape, TILE_M};
+use super::tile_shape::TileShape;
 use super::vec_shape::{Reduce, VecShape};
 use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 use crate::gpu::{Access, OwnedSpec, VariantKey};
@@ -198,7 +198,7 @@ impl Variant {
             Shape::Tiled { tt, tile } => [
                 1,
                 tt,
-                tile.tn,
+                tile.tn | tile.tm << 8,
                 tile.x4 as u32,
                 tile.vec as u32,
                 tile.form.code(),
@@ -258,9 +258,10 @@ impl Variant {
             Shape::Tiled { tt, tile } => {
                 defines.extend(tile.defines(fmt, tt));
                 let name = format!(
-                    "{}_tiled_{}_m{TILE_M}_n{}_t{tt}_x{}{}{}",
+                    "{}_tiled_{}_m{}_n{}_t{tt}_x{}{}{}",
                     op.prefix(),
                     fmt.fmt,
+                    tile.tm,
                     tile.tn,
                     if tile.x4 { 4 } else { 1 },
                     if tile.vec { "_vec" } else { "" },

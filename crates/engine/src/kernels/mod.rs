@@ -34,6 +34,7 @@ pub mod softmax;
 pub(crate) mod tile_shape;
 pub(crate) mod vec_shape;
 pub mod weights;
+pub(crate) mod x_ranges;
 pub(crate) mod x_window;
 
 use crate::gpu::{error::shape_err, GpuBuffer, GpuError};

@@ -12,10 +12,14 @@ use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 use crate::gpu::context::AdapterSummary;
 
 /// Tile of the prefill form per invocation: token rows x output rows. Each
-/// decoded weight unit serves TILE_M tokens, each x unit `TileShape::tn`
-/// rows (TILE_N on GPUs and for experts); live registers ~ 16 * TILE_M (x)
-/// + 16 (weights) + TILE_M * tn (sums).
+/// decoded weight unit serves TILE_M tokens (`TileShape::tm`), each x unit
+/// `TileShape::tn` rows (TILE_N on GPUs and for experts); live registers
+/// ~ 16 * TILE_M (x) + 16 (weights) + TILE_M * tn (sums).
 pub(crate) const TILE_M: u32 = 4;
+/// Token rows an invocation of the windowed core on lavapipe
+/// (`TileShape::windowed`): each decoded weight chunk (a texel fetch of
+/// quants, one of scales, the unpacking) serves twice the tokens.
+pub(crate) const WIDE_TILE_M: u32 = 8;
 pub(crate) const TILE_N: u32 = 8;
 /// Row groups a windowed dispatch should have at least (`windowed`): with
 /// a window's 4 or more token tiles, a few workgroups per CPU thread, so
@@ -27,6 +31,8 @@ const WINDOW_ROW_GROUPS: usize = 2;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileShape {
     pub tn: u32,
+    /// Token rows per invocation: TILE_M, or WIDE_TILE_M (`windowed`).
+    pub tm: u32,
     /// x as vec4s (x_offset and k multiples of 4).
     pub x4: bool,
     /// Weights in whole-vec4 chunks (matmul_tiled_vec.wgsl; needs x4 and
@@ -98,7 +104,13 @@ impl TileShape {
             (true, true, true) => (32, RowForm::Unrolled),
             (true, true, false) => (16, RowForm::Flat),
         };
-        TileShape { tn, x4, vec, form }
+        TileShape {
+            tn,
+            tm: TILE_M,
+            x4,
+            vec,
+            form,
+        }
     }
 
     /// The shape of the core that reads x through a uniform window
@@ -109,10 +121,16 @@ impl TileShape {
     /// the most rows an invocation (from 32, what the storage-x core takes
     /// on lavapipe, down to 4) that leaves that many. By rows alone, so a
     /// prompt of any length takes the pipelines loading compiled.
-    pub(crate) fn windowed(self, rows: usize) -> TileShape {
+    /// `wide`: WIDE_TILE_M token rows an invocation, where the form writes
+    /// its rows out (`RowForm::Unrolled`, lavapipe's); else TILE_M.
+    pub(crate) fn windowed(self, rows: usize, wide: bool) -> TileShape {
         let enough = |tn: u32| rows.div_ceil(64 * tn as usize) >= WINDOW_ROW_GROUPS;
         let tn = [32, 16, 8].into_iter().find(|&tn| enough(tn)).unwrap_or(4);
-        TileShape { tn, ..self }
+        let tm = match wide && self.form == RowForm::Unrolled {
+            true => WIDE_TILE_M,
+            false => TILE_M,
+        };
+        TileShape { tn, tm, ..self }
     }
 
     /// Whether this tile can read `w` with x rows from `x_offset`.
@@ -133,7 +151,7 @@ impl TileShape {
         tt: u32,
     ) -> Vec<(&'static str, Cow<'static, str>)> {
         let mut defines = vec![
-            ("TM", TILE_M.to_string().into()),
+            ("TM", self.tm.to_string().into()),
             ("TN", self.tn.to_string().into()),
             ("TT", tt.to_string().into()),
             ("STEP", fmt.vec_step().to_string().into()),
@@ -141,7 +159,7 @@ impl TileShape {
             ("X_DECL", X_STORAGE.into()),
         ];
         if self.vec {
-            defines.extend(row_code(fmt, self.tn, self.form));
+            defines.extend(row_code(fmt, self.tn, self.tm, self.form));
         }
         defines
     }
@@ -164,11 +182,16 @@ impl TileShape {
 /// `emit_tile` reads (see `RowForm`). A quantized chunk's dot products are
 /// taken with its quants and scaled after (chunk_ab_FMT), which saves a
 /// multiply and an add per weight.
-fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'static, str>); 4] {
+fn row_code(
+    fmt: GpuFormat,
+    tn: u32,
+    tm: u32,
+    form: RowForm,
+) -> [(&'static str, Cow<'static, str>); 6] {
     let scaled = fmt.is_quantized();
     let chunk = |part: &str, r: &str| {
         format!(
-            "chunk_{part}_{}(w_row0 + min(row0 + {r}, p.rows - 1u), c)",
+            "chunk_{part}_{}(w_row0 + min(row0 + {r}, p.rows - 1u), wc)",
             fmt.fmt
         )
     };
@@ -192,15 +215,21 @@ fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'stat
             ("ROW_SUMS", "    var acc: array<f32, TM * TN>;".into()),
             ("ROW_STEPS", steps.into()),
             ("ROW_STORES", "".into()),
+            ("CHUNK_LOOP", CHUNK_LOOP.into()),
+            ("CHUNK_LOOP_END", "    }".into()),
         ];
     }
-    // Each row's four token sums are one vec4.
-    const _: () = assert!(TILE_M == 4);
+    // Each row's token sums are vec4s, one per group of four tokens.
+    assert!(
+        tm % 4 == 0,
+        "the written-out forms take tokens in fours, not {tm}"
+    );
+    let groups = tm / 4;
     // vec_consts.wgsl's CV: the chunk's vec4s.
     let cv = (fmt.vec_step() / 4).min(8);
     let mut loads = String::new();
     if form == RowForm::Flat {
-        for t in 0..TILE_M {
+        for t in 0..tm {
             // Tokens and rows past the end repeat the last; never written.
             loads += &format!("        let xb{t} = x_base(min(tok0 + {t}u, n_tok - 1u)) / 4u;\n");
             for i in 0..cv {
@@ -213,69 +242,121 @@ fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'stat
             }
         }
         if scaled {
-            // The tokens' x sums over each run.
-            for (run, vecs) in [(0, 0..cv / 2), (1, cv / 2..cv)] {
-                let token_sums = (0..TILE_M)
-                    .map(|t| {
-                        let terms = vecs.clone().map(|i| format!("x{t}_{i}"));
-                        format!("dot({}, one)", terms.collect::<Vec<_>>().join(" + "))
-                    })
-                    .collect::<Vec<_>>();
-                loads += &format!(
-                    "        let sums{run} = vec4<f32>({});\n",
-                    token_sums.join(", ")
-                );
+            // Each group's tokens' x sums over each run.
+            loads += "        let one = vec4<f32>(1.0);\n";
+            for g in 0..groups {
+                for (run, vecs) in [(0, 0..cv / 2), (1, cv / 2..cv)] {
+                    let token_sums = (4 * g..4 * g + 4)
+                        .map(|t| {
+                            let terms = vecs.clone().map(|i| format!("x{t}_{i}"));
+                            format!("dot({}, one)", terms.collect::<Vec<_>>().join(" + "))
+                        })
+                        .collect::<Vec<_>>();
+                    loads += &format!(
+                        "        let sums{run}_{g} = vec4<f32>({});\n",
+                        token_sums.join(", ")
+                    );
+                }
             }
-            loads = format!("        let one = vec4<f32>(1.0);\n{loads}");
         }
     } else {
         if scaled {
-            loop_loads += "        let sums0 = run_sums(&xs, 0u);\n        let sums1 = run_sums(&xs, CV / 2u);\n";
+            for g in 0..groups {
+                let t0 = 4 * g;
+                loop_loads += &format!(
+                    "        let sums0_{g} = run_sums(&xs, 0u, {t0}u);\n        let sums1_{g} = run_sums(&xs, CV / 2u, {t0}u);\n"
+                );
+            }
         }
         loads += &loop_loads;
     }
     let mut sums = String::new();
     let mut steps = String::new();
     let mut stores = String::from("    var acc: array<f32, TM * TN>;\n");
-    for r in 0..tn {
-        sums += &format!("    var acc_{r} = vec4<f32>(0.0);\n");
-        let row = format!("{r}u");
-        if form == RowForm::Flat {
-            // Token t's dot product of row r's chunk over run `vecs`.
-            let dots = |t: u32, vecs: std::ops::Range<u32>| {
-                vecs.map(|i| format!("dot(w{r}[{i}], x{t}_{i})"))
-                    .collect::<Vec<_>>()
-                    .join(" + ")
-            };
-            let tokens = |vecs: std::ops::Range<u32>| {
-                let per_token = (0..TILE_M).map(|t| dots(t, vecs.clone()));
-                format!("vec4<f32>({})", per_token.collect::<Vec<_>>().join(", "))
-            };
-            steps += &format!("        let w{r} = {};\n", chunk("q", &row));
-            if scaled {
-                steps += &format!("        let ab{r} = {};\n", chunk("ab", &row));
-                steps += &format!(
-                    "        acc_{r} += ab{r}.x * {} + ab{r}.y * sums0 + ab{r}.z * {} + ab{r}.w * sums1;\n",
-                    tokens(0..cv / 2),
-                    tokens(cv / 2..cv)
-                );
-            } else {
-                steps += &format!("        acc_{r} += {};\n", tokens(0..cv));
+    let unrolled = form == RowForm::Unrolled;
+    let tiles = unrolled.then(|| scale_tiles(fmt, tn)).flatten();
+    if let Some((loads, _)) = &tiles {
+        steps += loads;
+    }
+    // K-quant blocks are 8 chunks with one aux4 (and Q6_K one d16): loaded
+    // once a block, a loop over its chunks inside.
+    let block_scales = unrolled && fmt.qk == 256 && fmt.is_quantized();
+    let (mut chunk_loop, mut loop_end) = (String::from(CHUNK_LOOP), String::from("    }"));
+    if block_scales {
+        chunk_loop = "    for (var c0 = 0u; c0 < chunks; c0 += 8u) {\n".into();
+        for r in 0..tn {
+            chunk_loop += &format!(
+                "        let blk{r} = (w_row0 + min(row0 + {r}u, p.rows - 1u)) * p.blocks + (p.first_chunk + c0) / 8u;\n        let sc{r} = aux4(blk{r});\n"
+            );
+            if fmt.has_d16 {
+                chunk_loop += &format!("        let dd{r} = d16(blk{r});\n");
             }
-        } else if scaled {
-            steps += &format!(
-                "        acc_{r} += dot_tokens_scaled({}, {}, &xs, sums0, sums1);\n",
-                chunk("q", &row),
-                chunk("ab", &row)
-            );
-        } else {
-            steps += &format!(
-                "        acc_{r} += dot_tokens({}, &xs);\n",
-                chunk("q", &row)
-            );
         }
-        for t in 0..TILE_M {
-            stores += &format!("    acc[{t}u * TN + {r}u] = acc_{r}[{t}];\n");
+        chunk_loop += "    for (var c = c0; c < c0 + 8u; c++) {";
+        loop_end += "\n    }";
+    }
+    for r in 0..tn {
+        let row = format!("{r}u");
+        let at = format!("w_row0 + min(row0 + {r}u, p.rows - 1u), wc");
+        match &tiles {
+            Some((_, scales)) => {
+                let (d, aux) = &scales[r as usize];
+                let f = fmt.fmt;
+                steps += &format!("        let w{r} = chunk_q_given_{f}({at}, {aux});\n");
+                steps += &format!("        let ab{r} = chunk_ab_given_{f}({d}, {aux});\n");
+            }
+            None if block_scales => {
+                let (f, d) = (
+                    fmt.fmt,
+                    if fmt.has_d16 {
+                        format!("dd{r}")
+                    } else {
+                        "0.0".into()
+                    },
+                );
+                steps += &format!("        let w{r} = {};\n", chunk("q", &row));
+                steps += &format!("        let ab{r} = chunk_ab_given_{f}(sc{r}, {d}, wc);\n");
+            }
+            None => {
+                steps += &format!("        let w{r} = {};\n", chunk("q", &row));
+                if scaled {
+                    steps += &format!("        let ab{r} = {};\n", chunk("ab", &row));
+                }
+            }
+        }
+        for g in 0..groups {
+            let (acc, t0) = (format!("acc_{r}_{g}"), 4 * g);
+            sums += &format!("    var {acc} = vec4<f32>(0.0);\n");
+            let step = match (form, scaled) {
+                (RowForm::Flat, _) => {
+                    // Token t's dot product of row r's chunk over run `vecs`.
+                    let dots = |t: u32, vecs: std::ops::Range<u32>| {
+                        vecs.map(|i| format!("dot(w{r}[{i}], x{t}_{i})"))
+                            .collect::<Vec<_>>()
+                            .join(" + ")
+                    };
+                    let tokens = |vecs: std::ops::Range<u32>| {
+                        let per_token = (t0..t0 + 4).map(|t| dots(t, vecs.clone()));
+                        format!("vec4<f32>({})", per_token.collect::<Vec<_>>().join(", "))
+                    };
+                    match scaled {
+                        true => format!(
+                            "ab{r}.x * {} + ab{r}.y * sums0_{g} + ab{r}.z * {} + ab{r}.w * sums1_{g}",
+                            tokens(0..cv / 2),
+                            tokens(cv / 2..cv)
+                        ),
+                        false => tokens(0..cv),
+                    }
+                }
+                (_, true) => {
+                    format!("dot_tokens_scaled(w{r}, ab{r}, &xs, sums0_{g}, sums1_{g}, {t0}u)")
+                }
+                (_, false) => format!("dot_tokens(w{r}, &xs, {t0}u)"),
+            };
+            steps += &format!("        {acc} += {step};\n");
+            for t in 0..4 {
+                stores += &format!("    acc[{}u * TN + {r}u] = {acc}[{t}];\n", t0 + t);
+            }
         }
     }
     [
@@ -283,7 +364,60 @@ fn row_code(fmt: GpuFormat, tn: u32, form: RowForm) -> [(&'static str, Cow<'stat
         ("ROW_SUMS", sums.into()),
         ("ROW_STEPS", steps.into()),
         ("ROW_STORES", stores.into()),
+        ("CHUNK_LOOP", chunk_loop.into()),
+        ("CHUNK_LOOP_END", loop_end.into()),
     ]
+}
+
+/// The chunk loop of matmul_tiled_vec.wgsl's `tiled`, as most formats take it.
+const CHUNK_LOOP: &str = "    for (var c = 0u; c < chunks; c++) {";
+
+/// Where `tn` rows are whole scale tiles of `fmt` (the 32-element formats'
+/// 8 rows, `kernels::layout`): the loads of each tile's scales for a chunk,
+/// a vec4 of its 8 d16 and two of its aux words, and each row's (d, aux)
+/// expressions out of them. A row at a time read each word through a load
+/// of its own, on llvmpipe a texel fetch a word.
+fn scale_tiles(fmt: GpuFormat, tn: u32) -> Option<(String, Vec<(String, String)>)> {
+    const LANES: [&str; 4] = ["x", "y", "z", "w"];
+    let tile = fmt.scale_tile;
+    if tile != 8 || tn % tile != 0 || !fmt.is_quantized() {
+        return None;
+    }
+    let aux = fmt.aux_words == 1;
+    let mut loads = String::new();
+    for t in 0..tn / tile {
+        // Rows past the part read the last tile's scales; their sums are dropped.
+        loads += &format!(
+            "        let slot{t} = ((w_row0 + min(row0 + {}u, p.rows - 1u)) / SCALE_TILE * p.blocks + wc) * SCALE_TILE;\n",
+            t * tile
+        );
+        if fmt.has_d16 {
+            loads += &format!("        let d{t} = w_vec4((p.d16_base + slot{t} / 2u) / 4u);\n");
+        }
+        if aux {
+            for v in 0..2 {
+                loads += &format!(
+                    "        let aux{t}_{v} = w_vec4((p.aux_base + slot{t}) / 4u + {v}u);\n"
+                );
+            }
+        }
+    }
+    let scales = (0..tn as usize)
+        .map(|r| {
+            let (t, i) = (r / tile as usize, r % tile as usize);
+            // Row i's f16 is half i % 2 of word i / 2 of the tile's d16.
+            let d = match fmt.has_d16 {
+                true => format!("unpack2x16float(d{t}.{}).{}", LANES[i / 2], LANES[i % 2]),
+                false => "0.0".into(),
+            };
+            let a = match aux {
+                true => format!("aux{t}_{}.{}", i / 4, LANES[i % 4]),
+                false => "0u".into(),
+            };
+            (d, a)
+        })
+        .collect();
+    Some((loads, scales))
 }
 
 const TILED_VEC_WGSL: &str = concat!(
@@ -296,6 +430,7 @@ const TILED_VEC_WGSL: &str = concat!(
 /// The expert stacks' tile (their x rows are gathered per slot).
 pub(crate) const EXPERT_TILE: TileShape = TileShape {
     tn: TILE_N,
+    tm: TILE_M,
     x4: false,
     vec: false,
     form: RowForm::Loop,

@@ -53,7 +53,11 @@ fn outputs(ctx: &GpuContext, dtype: GgmlType) -> Vec<Vec<f32>> {
             m: rows,
         };
         let mut rec = Recorder::new(ctx);
-        linear(&mut rec, &op, &LinearScratch { normed: &normed }).unwrap();
+        let scratch = LinearScratch {
+            normed: &normed,
+            ranges: None,
+        };
+        linear(&mut rec, &op, &scratch).unwrap();
         pollster::block_on(rec.submit()).unwrap();
         results.push(pollster::block_on(ctx.read_f32(&out, 0, rows * n)).unwrap());
     }

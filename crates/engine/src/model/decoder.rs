@@ -372,7 +372,14 @@ impl Decoder {
     /// Records `op` with the step's scratch.
     fn run_linear(&self, f: &mut Forward, op: &Linear) -> Result<(), GpuError> {
         let a = f.act;
-        let scratch = LinearScratch { normed: &a.h };
+        // The dense MLP's up buffer is free but while a split gate/up
+        // writes it (and read by the gating after): x's rows in ranges of
+        // columns go there (kernels::linear).
+        let up_free = op.x.id() != a.up.id() && op.out.id() != a.up.id();
+        let scratch = LinearScratch {
+            normed: &a.h,
+            ranges: up_free.then_some(&*a.up),
+        };
         linear(f.rec, op, &scratch)
     }
 
