@@ -200,6 +200,16 @@ pub(crate) fn linear_as(
     forced: Forced,
 ) -> Result<(), GpuError> {
     op.check()?;
+    if let Some(ranges) = scratch.ranges {
+        // The copy into ranges would overwrite what the op reads or writes.
+        let taken = [op.x.id(), op.out.id(), scratch.normed.id()];
+        if taken.contains(&ranges.id()) {
+            return Err(shape_err(
+                "linear",
+                "the ranges scratch may not be x, out or the normed scratch",
+            ));
+        }
+    }
     if op.m == 1 {
         return gemv::record(rec, op, forced);
     }

@@ -92,3 +92,25 @@ fn linear_refuses_integer_dot_products_it_cannot_run() {
     assert!(err.to_string().contains("integer dot products"), "{err}");
     assert_eq!(rec.dispatches(), 0, "nothing recorded for a refused call");
 }
+
+#[test]
+fn linear_refuses_a_ranges_scratch_it_reads_or_writes() {
+    let ctx = ctx();
+    let bytes = quantize(GgmlType::F16, &random_vec(4 * 64, 2)).unwrap();
+    let w = QuantMatrix::upload(ctx, "w", GgmlType::F16, 4, 64, &bytes).unwrap();
+    let x = ctx.create_storage("x", 4 * 64).unwrap();
+    let out = ctx.create_storage("out", 4 * 4).unwrap();
+    let normed = ctx.create_storage("normed", 4 * 64).unwrap();
+    let op = one_row(&x, &w, &out);
+    for taken in [&x, &out, &normed] {
+        let scratch = LinearScratch {
+            normed: &normed,
+            ranges: Some(taken),
+        };
+        let mut rec = Recorder::new(ctx);
+        let err = linear(&mut rec, &op, &scratch).unwrap_err();
+        assert_shape_err(&err, "linear");
+        assert!(err.to_string().contains("ranges scratch"), "{err}");
+        assert_eq!(rec.dispatches(), 0, "nothing recorded for a refused call");
+    }
+}
