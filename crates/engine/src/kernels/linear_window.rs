@@ -10,6 +10,13 @@
 //! weights, the first with the op's epilogue, the others adding into out.
 //! Failing both, TILE_M token rows an invocation where a window holds
 //! `MIN_WINDOW_TOKENS`; else no window (the storage-x core).
+//!
+//! The choice depends on the matrix and the adapter's window, never on the
+//! chunk's token count: a range's partial sums and the storage-x core add
+//! a row's products in another order than one windowed pass, so a plan
+//! chosen by token count would give a position other logits in a chunk of
+//! 4 tokens than in one of 16 (a conversation's reused prefix, or
+//! logprobs prefilled after a generation, against one prefill of it all).
 
 use super::super::matmul::TileShape;
 use super::super::tile_shape::WIDE_TILE_M;
@@ -19,8 +26,8 @@ use super::super::x_window::{XRows, XSlice};
 use crate::gpu::weight_store::WeightStore;
 use crate::gpu::{GpuBuffer, Recorder};
 
-/// Fewer token rows than this a window (where the prompt chunk has more)
-/// would have each dispatch read the whole matrix for a handful of tokens:
+/// Fewer token rows than this a window would have each dispatch of a long
+/// chunk read the whole matrix for a handful of tokens:
 /// the storage-x core, which takes the chunk in one dispatch, does better;
 /// two tiles (1536- and 2048-wide rows) ran 1.2-1.4x faster through windows
 /// than storage x.
@@ -62,9 +69,12 @@ pub(super) fn plan(rec: &Recorder, input: &WindowInput) -> Option<XWindow> {
     let (w, m) = (input.w, input.m);
     let rows = w.parts.iter().map(|p| p.rows).max().unwrap_or(0);
     let align = ctx.limits.min_uniform_buffer_offset_alignment as u64;
-    // The slices of a range's rows in `buf` from `x_offset`, where the
-    // first holds at least `least` of them (or every row).
-    let slices = |buf: &GpuBuffer, x_offset: usize, cols: usize, tile: &TileShape, least: usize| {
+    // Whether the adapter's largest window holds `least` rows of `cols`
+    // f32s (a smaller buffer is one window over all its rows).
+    let window_limit = ctx.limits.max_uniform_buffer_binding_size / 16 * 16;
+    let holds = |cols: usize, least: usize| window_limit / (4 * cols as u64).max(1) >= least as u64;
+    // The slices of a range's rows in `buf` from `x_offset`.
+    let slices = |buf: &GpuBuffer, x_offset: usize, cols: usize, tile: &TileShape| {
         let window_bytes = rec.uniform_window(buf) / 16 * 16;
         let slices = XRows {
             buffer_bytes: buf.size(),
@@ -76,10 +86,13 @@ pub(super) fn plan(rec: &Recorder, input: &WindowInput) -> Option<XWindow> {
             tile_tokens: tile.tm as usize,
         }
         .slices()?;
-        (slices[0].tokens >= m.min(least)).then_some((window_bytes, slices))
+        Some((window_bytes, slices))
     };
     let whole = |tile: TileShape, least: usize| {
-        let (window_bytes, s) = slices(input.x, input.x_offset, w.cols, &tile, least)?;
+        if !holds(w.cols, least) {
+            return None;
+        }
+        let (window_bytes, s) = slices(input.x, input.x_offset, w.cols, &tile)?;
         let every = ColRange {
             first_col: 0,
             cols: w.cols,
@@ -98,14 +111,15 @@ pub(super) fn plan(rec: &Recorder, input: &WindowInput) -> Option<XWindow> {
         }
         let window_bytes = rec.uniform_window(scratch) / 16 * 16;
         // Ranges whose columns are whole chunks of the vec4 core and whole
-        // blocks, so that a range's chunk c is the row's chunk first + c.
+        // blocks, so that a range's chunk c is the row's chunk first + c;
+        // as wide as the adapter's window allows, whatever the scratch's size.
         let fmt = w.format();
         let granule = (fmt.vec_step() as usize).max(fmt.qk as usize);
-        let most = window_bytes as usize / 4 / WIDE_WINDOW_TOKENS;
+        let most = window_limit as usize / 4 / WIDE_WINDOW_TOKENS;
         let ranges = col_ranges(w.cols, most, granule)?;
         let mut with_slices = Vec::with_capacity(ranges.len());
         for r in ranges {
-            let (_, s) = slices(scratch, r.offset(m), r.cols, &tile, WIDE_WINDOW_TOKENS)?;
+            let (_, s) = slices(scratch, r.offset(m), r.cols, &tile)?;
             with_slices.push((r, s));
         }
         Some(XWindow {
@@ -190,9 +204,14 @@ mod tests {
             (GgmlType::Q8_0, 4864, false, None),
         ];
         for (dtype, k, scratch, want) in cases {
-            let got = plan_for(dtype, 256, k, 64, scratch);
             let want = if textures { want } else { None };
-            assert_eq!(got, want, "{dtype} k {k} scratch {scratch}");
+            // The same plan for a chunk of any token count (2 token rows
+            // fit one window of every width here, 9 some, 64 none), so a
+            // position's sums do not depend on how its prompt was cut.
+            for m in [64, 2, 9] {
+                let got = plan_for(dtype, 256, k, m, scratch);
+                assert_eq!(got, want, "{dtype} k {k} scratch {scratch} m {m}");
+            }
         }
     }
 }
