@@ -21,10 +21,13 @@ pub(crate) const TILE_M: u32 = 4;
 /// quants, one of scales, the unpacking) serves twice the tokens.
 pub(crate) const WIDE_TILE_M: u32 = 8;
 pub(crate) const TILE_N: u32 = 8;
-/// Row groups a windowed dispatch should have at least (`windowed`): with
-/// a window's 4 or more token tiles, a few workgroups per CPU thread, so
-/// that no thread idles while another finishes.
+/// Row groups a windowed dispatch must have to take 32 rows an invocation
+/// (`windowed`), so that a matrix of 2048 rows or fewer is not one group of
+/// mostly idle invocations.
 const WINDOW_ROW_GROUPS: usize = 2;
+/// Rows an invocation of the windowed core at the least: each x vec4 the
+/// window gives serves that many rows.
+const WINDOW_MIN_TN: u32 = 16;
 
 /// The prefill form's output rows per invocation and how it reads x and
 /// the weights.
@@ -115,17 +118,23 @@ impl TileShape {
 
     /// The shape of the core that reads x through a uniform window
     /// (kernels::x_window) for `rows` output rows: one token tile a
-    /// workgroup (TT = 1), so x's address does not depend on the lane. A
-    /// window holds at least 4 token tiles of a long prompt, so the rows
-    /// must give a dispatch at least `WINDOW_ROW_GROUPS` workgroups more:
-    /// the most rows an invocation (from 32, what the storage-x core takes
-    /// on lavapipe, down to 4) that leaves that many. By rows alone, so a
-    /// prompt of any length takes the pipelines loading compiled.
+    /// workgroup (TT = 1), so x's address does not depend on the lane. 32
+    /// rows an invocation (what the storage-x core takes on lavapipe) where
+    /// that leaves `WINDOW_ROW_GROUPS` row groups, else `WINDOW_MIN_TN`: a
+    /// window's 2-4 token tiles already give a CPU's threads workgroups
+    /// enough, and with fewer rows an invocation (8 for 513-1024 rows, to
+    /// give a second row group) Qwen2.5's 896-row projections ran slower
+    /// (README, issue 11). By rows alone, so a prompt of any length takes
+    /// the pipelines loading compiled.
     /// `wide`: WIDE_TILE_M token rows an invocation, where the form writes
     /// its rows out (`RowForm::Unrolled`, lavapipe's); else TILE_M.
     pub(crate) fn windowed(self, rows: usize, wide: bool) -> TileShape {
-        let enough = |tn: u32| rows.div_ceil(64 * tn as usize) >= WINDOW_ROW_GROUPS;
-        let tn = [32, 16, 8].into_iter().find(|&tn| enough(tn)).unwrap_or(4);
+        let groups = rows.div_ceil(64 * 32);
+        let tn = if groups >= WINDOW_ROW_GROUPS {
+            32
+        } else {
+            WINDOW_MIN_TN
+        };
         let tm = match wide && self.form == RowForm::Unrolled {
             true => WIDE_TILE_M,
             false => TILE_M,
