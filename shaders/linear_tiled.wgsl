@@ -6,7 +6,7 @@
 // Sources: quant.wgsl, matmul_common.wgsl, matmul_tiled.wgsl, [act_fns.wgsl,]
 // this file.
 {{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
-// Dispatch: [ceil(rows / (64 / TT * TN)), ceil(m / (TT * TM)), 1].
+// Dispatch: [ceil(rows / (WG / TT * TN)), ceil(m / (TT * TM)), 1].
 
 // Gating (the GLU lines): the part's rows are interleaved gate/up pairs and
 // out takes one element a pair (out_offset and out_stride count those).
@@ -36,7 +36,7 @@ fn emit(i: u32, row: u32, v: f32) {
 {{NO_GLU}}    out[i] = s;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     tiled(lid, wid.x, wid.y, p.m, 0u);
 }

@@ -1,6 +1,7 @@
 // The tile of the many-token matmul cores (matmul_tiled.wgsl,
 // matmul_tiled_vec.wgsl): each invocation computes TM token rows x TN output
-// rows. In a workgroup of 64, invocation i takes token tile i % TT and row
+// rows. In a workgroup of WG (64; on a CPU adapter's windowed core one SIMD
+// batch, kernels::tile_shape), invocation i takes token tile i % TT and row
 // tile i / TT: groups of TT neighbours read the same weight bytes (one fetch
 // on a GPU). TT (1, 2, 4 or 8) shrinks for short prompts so that no
 // invocation idles for want of token rows. Concatenated in front of each
@@ -9,12 +10,13 @@
 const TM: u32 = {{TM}}u; // token rows per invocation
 const TN: u32 = {{TN}}u; // output rows per invocation
 const TT: u32 = {{TT}}u; // token tiles per workgroup
+const WG: u32 = {{WG}}u; // invocations per workgroup
 
 // The first output row and first token of invocation `lid`'s tile, in row
 // group `row_group` (64 / TT * TN output rows) and token group `tok_group`
 // (TT * TM tokens).
 fn tile_origin(lid: u32, row_group: u32, tok_group: u32) -> vec2<u32> {
-    return vec2<u32>((row_group * (64u / TT) + lid / TT) * TN, (tok_group * TT + lid % TT) * TM);
+    return vec2<u32>((row_group * (WG / TT) + lid / TT) * TN, (tok_group * TT + lid % TT) * TM);
 }
 
 // Emits the tile's sums (acc[t * TN + r]) that fall inside the part and the

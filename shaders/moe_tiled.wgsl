@@ -6,7 +6,7 @@
 //   x row of slot s:   s / x_div;  out row of slot s: s.
 // Tiles past the real count (count 0) and tiles of experts outside this part
 // of the stack leave at once.
-// Dispatch: [ceil(rows / (64 / TT * TN)), max_tiles, 1].
+// Dispatch: [ceil(rows / (WG / TT * TN)), max_tiles, 1].
 
 @group(0) @binding(4) var<storage, read> tiles: array<u32>;  // (expert, first, count) per tile
 @group(0) @binding(5) var<storage, read> sorted: array<u32>; // slots, grouped by expert
@@ -26,7 +26,7 @@ fn emit(i: u32, row: u32, v: f32) {
     out[i] = v;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let tile = wid.y;
     let local = tiles[3u * tile] - p.first_expert; // wraps past part_experts when below

@@ -18,6 +18,7 @@ use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stopping::StopCriteria;
 use wick::pipeline::{ActDtype, KvDtype, PipelineOptions};
 
+use crate::cpu_time;
 use crate::load::{load, load_synthetic};
 use crate::CliResult;
 
@@ -50,6 +51,11 @@ pub struct BenchArgs {
     pub prompt_tokens: usize,
     #[arg(long, default_value_t = 32)]
     pub gen_tokens: usize,
+    /// Timed generations after the warm-up: the speeds reported are their
+    /// medians, each run's listed under `runs` (a shared host's speed
+    /// drifts between runs).
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
     /// Most prompt tokens per prefill step.
     #[arg(long, default_value_t = PipelineOptions::default().prefill_chunk)]
     pub prefill_chunk: usize,
@@ -107,6 +113,9 @@ pub fn run(args: BenchArgs) -> CliResult {
     if args.prompt_tokens == 0 || args.gen_tokens < 2 {
         return Err("--prompt-tokens must be >= 1 and --gen-tokens >= 2".into());
     }
+    if args.runs == 0 {
+        return Err("--runs must be >= 1: the timed generations to take medians of".into());
+    }
     let opts = PipelineOptions {
         ctx_len: Some(args.prompt_tokens + args.gen_tokens + 1),
         tokens_per_submit: args.tokens_per_submit,
@@ -143,29 +152,75 @@ pub fn run(args: BenchArgs) -> CliResult {
     let run = |engine: &mut wick::Engine| {
         // Every run prefills the whole prompt: nothing reused from the last.
         engine.pipeline.reset();
-        pollster::block_on(
-            engine
-                .pipeline
-                .generate(&prompt, &greedy, &stop, &mut |_| true),
-        )
+        // The process's CPU seconds at the start and at the first token.
+        let start_cpu = cpu_time::process_seconds();
+        let mut first_cpu = None;
+        let out =
+            pollster::block_on(engine.pipeline.generate(&prompt, &greedy, &stop, &mut |_| {
+                first_cpu = first_cpu.or_else(cpu_time::process_seconds);
+                true
+            }))?;
+        let end_cpu = cpu_time::process_seconds();
+        let cpu = match (start_cpu, first_cpu, end_cpu) {
+            (Some(a), Some(b), Some(c)) => Some((b - a, c - b)),
+            _ => None,
+        };
+        Ok::<_, wick::WickError>((out, cpu))
     };
     run(&mut engine)?; // warm-up: compiles pipelines, creates bind groups
-    let out = run(&mut engine)?;
+    let mut runs = Vec::with_capacity(args.runs);
+    for _ in 0..args.runs {
+        runs.push(run(&mut engine)?);
+    }
+    let per_run: Vec<_> = runs
+        .iter()
+        .map(|(out, cpu)| {
+            let s = &out.stats;
+            json!({
+                "prefill_tok_s": s.prefill_tok_s(),
+                "decode_tok_s": s.decode_tok_s(),
+                "prefill_over_decode": s.prefill_tok_s() / s.decode_tok_s(),
+                "prefill_cpu_seconds": cpu.map(|c| c.0),
+                "decode_cpu_seconds": cpu.map(|c| c.1),
+            })
+        })
+        .collect();
+    let median_of = |key: &str| {
+        let mut v: Vec<f64> = per_run.iter().filter_map(|r| r[key].as_f64()).collect();
+        v.sort_by(f64::total_cmp);
+        // The lower middle of an even count: a value some run measured.
+        (!v.is_empty()).then(|| v[(v.len() - 1) / 2])
+    };
+    // The run whose prefill speed is the median's: its counters and times.
+    let middle = {
+        let mut order: Vec<usize> = (0..runs.len()).collect();
+        order.sort_by(|&a, &b| {
+            let speed = |i: usize| runs[i].0.stats.prefill_tok_s();
+            speed(a).total_cmp(&speed(b))
+        });
+        order[(order.len() - 1) / 2]
+    };
+    let out = &runs[middle].0;
     let s = &out.stats;
     let c = &s.decode_counters;
     let ctx = engine.pipeline.ctx();
     // 256 MiB (capped at one binding): larger than any cache, as the weights are.
     let copy_gbps = pollster::block_on(copy_bandwidth(ctx, 256 << 20, 8))?;
     let weight_bytes = engine.pipeline.model().weight_bytes_per_token();
-    let roofline = s.decode_tok_s() * weight_bytes as f64 / (copy_gbps * 1e9);
+    let decode_tok_s = median_of("decode_tok_s").unwrap_or(0.0);
+    let roofline = decode_tok_s * weight_bytes as f64 / (copy_gbps * 1e9);
     let mut report = json!({
         "model": args.model.as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()),
         "adapter": ctx.adapter.name,
         "load_seconds": loaded.load_seconds,
         "prompt_tokens": s.prompt_tokens,
         "gen_tokens": s.generated_tokens,
-        "prefill_tok_s": s.prefill_tok_s(),
-        "decode_tok_s": s.decode_tok_s(),
+        "prefill_tok_s": median_of("prefill_tok_s"),
+        "decode_tok_s": decode_tok_s,
+        "prefill_over_decode": median_of("prefill_over_decode"),
+        "prefill_cpu_seconds": median_of("prefill_cpu_seconds"),
+        "decode_cpu_ms_per_token": median_of("decode_cpu_seconds")
+            .map(|d| d * 1e3 / s.generated_tokens.saturating_sub(1).max(1) as f64),
         "time_to_first_token": s.time_to_first_token,
         "submits_per_decode_step": s.per_decode_step(c.submits),
         "dispatches_per_decode_step": s.per_decode_step(c.dispatches),
@@ -181,6 +236,9 @@ pub fn run(args: BenchArgs) -> CliResult {
         "copy_gbps": copy_gbps,
         "roofline_fraction": roofline,
     });
+    if args.runs > 1 {
+        report["runs"] = json!(per_run);
+    }
     if let Some(name) = &args.synthetic {
         report["synthetic"] = json!(name);
         report["quant"] = json!(quant);

@@ -5,6 +5,7 @@ mod bench;
 mod bench_kernels;
 mod chat;
 mod constrained;
+mod cpu_time;
 mod embed;
 mod generate;
 mod hf;

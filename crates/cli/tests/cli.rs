@@ -234,6 +234,8 @@ fn bad_input_is_a_clear_error() {
 
 /// `wick bench --json` on a mixture of experts: a decode step is one submit
 /// and reads back only the sampled row's logits (routing stays on the GPU).
+/// Three timed runs: each is listed, and the speeds reported are the
+/// medians of theirs.
 #[test]
 fn bench_json_on_a_mixture_of_experts_reports_one_submit_per_decode_step() {
     let m = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -248,12 +250,27 @@ fn bench_json_on_a_mixture_of_experts_reports_one_submit_per_decode_step() {
         "3",
         "--tokens-per-submit",
         "1",
+        "--runs",
+        "3",
         "--json",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let v: serde_json::Value = serde_json::from_str(&stdout[stdout.find('{').unwrap()..]).unwrap();
+    let runs = v["runs"].as_array().expect("runs listed");
+    assert_eq!(runs.len(), 3, "{v}");
+    for key in ["prefill_tok_s", "decode_tok_s", "prefill_over_decode"] {
+        let mut each: Vec<f64> = runs.iter().map(|r| r[key].as_f64().unwrap()).collect();
+        each.sort_by(f64::total_cmp);
+        assert!(each[0] > 0.0, "{key}: {v}");
+        assert_eq!(v[key].as_f64(), Some(each[1]), "{key} is the median: {v}");
+    }
+    if cfg!(unix) {
+        let cpu = v["prefill_cpu_seconds"].as_f64().unwrap();
+        assert!(cpu > 0.0, "{v}");
+        assert!(v["decode_cpu_ms_per_token"].as_f64().unwrap() > 0.0, "{v}");
+    }
     assert_eq!(v["submits_per_decode_step"], 1.0, "{v}");
     assert_eq!(v["buffers_created_per_decode_step"], 0.0, "{v}");
     // Sampled on the GPU: the token id, nothing else.
@@ -372,6 +389,10 @@ fn bench_synthetic_refuses_unknown_names_listing_the_valid_ones() {
         "q4_0, q4_k, q8_0, f16",
     );
     fails_with(&bench(&[]), "--synthetic");
+    fails_with(
+        &bench(&["--synthetic", "smollm2-135m", "--runs", "0"]),
+        "--runs must be >= 1",
+    );
     fails_with(
         &bench(&["--model", "x.gguf", "--write-gguf", "y.gguf"]),
         "cannot be used with",

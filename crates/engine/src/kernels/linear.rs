@@ -415,7 +415,7 @@ impl TiledVariant {
                     Some(act) => 2 + act as u32,
                     None => (self.epilogue == Epilogue::Add) as u32,
                 },
-                tile.tn | tile.tm << 8,
+                tile.tn | tile.tm << 8 | tile.wg << 16,
                 tile.x4 as u32 | self.window_vec4s << 1,
                 tile.vec as u32 | tile.form.code() << 1,
             ],

@@ -20,6 +20,7 @@
 
 use super::super::matmul::TileShape;
 use super::super::tile_shape::WIDE_TILE_M;
+use super::super::vec_shape::cpu_lanes;
 use super::super::weights::QuantMatrix;
 use super::super::x_ranges::{col_ranges, ColRange};
 use super::super::x_window::{XRows, XSlice};
@@ -129,13 +130,15 @@ pub(super) fn plan(rec: &Recorder, input: &WindowInput) -> Option<XWindow> {
             ranges: with_slices,
         })
     };
-    let wide = input.tile.windowed(rows, true);
+    // A GPU made to keep weights in textures: workgroups of 64 there.
+    let lanes = cpu_lanes(&ctx.adapter).unwrap_or(64);
+    let wide = input.tile.windowed(rows, true, lanes);
     if wide.tm == WIDE_TILE_M {
         if let Some(plan) = whole(wide, WIDE_WINDOW_TOKENS).or_else(|| in_ranges(wide)) {
             return Some(plan);
         }
     }
-    whole(input.tile.windowed(rows, false), MIN_WINDOW_TOKENS)
+    whole(input.tile.windowed(rows, false, lanes), MIN_WINDOW_TOKENS)
 }
 
 #[cfg(test)]

@@ -144,6 +144,7 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                         x4,
                         vec,
                         form,
+                        wg: 64,
                     };
                     let x_off = if x4 { 4 } else { 1 };
                     if !tile.fits(&w, x_off) {
@@ -266,6 +267,7 @@ fn long_rows_stay_within_the_loop_budget() {
                     x4,
                     vec,
                     form,
+                    wg: 64,
                 }));
             }
             if m == 1 {

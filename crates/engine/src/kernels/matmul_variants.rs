@@ -198,7 +198,7 @@ impl Variant {
             Shape::Tiled { tt, tile } => [
                 1,
                 tt,
-                tile.tn | tile.tm << 8,
+                tile.tn | tile.tm << 8 | tile.wg << 16,
                 tile.x4 as u32,
                 tile.vec as u32,
                 tile.form.code(),

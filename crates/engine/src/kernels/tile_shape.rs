@@ -21,13 +21,11 @@ pub(crate) const TILE_M: u32 = 4;
 /// quants, one of scales, the unpacking) serves twice the tokens.
 pub(crate) const WIDE_TILE_M: u32 = 8;
 pub(crate) const TILE_N: u32 = 8;
-/// Row groups a windowed dispatch must have to take 32 rows an invocation
-/// (`windowed`): below that, one group of 32-row tiles ran no faster than
-/// 16-row tiles and its written-out code compiled several times longer.
-const WINDOW_ROW_GROUPS: usize = 2;
-/// Rows an invocation of the windowed core at the least: each x vec4 the
-/// window gives serves that many rows.
-const WINDOW_MIN_TN: u32 = 16;
+/// Rows an invocation of the windowed core may take, most preferred first
+/// (`TileShape::windowed`): the more rows, the more each x vec4 loaded
+/// serves. Multiples of a 32-element format's scale tile (8 rows), and
+/// even (gate/up pairs).
+const WINDOW_TNS: [u32; 3] = [32, 24, 16];
 
 /// The prefill form's output rows per invocation and how it reads x and
 /// the weights.
@@ -43,6 +41,8 @@ pub struct TileShape {
     pub vec: bool,
     /// How the chunked core's per-row code is written (`row_code`).
     pub form: RowForm,
+    /// Invocations a workgroup.
+    pub wg: u32,
 }
 
 /// The chunked tiled core's per-row code (`row_code`).
@@ -113,33 +113,37 @@ impl TileShape {
             x4,
             vec,
             form,
+            wg: 64,
         }
     }
 
     /// The shape of the core that reads x through a uniform window
-    /// (kernels::x_window) for `rows` output rows: one token tile a
-    /// workgroup (TT = 1), so x's address does not depend on the lane. 32
-    /// rows an invocation (what the storage-x core takes on lavapipe) where
-    /// that leaves `WINDOW_ROW_GROUPS` row groups, else `WINDOW_MIN_TN`: a
-    /// window's 2-4 token tiles already give a CPU's threads workgroups
-    /// enough, and with fewer rows an invocation (8 for 513-1024 rows, to
-    /// give a second row group) Qwen2.5's 896-row projections ran slower
-    /// (README, issue 11). By rows alone, so a prompt of any length takes
-    /// the pipelines loading compiled.
+    /// (kernels::x_window) for `rows` output rows, on a CPU adapter whose
+    /// SIMD batch is `lanes` invocations: one token tile a workgroup (TT =
+    /// 1), so x's address does not depend on the invocation, and one batch
+    /// a workgroup, so a dispatch's workgroups (row batches times the
+    /// window's token tiles) spread over the CPU's threads evenly; in
+    /// workgroups of 64 a 576-row matrix was one workgroup of 4.5 batches a
+    /// token tile, 3 workgroups for two threads.
+    /// Rows an invocation: of `WINDOW_TNS`, the one whose batches of
+    /// `lanes * tn` rows pad the matrix's rows least, the first of equals:
+    /// 576 rows take 24 (3 whole batches; 32 leave a quarter of the last
+    /// idle), 896 take 16, 3072 take 32. By rows alone, so a prompt of any
+    /// length takes the pipelines loading compiled.
     /// `wide`: WIDE_TILE_M token rows an invocation, where the form writes
     /// its rows out (`RowForm::Unrolled`, lavapipe's); else TILE_M.
-    pub(crate) fn windowed(self, rows: usize, wide: bool) -> TileShape {
-        let groups = rows.div_ceil(64 * 32);
-        let tn = if groups >= WINDOW_ROW_GROUPS {
-            32
-        } else {
-            WINDOW_MIN_TN
-        };
+    pub(crate) fn windowed(self, rows: usize, wide: bool, lanes: u32) -> TileShape {
+        let tn = window_tn(rows, lanes as usize);
         let tm = match wide && self.form == RowForm::Unrolled {
             true => WIDE_TILE_M,
             false => TILE_M,
         };
-        TileShape { tn, tm, ..self }
+        TileShape {
+            tn,
+            tm,
+            wg: lanes,
+            ..self
+        }
     }
 
     /// Whether this tile can read `w` with x rows from `x_offset`.
@@ -150,7 +154,7 @@ impl TileShape {
 
     /// Output rows of a workgroup with `tt` token tiles.
     pub(crate) fn rows(&self, tt: u32) -> u32 {
-        64 / tt * self.tn
+        self.wg / tt * self.tn
     }
 
     /// The defines of the tiled cores for `fmt` with `tt` token tiles.
@@ -163,6 +167,7 @@ impl TileShape {
             ("TM", self.tm.to_string().into()),
             ("TN", self.tn.to_string().into()),
             ("TT", tt.to_string().into()),
+            ("WG", self.wg.to_string().into()),
             ("STEP", fmt.vec_step().to_string().into()),
             // x in a storage buffer; kernels::linear may read it through a window.
             ("X_DECL", X_STORAGE.into()),
@@ -378,6 +383,19 @@ fn row_code(
     ]
 }
 
+/// Rows an invocation of the windowed core for `rows` rows in batches of
+/// `lanes` invocations (`TileShape::windowed`).
+fn window_tn(rows: usize, lanes: usize) -> u32 {
+    let padded = |tn: u32| rows.div_ceil(lanes * tn as usize) * lanes * tn as usize;
+    let mut best = WINDOW_TNS[0];
+    for tn in WINDOW_TNS {
+        if padded(tn) < padded(best) {
+            best = tn;
+        }
+    }
+    best
+}
+
 /// The chunk loop of matmul_tiled_vec.wgsl's `tiled`, as most formats take it.
 const CHUNK_LOOP: &str = "    for (var c = 0u; c < chunks; c++) {";
 
@@ -443,6 +461,7 @@ pub(crate) const EXPERT_TILE: TileShape = TileShape {
     x4: false,
     vec: false,
     form: RowForm::Loop,
+    wg: 64,
 };
 
 /// Token tiles per workgroup of the tiled form for `m` token rows: enough
@@ -460,4 +479,59 @@ pub(crate) fn tiled_rows(tt: u32) -> u32 {
 /// Tokens one workgroup of the tiled form takes with `tt` token tiles.
 pub(crate) fn tiled_tokens(tt: u32) -> usize {
     (tt * TILE_M) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows an invocation for the models' projections in llvmpipe's
+    /// batches of 8: whole batches where one of WINDOW_TNS gives them, the
+    /// most rows of those; else the least padding.
+    #[test]
+    fn windowed_rows_fill_whole_batches() {
+        // (rows, tn): SmolLM2's q/k/v (960), o and down (576), k/v alone
+        // (192), gate/up (3072); Qwen2.5's q/k/v (1152), o and down (896),
+        // k/v (128); Gemma 3's o (640); 200 rows, which no tn divides
+        // into whole batches: 32 pads them to 256, 24 to 384, 16 to 256.
+        let cases = [
+            (960, 24),
+            (576, 24),
+            (192, 24),
+            (3072, 32),
+            (1152, 24),
+            (896, 16),
+            (128, 16),
+            (640, 16),
+            (200, 32),
+        ];
+        for (rows, tn) in cases {
+            assert_eq!(window_tn(rows, 8), tn, "{rows} rows");
+        }
+    }
+
+    /// The windowed shape takes one batch a workgroup and keeps the rest of
+    /// the adapter's tile.
+    #[test]
+    fn windowed_shape_is_a_batch_a_workgroup() {
+        let tile = TileShape {
+            tn: 32,
+            tm: TILE_M,
+            x4: true,
+            vec: true,
+            form: RowForm::Unrolled,
+            wg: 64,
+        };
+        let w = tile.windowed(576, true, 8);
+        assert_eq!((w.tn, w.tm, w.wg), (24, WIDE_TILE_M, 8));
+        assert_eq!(w.rows(1), 8 * 24);
+        // Batches of 4: 576 rows are 6 of 24 rows a lane, 5 of 32 padded.
+        let narrow = tile.windowed(576, false, 4);
+        assert_eq!((narrow.tn, narrow.tm, narrow.wg), (24, TILE_M, 4));
+        assert_eq!(tile.windowed(640, false, 4).tn, 32);
+        assert_eq!(
+            (narrow.x4, narrow.vec, narrow.form),
+            (true, true, RowForm::Unrolled)
+        );
+    }
 }
