@@ -37,6 +37,9 @@ fn emit(i: u32, row: u32, v: f32) {
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+{{X_LANE}}    @builtin(subgroup_invocation_id) sg_lane: u32,
+) {
+{{X_LANE}}    x_lane = sg_lane;
     tiled(lid, wid.x, wid.y, p.m, 0u);
 }

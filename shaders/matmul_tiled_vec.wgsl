@@ -82,11 +82,15 @@ fn dot_tokens_scaled(q: array<vec4<f32>, CV>, ab: vec4<f32>, xs: ptr<function, a
 // named one by one. CPU adapters' shader compilers keep an array indexed by
 // a loop variable in memory, most likely read and written a lane at a time.
 
+// The invocation's lane in its subgroup, where the subgroup shares x
+// (kernels::tile_shape::TileShape::x_share): set by the entry point.
+var<private> x_lane: u32;
+
 fn tiled(lid: u32, row_group: u32, tok_group: u32, n_tok: u32, w_row0: u32) {
     let origin = tile_origin(lid, row_group, tok_group);
     let row0 = origin.x;
     let tok0 = origin.y;
-    if (row0 >= p.rows || tok0 >= n_tok) {
+    if ({{ROW_EXIT}}tok0 >= n_tok) {
         return;
     }
 {{ROW_SUMS}}

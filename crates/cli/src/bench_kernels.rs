@@ -13,6 +13,7 @@
 //! its weights and x through each kind of binding (`kernels::load_probe`).
 
 use serde_json::{json, Value};
+use wick::format::quant::GgmlType;
 use wick::gpu::GpuContext;
 use wick::kernels::bench::{
     copy_bandwidth, gemv_bandwidth, gemv_bandwidth_q8, gemv_bandwidth_vec, matmul_throughput,
@@ -41,6 +42,10 @@ pub struct BenchKernelsArgs {
     pub rows: Option<usize>,
     #[arg(long, requires = "rows")]
     pub cols: Option<usize>,
+    /// Only these formats, comma separated (F32,F16,Q8_0,Q4_0,Q4_1,Q5_0,Q4_K,Q6_K;
+    /// any case) instead of all of them.
+    #[arg(long, conflicts_with = "load_paths")]
+    pub dtypes: Option<String>,
     /// Most GEMVs timed per measurement (fewer for large matrices: about
     /// 1 GB of weights is read per measurement).
     #[arg(long, default_value_t = 64)]
@@ -86,6 +91,25 @@ fn parse_shapes(args: &BenchKernelsArgs) -> Result<Vec<(usize, usize)>, String> 
         .collect()
 }
 
+/// The formats `--dtypes` names, in its order, or every GPU format.
+fn parse_dtypes(dtypes: Option<&str>) -> Result<Vec<GgmlType>, String> {
+    let Some(list) = dtypes else {
+        return Ok(GPU_DTYPES.to_vec());
+    };
+    list.split(',')
+        .map(|name| {
+            let name = name.trim();
+            GPU_DTYPES
+                .into_iter()
+                .find(|d| d.name().eq_ignore_ascii_case(name))
+                .ok_or_else(|| {
+                    let known: Vec<_> = GPU_DTYPES.iter().map(|d| d.name()).collect();
+                    format!("--dtypes: '{name}' is not one of {}", known.join(", "))
+                })
+        })
+        .collect()
+}
+
 fn check_shape(rows: usize, cols: usize) -> Result<(usize, usize), String> {
     if rows == 0 || cols == 0 {
         return Err(format!("shape {rows}x{cols}: rows and cols must be >= 1"));
@@ -127,6 +151,7 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
         return Err("--load-paths times one-token GEMVs: it takes no --tokens".into());
     }
     let shapes = parse_shapes(&args)?;
+    let dtypes = parse_dtypes(args.dtypes.as_deref())?;
     let ctx = pollster::block_on(GpuContext::new())?;
     // 256 MiB copies: larger than any cache, like the GEMV's rotating weights.
     let copy_gbps = pollster::block_on(copy_bandwidth(&ctx, 256 << 20, 16))?;
@@ -136,7 +161,7 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
     let mut results = Vec::new();
     let mut skipped = Vec::new();
     for &(rows, cols) in &shapes {
-        for dtype in GPU_DTYPES {
+        for &dtype in &dtypes {
             if cols % dtype.block_elements() != 0 {
                 skipped.push(json!({
                     "dtype": dtype.name(), "rows": rows, "cols": cols,

@@ -42,6 +42,37 @@ fn bench_kernels_times_many_token_matmuls() {
     fails_with(&["bench-kernels", "--tokens", "4", "--sweep"], "--sweep");
 }
 
+/// `--dtypes` times only the formats it names, in its order and any case;
+/// a name that is no GPU format is refused with the list of those that are.
+#[test]
+fn bench_kernels_times_only_the_named_formats() {
+    let v = wick_json(&[
+        "bench-kernels",
+        "--rows",
+        "8",
+        "--cols",
+        "256",
+        "--tokens",
+        "5",
+        "--iters",
+        "2",
+        "--dtypes",
+        "q6_k,F32",
+        "--json",
+    ]);
+    let names: Vec<_> = v["gemv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["dtype"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["Q6_K", "F32"]);
+    fails_with(
+        &["bench-kernels", "--dtypes", "Q4_0,Q3_K"],
+        "'Q3_K' is not one of",
+    );
+}
+
 /// `wick bench-kernels --load-paths` times the probe GEMV through each of
 /// the four bindings (each checked against the CPU inside), F32 and 4-bit
 /// where the columns allow, and nothing else; shapes it cannot take are

@@ -38,6 +38,10 @@ impl AdapterSummary {
 pub struct GpuFeatures {
     pub shader_f16: bool,
     pub subgroups: bool,
+    /// The fewest invocations a subgroup may have (0 without subgroups):
+    /// the windowed prefill core shares x through subgroups of at least a
+    /// chunk's 8 vec4s (`kernels::tile_shape::TileShape::windowed`).
+    pub subgroup_min_size: u32,
     pub timestamp_query: bool,
     /// WGSL's `dot4I8Packed` (the `packed_4x8_integer_dot_product` language
     /// feature): decode's GEMV dots 8-bit x with 8-bit weights four at a
@@ -194,6 +198,10 @@ impl GpuContext {
         let features = GpuFeatures {
             shader_f16: granted.contains(wgpu::Features::SHADER_F16),
             subgroups: granted.contains(wgpu::Features::SUBGROUP),
+            subgroup_min_size: match granted.contains(wgpu::Features::SUBGROUP) {
+                true => info.subgroup_min_size,
+                false => 0,
+            },
             timestamp_query: granted.contains(wgpu::Features::TIMESTAMP_QUERY),
             packed_dot4,
         };

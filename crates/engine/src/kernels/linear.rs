@@ -417,7 +417,7 @@ impl TiledVariant {
                 },
                 tile.tn | tile.tm << 8 | tile.wg << 16,
                 tile.x4 as u32 | self.window_vec4s << 1,
-                tile.vec as u32 | tile.form.code() << 1,
+                tile.vec as u32 | tile.form.code() << 1 | (tile.x_share as u32) << 3,
             ],
         }
     }

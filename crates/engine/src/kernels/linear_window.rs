@@ -19,7 +19,7 @@
 //! logprobs prefilled after a generation, against one prefill of it all).
 
 use super::super::matmul::TileShape;
-use super::super::tile_shape::WIDE_TILE_M;
+use super::super::tile_shape::{CHUNK_VEC4S, WIDE_TILE_M};
 use super::super::vec_shape::cpu_lanes;
 use super::super::weights::QuantMatrix;
 use super::super::x_ranges::{col_ranges, ColRange};
@@ -132,13 +132,17 @@ pub(super) fn plan(rec: &Recorder, input: &WindowInput) -> Option<XWindow> {
     };
     // A GPU made to keep weights in textures: workgroups of 64 there.
     let lanes = cpu_lanes(&ctx.adapter).unwrap_or(64);
-    let wide = input.tile.windowed(rows, true, lanes);
+    let share_x = ctx.features.subgroup_min_size >= CHUNK_VEC4S;
+    let wide = input.tile.windowed(rows, true, lanes, share_x);
     if wide.tm == WIDE_TILE_M {
         if let Some(plan) = whole(wide, WIDE_WINDOW_TOKENS).or_else(|| in_ranges(wide)) {
             return Some(plan);
         }
     }
-    whole(input.tile.windowed(rows, false, lanes), MIN_WINDOW_TOKENS)
+    whole(
+        input.tile.windowed(rows, false, lanes, share_x),
+        MIN_WINDOW_TOKENS,
+    )
 }
 
 #[cfg(test)]

@@ -145,6 +145,7 @@ fn matmul_matches_cpu_for_every_dtype_shape_and_form() {
                         vec,
                         form,
                         wg: 64,
+                        x_share: false,
                     };
                     let x_off = if x4 { 4 } else { 1 };
                     if !tile.fits(&w, x_off) {
@@ -268,6 +269,7 @@ fn long_rows_stay_within_the_loop_budget() {
                     vec,
                     form,
                     wg: 64,
+                    x_share: false,
                 }));
             }
             if m == 1 {

@@ -26,6 +26,9 @@ pub(crate) const TILE_N: u32 = 8;
 /// serves. Multiples of a 32-element format's scale tile (8 rows), and
 /// even (gate/up pairs).
 const WINDOW_TNS: [u32; 3] = [32, 24, 16];
+/// The most vec4s of x a chunk of the chunked core takes (vec_consts.wgsl's
+/// CV): a subgroup shares x (`TileShape::x_share`) where it has as many lanes.
+pub(crate) const CHUNK_VEC4S: u32 = 8;
 
 /// The prefill form's output rows per invocation and how it reads x and
 /// the weights.
@@ -43,6 +46,13 @@ pub struct TileShape {
     pub form: RowForm,
     /// Invocations a workgroup.
     pub wg: u32,
+    /// x's chunk shared through the subgroup (`TileShape::windowed`): each
+    /// lane loads one of its vec4s for each token and `subgroupBroadcast`
+    /// hands every vec4 to every lane. Needs a workgroup's invocations to
+    /// share their token rows (one token tile a workgroup) and subgroups
+    /// of at least CHUNK_VEC4S lanes, all active (no early exit for rows
+    /// past the matrix: they compute its last row, never written).
+    pub x_share: bool,
 }
 
 /// The chunked tiled core's per-row code (`row_code`).
@@ -114,6 +124,7 @@ impl TileShape {
             vec,
             form,
             wg: 64,
+            x_share: false,
         }
     }
 
@@ -132,7 +143,14 @@ impl TileShape {
     /// length takes the pipelines loading compiled.
     /// `wide`: WIDE_TILE_M token rows an invocation, where the form writes
     /// its rows out (`RowForm::Unrolled`, lavapipe's); else TILE_M.
-    pub(crate) fn windowed(self, rows: usize, wide: bool, lanes: u32) -> TileShape {
+    /// `share_x`: the adapter's subgroups have at least CHUNK_VEC4S lanes,
+    /// so they share x (`x_share`) where the form loads x in a loop (all
+    /// but `RowForm::Flat`). On llvmpipe an invocation's load of x from a
+    /// uniform window is a load per lane of each of a vec4's words, the
+    /// same address eight times over; shared, a lane loads one vec4 and a
+    /// broadcast is a register shuffle: 64-token matmuls ran 1.2-1.3x the
+    /// multiply-adds a second.
+    pub(crate) fn windowed(self, rows: usize, wide: bool, lanes: u32, share_x: bool) -> TileShape {
         let tn = window_tn(rows, lanes as usize);
         let tm = match wide && self.form == RowForm::Unrolled {
             true => WIDE_TILE_M,
@@ -142,6 +160,7 @@ impl TileShape {
             tn,
             tm,
             wg: lanes,
+            x_share: share_x && self.form != RowForm::Flat,
             ..self
         }
     }
@@ -171,9 +190,20 @@ impl TileShape {
             ("STEP", fmt.vec_step().to_string().into()),
             // x in a storage buffer; kernels::linear may read it through a window.
             ("X_DECL", X_STORAGE.into()),
+            // Sharing x, every lane runs the chunk loop (see `x_share`).
+            (
+                "ROW_EXIT",
+                if self.x_share {
+                    ""
+                } else {
+                    "row0 >= p.rows || "
+                }
+                .into(),
+            ),
+            ("X_LANE", if self.x_share { "" } else { "//" }.into()),
         ];
         if self.vec {
-            defines.extend(row_code(fmt, self.tn, self.tm, self.form));
+            defines.extend(row_code(fmt, self.tn, self.tm, self.form, self.x_share));
         }
         defines
     }
@@ -195,12 +225,14 @@ impl TileShape {
 /// the tokens' x, ROW_STORES leaves the sums in the array `acc` that
 /// `emit_tile` reads (see `RowForm`). A quantized chunk's dot products are
 /// taken with its quants and scaled after (chunk_ab_FMT), which saves a
-/// multiply and an add per weight.
+/// multiply and an add per weight. `x_share`: X_LOADS takes x through the
+/// subgroup (`TileShape::x_share`; not in the flat form).
 fn row_code(
     fmt: GpuFormat,
     tn: u32,
     tm: u32,
     form: RowForm,
+    x_share: bool,
 ) -> [(&'static str, Cow<'static, str>); 6] {
     let scaled = fmt.is_quantized();
     let chunk = |part: &str, r: &str| {
@@ -211,6 +243,11 @@ fn row_code(
     };
     // x: the chunk's two runs of CV / 2 vec4s from xc.x and xc.y.
     let mut loop_loads = String::from("        var xs: array<array<vec4<f32>, CV>, TM>;\n        for (var t = 0u; t < TM; t++) {\n            // Tokens and rows past the end repeat the last; never written.\n            let base = x_base(min(tok0 + t, n_tok - 1u)) / 4u;\n            for (var i = 0u; i < CV / 2u; i++) {\n                xs[t][i] = x[base + xc.x + i];\n                xs[t][i + CV / 2u] = x[base + xc.y + i];\n            }\n        }\n");
+    // vec_consts.wgsl's CV: the chunk's vec4s.
+    let cv = (fmt.vec_step() / 4).min(CHUNK_VEC4S);
+    if x_share {
+        loop_loads = shared_x_loads(tm, cv);
+    }
     if form == RowForm::Loop {
         let step = if scaled {
             format!(
@@ -239,8 +276,6 @@ fn row_code(
         "the written-out forms take tokens in fours, not {tm}"
     );
     let groups = tm / 4;
-    // vec_consts.wgsl's CV: the chunk's vec4s.
-    let cv = (fmt.vec_step() / 4).min(8);
     let mut loads = String::new();
     if form == RowForm::Flat {
         for t in 0..tm {
@@ -383,6 +418,26 @@ fn row_code(
     ]
 }
 
+/// X_LOADS where the subgroup shares x (`TileShape::x_share`): lane
+/// `x_lane` loads vec4 x_lane % CV of the chunk for each of the TM tokens
+/// (the first run's CV / 2 vec4s from xc.x, the second's from xc.y), and
+/// each of the chunk's `cv` vec4s comes from the lane that loaded it.
+fn shared_x_loads(tm: u32, cv: u32) -> String {
+    let mut code = String::from(
+        "        var xs: array<array<vec4<f32>, CV>, TM>;\n        let own = x_lane % CV;\n        let own_at = select(xc.y + own - CV / 2u, xc.x + own, own < CV / 2u);\n",
+    );
+    for t in 0..tm {
+        // Tokens past the end repeat the last; never written.
+        code += &format!(
+            "        let xv{t} = x[x_base(min(tok0 + {t}u, n_tok - 1u)) / 4u + own_at];\n"
+        );
+        for i in 0..cv {
+            code += &format!("        xs[{t}][{i}] = subgroupBroadcast(xv{t}, {i}u);\n");
+        }
+    }
+    code
+}
+
 /// Rows an invocation of the windowed core for `rows` rows in batches of
 /// `lanes` invocations (`TileShape::windowed`).
 fn window_tn(rows: usize, lanes: usize) -> u32 {
@@ -460,6 +515,7 @@ pub(crate) const EXPERT_TILE: TileShape = TileShape {
     vec: false,
     form: RowForm::Loop,
     wg: 64,
+    x_share: false,
 };
 
 /// Token tiles per workgroup of the tiled form for `m` token rows: enough
