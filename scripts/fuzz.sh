@@ -18,7 +18,12 @@ cd "$root"
 seconds="${1:-60}"
 shift || true
 
-cargo build --release -p wick-fuzz
+# scripts/test.sh sets WICK_NATIVE_BUILT: its `cargo test --no-run` has built
+# the binary, with the whole workspace's features; a build of this package
+# alone would build the engine and its dependencies again.
+if [ -z "${WICK_NATIVE_BUILT:-}" ] || [ ! -x target/release/wick-fuzz ]; then
+  cargo build --release -p wick-fuzz
+fi
 models=()
 for dir in "${WICK_MODELS_DIR:-$root/models}" "$root/tests/fixtures/models" "$root/../shared/models"; do
   if [ -d "$dir" ]; then models+=(--models "$dir"); fi

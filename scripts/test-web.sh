@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The browser part of the tests: installs what it needs idempotently
-# (Debian's chromium, the wasm32 target, the wasm-bindgen CLI at the version
+# (Debian's chromium and firefox-esr, the wasm32 target, the wasm-bindgen CLI at the version
 # in Cargo.lock, the npm dev dependencies, the SmolLM2, Gemma 3, Qwen2.5 0.5B and 1.5B and
 # all-MiniLM-L6-v2 models), builds the native CLI (the tests compare with its
 # output), the checkpoint fixtures' writer and the npm package, then
-# runs the browser tests in headless Chromium on SwiftShader, and the packed
-# package in a Vite 6 and a webpack 5 app (web/test/bundlers/).
+# runs the browser tests in headless Chromium on SwiftShader and the core
+# path in headless Firefox ESR on lavapipe (web/test/firefox.test.mjs,
+# driven by puppeteer-core over WebDriver BiDi), and the packed package in a
+# Vite 6 and a webpack 5 app (web/test/bundlers/).
 # Screenshots and metrics land in test-output/.
 #
 # usage: scripts/test-web.sh [--prepare | --tests]
@@ -31,9 +33,12 @@ esac
 prepare() {
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  if ! command -v chromium >/dev/null 2>&1; then
+  browsers=()
+  command -v chromium >/dev/null 2>&1 || browsers+=(chromium)
+  command -v firefox-esr >/dev/null 2>&1 || browsers+=(firefox-esr)
+  if [ ${#browsers[@]} -gt 0 ]; then
     $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${browsers[@]}" >/dev/null
   fi
   if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     $sudo_cmd apt-get update -qq
@@ -47,8 +52,10 @@ prepare() {
   want="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)"
   have="$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)"
   if [ "$have" != "$want" ]; then
-    # ~3.5 minutes; not --locked: a pinned dependency of it is gone from the registry.
-    cargo install wasm-bindgen-cli --version "$want"
+    # Not --locked: a pinned dependency of it is gone from the registry.
+    # opt-level 1: it runs once a build over one module, and its dependencies
+    # (walrus, wasmparser) compile in about half the time of opt-level 3.
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install wasm-bindgen-cli --version "$want"
   fi
 
   npm ci --no-audit --no-fund
@@ -57,14 +64,23 @@ prepare() {
     (cd "$app" && npm ci --no-audit --no-fund)
   done
   . scripts/env.sh
-  cargo build --release -q -p wick-cli
-  # The Hugging Face checkpoint fixtures the tests write (web/test/harness.mjs, hfFixture).
-  cargo build --release -q -p wick-tests --bin write_hf_fixture
+  # The native CLI (the tests compare with its output) and the Hugging Face
+  # checkpoint fixtures' writer (web/test/harness.mjs, hfFixture).
+  # scripts/test.sh sets WICK_NATIVE_BUILT: its `cargo test --no-run` has
+  # built both, with the features of the whole workspace's tests, and a
+  # build of these packages alone would build the engine twice more.
+  if [ -z "${WICK_NATIVE_BUILT:-}" ]; then
+    cargo build --release -q -p wick-cli
+    cargo build --release -q -p wick-tests --bin write_hf_fixture
+  fi
   npm run build
 }
 
 run_tests() {
-  scripts/setup.sh smollm2 gemma3 qwen2 qwen15 minilm
+  # scripts/test.sh has fetched and checked every model already.
+  if [ -z "${WICK_MODELS_FETCHED:-}" ]; then
+    scripts/setup.sh smollm2 gemma3 qwen2 qwen15 minilm
+  fi
   . scripts/env.sh
   npm test
   npm run test:bundlers

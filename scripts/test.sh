@@ -1,61 +1,178 @@
 #!/usr/bin/env bash
-# Runs every check and test: formatting, clippy, the whole workspace's tests
-# in release (CPU references are ~100x slower in debug) on lavapipe, a minute
-# of fuzzing, and the browser tests (wasm build, npm package, headless
-# Chromium on SwiftShader).
+# Runs the tests. Two tiers:
+#
+#   scripts/test.sh           the whole suite, as CI runs it: formatting,
+#                             clippy, every native test in release on
+#                             lavapipe, a minute of fuzzing, and the browser
+#                             tests (wasm build, npm package, headless
+#                             Chromium on SwiftShader and Firefox on lavapipe,
+#                             the bundler apps)
+#   scripts/test.sh --quick   the inner loop: formatting, the unit tests, the
+#                             tiny fixtures and SmolLM2 (the one small real
+#                             model), native only, no browser and no fuzzing
 #
 # Ordered for a 2-core machine: the model files download while everything
 # is installed and compiled (network beside CPU); then the native tests and
-# the browser tests run side by side. On a fresh machine (as CI is) Mesa's
-# shader cache is empty, and much of the native part is llvmpipe compiling
-# kernels on one thread; beside it the browser tests slowed by about a
-# tenth (npm test 2130 s against 1931 alone). An earlier reading that side
-# by side slowed the unit tests tenfold compared a cold cache with a warm
-# one. Each phase prints the minutes since the start, so a slow run shows
-# where the time went. The native lines are prefixed [native], the
-# browser's [web]; either part failing fails the run, and both always run.
+# the browser tests run side by side. Each phase prints the minutes since
+# the start; the native lines are prefixed [native], the browser's [web];
+# either part failing fails the run, and both always run. At the end it
+# prints each phase's time and the slowest tests of each part (native from
+# libtest's --report-time, through scripts/report-time.sh; browser from
+# web/test/timings-reporter.mjs), so every log shows where the time went.
+#
+# Mesa keeps lavapipe's compiled kernels in its shader cache on disk
+# (~/.cache/mesa_shader_cache, or MESA_SHADER_CACHE_DIR), so a kernel that
+# one test binary compiled is not compiled again by the next, nor by the
+# next run. To time the suite as a fresh machine runs it, point
+# MESA_SHADER_CACHE_DIR at an empty folder.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *)
+    echo "usage: scripts/test.sh [--quick]" >&2
+    exit 2
+    ;;
+esac
+
 started=$SECONDS
-phase() { echo "test.sh: [$(((SECONDS - started) / 60)) min] $*"; }
+phase_names=()
+phase_starts=()
+phase() {
+  echo "test.sh: [$(((SECONDS - started) / 60)) min] $*"
+  phase_names+=("$*")
+  phase_starts+=("$SECONDS")
+}
+out="$root/test-output/timings"
+mkdir -p "$out"
+rm -f "$out/native.log" "$out/web.tsv"
+export WICK_TEST_TIMINGS="$out/web.tsv"
+runner="$root/scripts/report-time.sh"
+test_cmd=(cargo test --workspace --release --config "target.'cfg(all())'.runner = '$runner'")
+
+# The timings of every phase, then the slowest tests: printed last, where a
+# reader of a long CI log looks first.
+report() {
+  local i n=${#phase_names[@]} end
+  echo "test.sh: time by phase"
+  for ((i = 0; i < n; i++)); do
+    end=$([ $((i + 1)) -lt "$n" ] && echo "${phase_starts[$((i + 1))]}" || echo "$SECONDS")
+    printf '  %6d s  %s\n' $((end - phase_starts[i])) "${phase_names[$i]}"
+  done
+  [ -n "${native_seconds:-}" ] && printf '  %6d s    the native part (tests and fuzzing)\n' "$native_seconds"
+  [ -n "${web_seconds:-}" ] && printf '  %6d s    the browser part, beside it\n' "$web_seconds"
+  printf '  %6d s  in all\n' $((SECONDS - started))
+  [ -s "$out/native.log" ] && python3 scripts/slowest.py native "$out/native.log"
+  [ -s "$out/web.tsv" ] && python3 scripts/slowest.py web "$out/web.tsv"
+  return 0
+}
+
+# Background parts (the model download, the browser's build) end with the run.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
 phase "installing"
 scripts/setup.sh --no-models
 models_log="$(mktemp)"
-scripts/fetch-models.sh all >"$models_log" 2>&1 &
+quick_models=(smollm2 gemma3 qwen2)
+if [ "$quick" = 1 ]; then
+  scripts/fetch-models.sh "${quick_models[@]}" >"$models_log" 2>&1 &
+else
+  scripts/fetch-models.sh all >"$models_log" 2>&1 &
+fi
 fetch=$!
 . scripts/env.sh
 
-phase "formatting, clippy, building the native tests"
+wait_models() {
+  if ! wait "$fetch"; then
+    cat "$models_log" >&2
+    echo "test.sh: fetching the models failed" >&2
+    exit 1
+  fi
+  cat "$models_log"
+  rm -f "$models_log"
+}
+
+if [ "$quick" = 1 ]; then
+  phase "formatting, building the native tests"
+  cargo fmt --all --check
+  "${test_cmd[@]}" --no-run -q
+  wait_models
+  # The tests see the quick tier's models alone (links in a folder of their
+  # own), so one that needs another fails rather than passing by accident.
+  models_dir="${WICK_MODELS_DIR:-$root/models}"
+  export WICK_MODELS_DIR="$root/test-output/quick-models"
+  rm -rf "$WICK_MODELS_DIR" && mkdir -p "$WICK_MODELS_DIR"
+  for f in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf qwen2.5-coder-0.5b-instruct-awq.gguf; do
+    ln -s "$models_dir/$f" "$WICK_MODELS_DIR/$f"
+  done
+  phase "native tests (quick tier)"
+  skip_args=()
+  while read -r filter; do
+    skip_args+=(--skip "$filter")
+  done < <(grep -v '^#' scripts/quick-skip.txt | grep -v '^$')
+  set +e
+  "${test_cmd[@]}" -- "${skip_args[@]}" 2>&1 | tee "$out/native.log"
+  status=${PIPESTATUS[0]}
+  set -e
+  echo "test.sh: [$(((SECONDS - started) / 60)) min] done"
+  report
+  if [ "$status" = 0 ]; then echo "test.sh: quick tier passed"; else echo "test.sh: quick tier failed" >&2; fi
+  exit "$status"
+fi
+
+# The browser part's tools and package (wasm-bindgen CLI, npm packages, the
+# wasm build with its own target dir) are built beside the native build:
+# both are compiles on a 2-core machine, and starting the web part first
+# shortens the run, whose last part to finish is the browser tests.
+logs="$(mktemp -d)"
+( WICK_NATIVE_BUILT=1 scripts/test-web.sh --prepare 2>&1 | sed -u 's/^/[web] /' | tee "$logs/web-prepare" ) &
+web_prepare=$!
+phase "formatting, clippy, building the native tests (the browser's build beside them)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --release -- -D warnings
-cargo test --workspace --release --no-run
-phase "installing and building for the browser tests"
-scripts/test-web.sh --prepare 2>&1 | sed -u 's/^/[web] /'
-if ! wait "$fetch"; then
-  cat "$models_log" >&2
-  echo "test.sh: fetching the models failed" >&2
+"${test_cmd[@]}" --no-run
+phase "finishing the browser's build"
+if ! wait "$web_prepare"; then
+  tail -40 "$logs/web-prepare" >&2
+  echo "test.sh: building for the browser tests failed" >&2
   exit 1
 fi
-cat "$models_log"
-rm -f "$models_log"
+wait_models
 
 # A minute of fuzzing (crates/fuzz) after the native tests: no panic or
 # oversized allocation on malformed model files, tokenizers or chat templates.
 # Each part's lines are also kept, so that a failure's own lines can be
 # printed again at the end, where a reader of a long CI log looks first.
-logs="$(mktemp -d)"
 failed=()
 phase "native and browser tests, side by side"
-( { cargo test --workspace --release && scripts/fuzz.sh 60; } 2>&1 | sed -u 's/^/[native] /' | tee "$logs/native" ) &
+(
+  s=$SECONDS
+  { "${test_cmd[@]}" && WICK_NATIVE_BUILT=1 scripts/fuzz.sh 60; } 2>&1 | sed -u 's/^/[native] /' | tee "$logs/native"
+  status=${PIPESTATUS[0]}
+  echo $((SECONDS - s)) >"$logs/native.seconds"
+  exit "$status"
+) &
 native=$!
-( scripts/test-web.sh --tests 2>&1 | sed -u 's/^/[web] /' | tee "$logs/web" ) &
+(
+  s=$SECONDS
+  WICK_MODELS_FETCHED=1 scripts/test-web.sh --tests 2>&1 | sed -u 's/^/[web] /' | tee "$logs/web"
+  status=${PIPESTATUS[0]}
+  echo $((SECONDS - s)) >"$logs/web.seconds"
+  exit "$status"
+) &
 web=$!
 wait "$native" || failed+=(native)
-phase "native tests ended"
+echo "test.sh: [$(((SECONDS - started) / 60)) min] native tests ended"
 wait "$web" || failed+=(web)
-phase "done"
+echo "test.sh: [$(((SECONDS - started) / 60)) min] done"
+native_seconds="$(cat "$logs/native.seconds" 2>/dev/null || true)"
+web_seconds="$(cat "$logs/web.seconds" 2>/dev/null || true)"
+cp "$logs/native" "$out/native.log"
+report
 
 # What failed in one part: cargo's "failures:" sections, node's "not ok"
 # entries with their TAP details; the part's last lines when neither shows

@@ -3,6 +3,7 @@
 //! comparison rules of the golden README (tests/fixtures/golden/README.md).
 
 pub mod embed_check;
+pub mod gguf_edit;
 pub mod hf_checkpoint;
 pub mod reshard;
 pub mod tiny_tokenizer;
@@ -342,38 +343,64 @@ pub fn check_case_except(
     (worst, mean)
 }
 /// Checks every case of `file` (a golden JSON) for `model`: prompt ids
-/// identical to llama.cpp's, then `check_case` with the shared tolerances,
-/// on each of `golden_paths`.
+/// identical to llama.cpp's, then `check_case` with the shared tolerances.
+///
+/// Each case runs once, on one of `golden_paths`: the short prompts take
+/// the paths by turns (f32 activations through one prefill, 8-bit
+/// activations through decode steps), so every path is checked on every
+/// model and no prompt is run twice; a long prompt (its reference covers only
+/// its last positions) takes the 8-bit path, where its reference positions
+/// are decode steps after the long prefill, which checks that prefill
+/// (through the K/V it leaves) and decode attention over the whole context.
 pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
-    check_golden_file_on(model, file, ctx_len, &golden_paths());
-}
-
-/// As `check_golden_file`, for a long prompt: one path, 8-bit activations,
-/// so its reference positions are decode steps after a prefill of the
-/// rest. That one run checks the long prefill (through the K/V it leaves)
-/// and decode attention over the whole context (split on every adapter);
-/// a second path would repeat the long prefill for what the short prompts
-/// already check on both.
-pub fn check_long_golden_file(model: &str, file: &str, ctx_len: usize) {
-    check_golden_file_on(model, file, ctx_len, &[(KvDtype::default(), ActDtype::Q8)]);
-}
-
-fn check_golden_file_on(model: &str, file: &str, ctx_len: usize, paths: &[(KvDtype, ActDtype)]) {
-    for &(kv, act) in paths {
-        let mut engine = load_engine_with(gpu(), model, ctx_len, kv, act);
-        for case in golden(file, model).cases {
-            let ids = engine.tokenize_prompt(&case.prompt).unwrap();
-            assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
-            let how = Positions::for_act(act);
-            let (worst, mean) = check_case(&mut engine, &case, TOLERANCE, CLEAR_MARGIN, how);
-            eprintln!(
-                "{model} kv {} act {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}",
-                kv.name(),
-                act.name(),
-                case.prompt.chars().take(40).collect::<String>(),
-                case.prompt_ids.len()
-            );
+    let paths = golden_paths();
+    let cases = golden(file, model).cases;
+    let mut short = 0;
+    let mut by_path: Vec<Vec<&GoldenCase>> = vec![Vec::new(); paths.len()];
+    for case in &cases {
+        let path = if case.first_position > 0 {
+            paths
+                .iter()
+                .position(|&(_, act)| act == ActDtype::Q8)
+                .expect("an 8-bit path")
+        } else {
+            short += 1;
+            (short - 1) % paths.len()
+        };
+        by_path[path].push(case);
+    }
+    for (&(kv, act), cases) in paths.iter().zip(&by_path) {
+        if !cases.is_empty() {
+            check_cases_on(model, cases, ctx_len, kv, act);
         }
+    }
+}
+
+/// As `check_golden_file`, for a file of long prompts only: each on the
+/// 8-bit path (see there).
+pub fn check_long_golden_file(model: &str, file: &str, ctx_len: usize) {
+    let cases = golden(file, model).cases;
+    assert!(
+        cases.iter().all(|c| c.first_position > 0),
+        "{file}: a long prompt's reference covers its last positions"
+    );
+    check_golden_file(model, file, ctx_len);
+}
+
+fn check_cases_on(model: &str, cases: &[&GoldenCase], ctx_len: usize, kv: KvDtype, act: ActDtype) {
+    let mut engine = load_engine_with(gpu(), model, ctx_len, kv, act);
+    for case in cases {
+        let ids = engine.tokenize_prompt(&case.prompt).unwrap();
+        assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
+        let how = Positions::for_act(act);
+        let (worst, mean) = check_case(&mut engine, case, TOLERANCE, CLEAR_MARGIN, how);
+        eprintln!(
+            "{model} kv {} act {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}",
+            kv.name(),
+            act.name(),
+            case.prompt.chars().take(40).collect::<String>(),
+            case.prompt_ids.len()
+        );
     }
 }
 
@@ -382,8 +409,7 @@ fn check_golden_file_on(model: &str, file: &str, ctx_len: usize, paths: &[(KvDty
 /// more strictly elsewhere: against the f64 CPU reference, which it matches
 /// to 2e-3 (reference_*.rs, four architectures), and in the attention
 /// kernel's tests (windows and soft-capping included), where the cache type
-/// changes only how K and V are read. Each path here is a whole prefill of
-/// every golden prompt, the slowest part of the tests on lavapipe.
+/// changes only how K and V are read.
 pub fn golden_paths() -> Vec<(KvDtype, ActDtype)> {
     act_dtypes()
         .into_iter()

@@ -11,9 +11,10 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
   chatTemplateCases, checkBuilt, launch, llamaCppCase, MODEL, nativeGenerate,
-  openTestPage, outDir, repoRoot, startServer, within,
+  openTestPage, outDir, readbackRoundTrip, repoRoot, startServer, within,
 } from "./harness.mjs";
 import { assertLogprobs, nativeLogprobs, withChatTemplate } from "./chat-helpers.mjs";
+import { checkMultiTurnReuse } from "./core-checks.mjs";
 
 const PROMPT = "The capital of France is";
 const N = 4; // generated tokens compared with the native engine
@@ -93,7 +94,7 @@ describe("Engine on the page", () => {
     }
   });
 
-  test("info() reports the adapter and the f32 path", async () => {
+  test("info() reports the adapter and the f32 path; the readback round trip is measured", { timeout: 120_000 }, async () => {
     const info = await page.evaluate(() => window.engine.info());
     assert.equal(info.computePath, "f32");
     assert.ok(info.adapter.name.length > 0, "adapter named");
@@ -110,6 +111,10 @@ describe("Engine on the page", () => {
     assert.equal(info.model.contextLength, CTX);
     assert.equal(info.model.hasChatTemplate, true);
     metrics.info = info;
+    // What a readback costs the page, beside Firefox's (firefox.test.mjs).
+    metrics.readback = await within(100_000, readbackRoundTrip(page), "readback round trip");
+    log(`readback round trip: ${JSON.stringify(metrics.readback)}`);
+    assert.ok(metrics.readback.medianMs > 0);
   });
 
   test("chat template renders as Hugging Face does", async () => {
@@ -240,25 +245,7 @@ describe("Engine on the page", () => {
   });
 
   test("a multi-turn chat reuses the cached prefix and answers as a fresh run", { timeout: 300_000 }, async () => {
-    const r = await within(280_000, page.evaluate(async () => {
-      const engine = window.engine;
-      const create = (messages) => engine.chat.completions.create({ messages, max_tokens: 3, temperature: 0 });
-      const messages = [{ role: "user", content: "Name a colour." }];
-      const first = await create(messages);
-      messages.push(first.choices[0].message, { role: "user", content: "And another?" });
-      const second = await create(messages);
-      const secondIds = engine.lastResult.ids;
-      // The same history after an unrelated prompt: nothing to reuse but BOS-level text.
-      await engine.chat.completions.create({ messages: [{ role: "user", content: "Count to three." }], max_tokens: 1, temperature: 0 });
-      const fresh = await create(messages);
-      return { first: first.usage, second: second.usage, fresh: fresh.usage, same: JSON.stringify(engine.lastResult.ids) === JSON.stringify(secondIds) };
-    }), "multi-turn");
-    log(`multi-turn usage: ${JSON.stringify(r)}`);
-    // Turn 2 reuses turn 1's prompt and reply (all but the reply's last token at least).
-    assert.ok(r.second.prompt_tokens_details.cached_tokens >= r.first.prompt_tokens, JSON.stringify(r));
-    assert.ok(r.second.prompt_tokens_details.cached_tokens < r.second.prompt_tokens);
-    assert.ok(r.fresh.prompt_tokens_details.cached_tokens < r.second.prompt_tokens_details.cached_tokens);
-    assert.ok(r.same, "the reused turn gives the ids of a run with less reuse");
+    await checkMultiTurnReuse(page, log);
   });
 
   test("a cached model loads again from the Cache API, with progress", { timeout: 300_000 }, async () => {

@@ -2,7 +2,7 @@
 // logprobs, their comparison, and a GGUF with another chat template.
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import path from "node:path";
 import { MODEL, modelsDir, nativeJson } from "./harness.mjs";
 
@@ -35,18 +35,20 @@ export function assertLogprobs(got, want, what, tol) {
 }
 
 /**
- * `file` (a GGUF) with its `tokenizer.chat_template` replaced by `template`:
- * the header is parsed up to the tensor data, which is copied as it is (its
- * tensors' offsets count from the data's start, re-aligned after the header).
+ * A GGUF header's metadata, walked from the start of `buf`: calls
+ * `visit({ key, type, start, value, end })` for each entry (where the entry,
+ * its value and the next entry start), then returns { at, alignment,
+ * tensors }: where the tensor infos begin, the file's alignment and its
+ * tensor count. Throws a RangeError if `buf` ends inside the metadata.
  */
-export function withChatTemplate(file, template) {
-  const buf = readFileSync(file);
+function walkMetadata(buf, visit) {
   let at = 0;
   const u32 = () => ((at += 4), buf.readUInt32LE(at - 4));
   const u64 = () => ((at += 8), Number(buf.readBigUInt64LE(at - 8)));
   const str = () => {
     const n = u64();
     at += n;
+    if (at > buf.length) throw new RangeError("the buffer ends inside the GGUF metadata");
     return buf.toString("utf8", at - n, at);
   };
   const SIZE = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
@@ -55,7 +57,8 @@ export function withChatTemplate(file, template) {
     else if (type === 9) {
       const t = u32();
       const n = u64();
-      for (let i = 0; i < n; i++) skip(t);
+      if (t in SIZE) at += n * SIZE[t];
+      else for (let i = 0; i < n; i++) skip(t);
     } else at += SIZE[type];
   };
   assert.equal(buf.toString("latin1", 0, 4), "GGUF");
@@ -63,21 +66,56 @@ export function withChatTemplate(file, template) {
   const tensors = u64();
   const kvs = u64();
   let alignment = 32;
-  let span = null;
   for (let i = 0; i < kvs; i++) {
     const start = at;
     const key = str();
     const type = u32();
+    const value = at;
     if (key === "general.alignment") alignment = buf.readUInt32LE(at);
     skip(type);
-    if (key === "tokenizer.chat_template") span = [start, at];
+    if (at > buf.length) throw new RangeError("the buffer ends inside the GGUF metadata");
+    visit({ key, type, start, value, end: at });
   }
+  return { at, alignment, tensors };
+}
+
+/** The `tokenizer.chat_template` of a GGUF file, read from its header alone. */
+export function chatTemplateOf(file) {
+  const fd = openSync(file, "r");
+  try {
+    // Qwen2.5's header (151,936 tokens and their merges) is about 7 MB.
+    const buf = Buffer.alloc(Math.min(fstatSync(fd).size, 32 << 20));
+    readSync(fd, buf, 0, buf.length, 0);
+    let template = null;
+    walkMetadata(buf, ({ key, type, value, end }) => {
+      if (key === "tokenizer.chat_template" && type === 8) template = buf.toString("utf8", value + 8, end);
+    });
+    assert.ok(template, `${file} has a chat template`);
+    return template;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * `file` (a GGUF) with its `tokenizer.chat_template` replaced by `template`:
+ * the header is parsed up to the tensor data, which is copied as it is (its
+ * tensors' offsets count from the data's start, re-aligned after the header).
+ */
+export function withChatTemplate(file, template) {
+  const buf = readFileSync(file);
+  let span = null;
+  const header = walkMetadata(buf, ({ key, start, end }) => {
+    if (key === "tokenizer.chat_template") span = [start, end];
+  });
   assert.ok(span, `${file} has a chat template`);
-  for (let i = 0; i < tensors; i++) {
-    str();
-    const dims = u32();
-    at += 8 * dims + 12; // the dims (u64 each), type (u32), offset (u64)
+  let at = header.at;
+  for (let i = 0; i < header.tensors; i++) {
+    at += 8 + Number(buf.readBigUInt64LE(at)); // the name
+    const dims = buf.readUInt32LE(at);
+    at += 4 + 8 * dims + 12; // the dims (u64 each), type (u32), offset (u64)
   }
+  const alignment = header.alignment;
   const data = Math.ceil(at / alignment) * alignment;
   const key = Buffer.from("tokenizer.chat_template");
   const value = Buffer.from(template);

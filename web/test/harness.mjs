@@ -135,3 +135,71 @@ export function within(ms, promise, what) {
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(t));
 }
+
+export const FIREFOX = process.env.WICK_FIREFOX || "/usr/bin/firefox-esr";
+
+/**
+ * Debian's Firefox ESR, headless, driven by puppeteer-core over WebDriver
+ * BiDi (never a downloaded browser). WebGPU is behind a pref on Linux, and
+ * its blocklist refuses lavapipe, the only adapter here: both prefs are what
+ * a user on such a machine would set. Network features that would reach out
+ * are off, as for Chromium.
+ */
+export async function launchFirefox() {
+  const { default: puppeteer } = await import("puppeteer-core");
+  return puppeteer.launch({
+    browser: "firefox",
+    executablePath: FIREFOX,
+    headless: true,
+    extraPrefsFirefox: {
+      "dom.webgpu.enabled": true,
+      "gfx.webgpu.ignore-blocklist": true,
+      "app.update.enabled": false,
+      "browser.safebrowsing.malware.enabled": false,
+      "browser.safebrowsing.phishing.enabled": false,
+      "network.captive-portal-service.enabled": false,
+      "network.connectivity-service.enabled": false,
+      "toolkit.telemetry.enabled": false,
+      "datareporting.policy.dataSubmissionEnabled": false,
+    },
+  });
+}
+
+/** As openTestPage, for a puppeteer browser (Firefox). */
+export async function openFirefoxPage(browser, baseUrl, log = () => {}) {
+  const page = await browser.newPage();
+  page.on("console", (m) => log(`[firefox] ${m.text()}`));
+  page.on("pageerror", (e) => log(`[firefox error] ${e.message}`));
+  await page.goto(`${baseUrl}/web/test/page.html`);
+  await page.waitForFunction(() => window.wickReady === true);
+  return page;
+}
+
+/**
+ * The page's WebGPU readback round trip, in milliseconds: a 256-byte copy
+ * into a MAP_READ buffer, submitted, then mapAsync awaited, `n` times on a
+ * device of its own; the median and the fastest. What one decode step's
+ * token readback costs the browser beyond the GPU work (Chromium answers a
+ * map from its GPU process, Firefox by polling), for docs/performance.md.
+ */
+export function readbackRoundTrip(page, n = 30) {
+  return page.evaluate(async (n) => {
+    const adapter = await navigator.gpu.requestAdapter();
+    const device = await adapter.requestDevice();
+    const src = device.createBuffer({ size: 256, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+    const dst = device.createBuffer({ size: 256, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const times = [];
+    for (let i = 0; i < n; i++) {
+      const enc = device.createCommandEncoder();
+      enc.copyBufferToBuffer(src, 0, dst, 0, 256);
+      const t0 = performance.now();
+      device.queue.submit([enc.finish()]);
+      await dst.mapAsync(GPUMapMode.READ);
+      times.push(performance.now() - t0);
+      dst.unmap();
+    }
+    device.destroy();
+    times.sort((a, b) => a - b);
+    return { medianMs: times[n >> 1], fastestMs: times[0], n };
+  }, n);
+}

@@ -1,4 +1,4 @@
-// The malformed model files of crates/cli/tests/malformed.rs, made the same
+// The malformed model files of crates/cli/tests/commands/malformed.rs, made the same
 // way for the browser tests: from SmolLM2's real header (so everything but
 // the one defect is as a real model has it) or the tiny MoE fixture, with
 // the same needles the refusal must name. Nothing is committed: the files

@@ -1,5 +1,5 @@
 // Bad input in the browser: the malformed model files of the CLI's
-// crates/cli/tests/malformed.rs (made the same way: malformed-files.mjs),
+// crates/cli/tests/commands/malformed.rs (made the same way: malformed-files.mjs),
 // each loaded on the page. Every load must reject with a typed
 // ModelLoadError whose message names the problem, never a panic of the
 // wasm module: afterwards the same page loads SmolLM2 and generates.

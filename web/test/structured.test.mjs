@@ -2,7 +2,7 @@
 // chat.completions.create({ response_format }) decode under llguidance's
 // mask, as `wick generate --json-schema / --regex` does natively. Greedy
 // ids must equal the native engine's under the same grammar (the native
-// schema suite, tests/tests/constrained_json.rs, validates those outputs
+// schema suite, tests/tests/end_to_end/constrained_json.rs, validates those outputs
 // with a JSON-schema validator); here the text must also parse and obey
 // the schema's constraints we can check by hand.
 //

@@ -1,5 +1,5 @@
 //! A tiny nomic-bert GGUF written here: what loads, and what is refused by
-//! name (the real model's numbers are tests/tests/embed_nomic.rs's).
+//! name (the real model's numbers are tests/tests/end_to_end/embed_nomic.rs's).
 
 use super::*;
 use crate::format::gguf::MetaValue;

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
-mod common;
+use crate::common;
 use common::smollm2 as model;
 
 /// Runs `wick chat --model SmolLM2 ARGS` with `stdin` piped in.

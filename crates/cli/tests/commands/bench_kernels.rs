@@ -1,7 +1,7 @@
 //! `wick bench-kernels` as a user runs it: its JSON reports, and options it
 //! cannot honour refused by name.
 
-mod common;
+use crate::common;
 use common::{fails_with, wick_json};
 
 /// `wick bench-kernels --tokens N` times the prefill form: every format that

@@ -1,7 +1,11 @@
 //! `wick chat --tools`: bad tools files and choices refused before the model
-//! loads, a template without a tool-call format refused by name, and on
-//! Qwen2.5 `--tool-choice required --messages --json` printing OpenAI's
-//! `tool_calls` with `finish_reason: "tool_calls"` and a null content.
+//! loads, a template without a tool-call format refused by name, and under
+//! Qwen2.5's template `--tool-choice required --messages --json` printing
+//! OpenAI's `tool_calls` with `finish_reason: "tool_calls"` and a null
+//! content. That runs on the tiny qwen3moe fixture with Qwen2.5's template
+//! (what is checked is the CLI's output, and the grammar makes any model's
+//! reply a call); a real model's calls are `tool_calls.rs`'s, in the
+//! end-to-end tests.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -13,7 +17,8 @@ const TOOLS: &str = r#"[
    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
                   "required": ["city"], "additionalProperties": false}}},
   {"type": "function", "function": {"name": "add", "description": "Add two integers",
-   "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+   "parameters": {"type": "object", "properties": {"a": {"type": "integer", "minimum": -999, "maximum": 999},
+                                                   "b": {"type": "integer", "minimum": -999, "maximum": 999}},
                   "required": ["a", "b"], "additionalProperties": false}}}]"#;
 
 fn model(file: &str) -> PathBuf {
@@ -110,15 +115,30 @@ fn bad_tools_and_choices_are_refused() {
     refused(&out, "SmolLM2", "defines no tool-call format");
 }
 
+/// The tiny qwen3moe fixture under Qwen2.5's chat template (a Hermes
+/// `<tool_call>` format), written beside the test's other files.
+fn tiny_with_qwen_template() -> PathBuf {
+    let template =
+        wick_tests::gguf_edit::chat_template_of(&model("qwen2.5-coder-0.5b-instruct-awq.gguf"));
+    let bytes = wick_tests::gguf_edit::with_chat_template(
+        &wick_tests::model_path("tiny-qwen3moe.q8_0.gguf"),
+        &template,
+    );
+    let path = temp_file("tiny-qwen3moe-tools.gguf", "");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
 #[test]
 fn required_prints_openai_tool_calls() {
+    let fixture = tiny_with_qwen_template();
     let tools = temp_file("tools.json", TOOLS);
     let messages = temp_file(
         "weather.json",
         r#"[{"role": "user", "content": "What is the weather like in Paris today?"}]"#,
     );
     let out = chat(
-        "qwen2.5-coder-0.5b-instruct-awq.gguf",
+        fixture.to_str().unwrap(),
         &[
             "--messages",
             messages.to_str().unwrap(),
@@ -127,7 +147,7 @@ fn required_prints_openai_tool_calls() {
             "--tool-choice",
             "required",
             "--max-tokens",
-            "40",
+            "256",
             "--json",
         ],
     );

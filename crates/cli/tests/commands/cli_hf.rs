@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use wick_tests::hf_checkpoint::{tokenizer_config_json, tokenizer_json, Storage, TinyModel};
 
-mod common;
+use crate::common;
 use common::{fails_with, wick, wick_json};
 
 /// A fresh folder under the system's temp dir, named for the test.

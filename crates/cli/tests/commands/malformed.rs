@@ -10,7 +10,7 @@ use wick::format::gguf::{GgufFile, MetaValue};
 use wick::format::gguf_write::GgufWriter;
 use wick::format::quant::GgmlType;
 
-mod common;
+use crate::common;
 use common::smollm2 as model;
 
 /// A private directory for this test binary's files.

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-mod common;
+use crate::common;
 use common::{fails_with, smollm2 as model, wick, wick_json};
 
 #[test]

@@ -2,7 +2,7 @@
 //! `--json`, one vector a line without, and inputs it cannot take refused
 //! with one error line naming them.
 
-mod common;
+use crate::common;
 use common::{stderr, wick, wick_json};
 
 fn minilm() -> String {

@@ -1,0 +1,154 @@
+// The core path in a second browser engine: Debian's Firefox ESR, headless,
+// WebGPU on Mesa's lavapipe, driven by puppeteer-core over WebDriver BiDi.
+// Firefox implements WebGPU with its own wgpu and naga (so WGSL that
+// Chromium's Tint accepts may fail here), reads buffers back by polling, and
+// grants no subgroups; its adapter reports no name. One page holds one
+// SmolLM2 engine through the file: load by URL with progress, greedy ids
+// against the native engine and llama.cpp, a two-turn chat reusing its
+// prefix, a malformed file refused, the worker engine, and dispose()
+// returning the page's GPU memory to where it was. Decode tok/s and the
+// readback round trip go to test-output/firefox-metrics.json.
+//
+// run: node --test web/test/firefox.test.mjs   (after npm run build; part of npm test)
+
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import {
+  checkBuilt, launchFirefox, llamaCppCase, MODEL, nativeGenerate, openFirefoxPage, outDir,
+  readbackRoundTrip, startServer, within,
+} from "./harness.mjs";
+import { checkMultiTurnReuse } from "./core-checks.mjs";
+
+const PROMPT = "The capital of France is";
+const N = 4; // generated tokens compared with the native engine
+const CTX = 256;
+const LOAD_MS = 300_000;
+const log = (s) => console.log(s);
+const metrics = { browser: "firefox", model: MODEL };
+const modelUrl = `/models/${MODEL}`;
+
+let server, base, browser, page, native;
+
+before(async () => {
+  checkBuilt();
+  native = nativeGenerate(PROMPT, N, CTX);
+  ({ server, url: base } = await startServer());
+  browser = await launchFirefox();
+  metrics.version = await browser.version();
+  page = await openFirefoxPage(browser, base, log);
+});
+
+after(async () => {
+  await page?.close().catch(() => {});
+  await browser?.close();
+  server?.close();
+  writeFileSync(path.join(outDir, "firefox-metrics.json"), JSON.stringify(metrics, null, 2));
+  log(`firefox metrics: ${JSON.stringify(metrics)}`);
+});
+
+describe("Firefox: the engine on the page", () => {
+  test("loads SmolLM2 by URL with progress; greedy ids equal the native engine's and llama.cpp's", { timeout: LOAD_MS + 120_000 }, async () => {
+    const r = await within(LOAD_MS + 100_000, page.evaluate(async ({ url, prompt, n, ctx }) => {
+      const { Engine, init, liveGpuMemory } = window.wick;
+      await init();
+      window.baselineMemory = liveGpuMemory();
+      const phases = {};
+      const t0 = performance.now();
+      const engine = await Engine.load(url, {
+        contextLength: ctx,
+        warmUp: false,
+        onProgress: (p) => (phases[p.phase] = [p.loaded, p.total]),
+      });
+      const loadSeconds = (performance.now() - t0) / 1000;
+      window.engine = engine;
+      const ids = [];
+      let text = "";
+      const run = engine.generate(prompt, { maxTokens: n, temperature: 0 });
+      for await (const c of run) {
+        if (c.tokenId !== null) ids.push(c.tokenId);
+        text += c.text;
+      }
+      return { ids, text, loadSeconds, phases, result: run.result, promptIds: engine.tokenize(prompt) };
+    }, { url: modelUrl, prompt: PROMPT, n: N, ctx: CTX }), "load + generate");
+    const stats = r.result.stats;
+    log(`firefox: ${JSON.stringify(r.ids)} ${JSON.stringify(r.text)} load ${r.loadSeconds.toFixed(1)} s, ` +
+      `prefill ${stats.prefillTokensPerSecond.toFixed(2)} tok/s, decode ${stats.decodeTokensPerSecond.toFixed(2)} tok/s`);
+    Object.assign(metrics, { loadSeconds: r.loadSeconds, stats, ids: r.ids });
+
+    for (const phase of ["fetch", "parse", "upload", "ready"]) assert.ok(r.phases[phase], `progress phase ${phase}`);
+    assert.equal(r.phases.upload[0], r.phases.upload[1], "upload reached its total");
+    assert.deepEqual(r.promptIds, native.prompt_ids, "prompt ids");
+    assert.deepEqual(r.ids, native.ids, "greedy ids equal the native engine's");
+    assert.equal(r.text, native.text);
+    // llama.cpp's greedy tokens, where its top-1/top-2 margin is clear.
+    const ref = llamaCppCase(PROMPT);
+    assert.ok(ref, "llama.cpp reference case");
+    assert.deepEqual(r.promptIds, ref.prompt_ids);
+    for (let i = 0; i < r.ids.length; i++) {
+      const top = ref.topk_per_position[ref.prompt_ids.length - 1 + i];
+      if (top[0][1] - top[1][1] <= 0.5) break;
+      assert.equal(r.ids[i], ref.greedy_ids[i], `token ${i} vs llama.cpp`);
+    }
+  });
+
+  test("info() says what Firefox grants, and the readback round trip is measured", { timeout: 120_000 }, async () => {
+    const info = await page.evaluate(() => window.engine.info());
+    log(`firefox info: ${JSON.stringify({ ...info, model: undefined })}`);
+    metrics.info = { adapter: info.adapter, features: info.features, computePath: info.computePath,
+      activations: info.activations, decodeGemvReduce: info.decodeGemvReduce, limits: info.limits };
+    // Firefox grants no subgroups; the engine must then sum lanes without them.
+    assert.equal(info.features.subgroups, false);
+    assert.notEqual(info.decodeGemvReduce, "subgroup");
+    assert.equal(info.weightStore, "buffers");
+    assert.equal(info.model.architecture, "llama");
+    assert.equal(info.model.contextLength, CTX);
+    metrics.readback = await within(100_000, readbackRoundTrip(page), "readback round trip");
+    log(`firefox readback round trip: ${JSON.stringify(metrics.readback)}`);
+    assert.ok(metrics.readback.medianMs > 0);
+  });
+
+  test("a two-turn chat reuses the cached prefix and answers as a fresh run", { timeout: 300_000 }, async () => {
+    await checkMultiTurnReuse(page, (s) => log(`firefox ${s}`));
+  });
+
+  test("a malformed file is refused with a ModelLoadError naming its problem", { timeout: 120_000 }, async () => {
+    const r = await within(100_000, page.evaluate(async (url) => {
+      const { Engine, ModelLoadError } = window.wick;
+      const err = (p) => p.then(() => ({ loaded: true }), (e) => ({ typed: e instanceof ModelLoadError, name: e.name, message: e.message }));
+      const garbage = new Uint8Array(1 << 20).map((_, i) => (i * 2654435761) >>> 24);
+      const head = await (await fetch(url, { headers: { Range: "bytes=0-3145727" } })).arrayBuffer();
+      return { garbage: await err(Engine.load(garbage.buffer)), truncated: await err(Engine.load(new Blob([head]))) };
+    }, modelUrl), "malformed loads");
+    log(`firefox malformed: ${JSON.stringify(r)}`);
+    for (const [what, e] of Object.entries(r)) assert.ok(e.typed, `${what}: ${JSON.stringify(e)}`);
+    assert.match(r.garbage.message, /magic|GGUF/i);
+    assert.match(r.truncated.message, /ended/i);
+  });
+
+  test("the worker engine generates the native ids", { timeout: LOAD_MS + 60_000 }, async () => {
+    const r = await within(LOAD_MS + 30_000, page.evaluate(async ({ url, prompt, n, ctx }) => {
+      const engine = await window.wick.WorkerEngine.load(url, { contextLength: ctx, warmUp: false });
+      const ids = [];
+      for await (const c of engine.generate(prompt, { maxTokens: n, temperature: 0 })) {
+        if (c.tokenId !== null) ids.push(c.tokenId);
+      }
+      await engine.dispose();
+      return { ids };
+    }, { url: modelUrl, prompt: PROMPT, n: N, ctx: CTX }), "worker");
+    assert.deepEqual(r.ids, native.ids, "worker greedy ids equal the native engine's");
+  });
+
+  test("dispose() returns the page's live GPU memory to its baseline", { timeout: 60_000 }, async () => {
+    const r = await page.evaluate(async () => {
+      const { liveGpuMemory } = window.wick;
+      const loaded = liveGpuMemory();
+      await window.engine.dispose();
+      return { baseline: window.baselineMemory, loaded, after: liveGpuMemory() };
+    });
+    log(`firefox live GPU memory: ${JSON.stringify(r)}`);
+    assert.ok(r.loaded.liveBytes > r.baseline.liveBytes + 50e6, "the engine held the model");
+    assert.deepEqual(r.after, r.baseline, "back to the baseline after dispose");
+  });
+});
