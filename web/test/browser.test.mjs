@@ -14,7 +14,7 @@ import {
   openTestPage, outDir, readbackRoundTrip, repoRoot, startServer, within,
 } from "./harness.mjs";
 import { assertLogprobs, nativeLogprobs, withChatTemplate } from "./chat-helpers.mjs";
-import { checkMultiTurnReuse } from "./core-checks.mjs";
+import { checkLlamaCppGreedy, checkMultiTurnReuse } from "./core-checks.mjs";
 
 const PROMPT = "The capital of France is";
 const N = 4; // generated tokens compared with the native engine
@@ -83,15 +83,7 @@ describe("Engine on the page", () => {
     for (const phase of ["fetch", "parse", "upload", "warmup", "ready"]) assert.ok(r.phases[phase], `progress phase ${phase}`);
     assert.equal(r.phases.upload[0], r.phases.upload[1], "upload reached its total");
 
-    // llama.cpp's greedy tokens, where its top-1/top-2 margin is clear.
-    const ref = llamaCppCase(PROMPT);
-    assert.ok(ref, "llama.cpp reference case");
-    assert.deepEqual(r.promptIds, ref.prompt_ids);
-    for (let i = 0; i < r.ids.length; i++) {
-      const top = ref.topk_per_position[ref.prompt_ids.length - 1 + i];
-      if (top[0][1] - top[1][1] <= 0.5) break;
-      assert.equal(r.ids[i], ref.greedy_ids[i], `token ${i} vs llama.cpp`);
-    }
+    checkLlamaCppGreedy(PROMPT, r.promptIds, r.ids);
   });
 
   test("info() reports the adapter and the f32 path; the readback round trip is measured", { timeout: 120_000 }, async () => {

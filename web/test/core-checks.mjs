@@ -3,7 +3,7 @@
 // `window.engine`: the page side runs in the browser, the assertions here.
 
 import assert from "node:assert/strict";
-import { within } from "./harness.mjs";
+import { llamaCppCase, within } from "./harness.mjs";
 
 /**
  * A multi-turn chat reuses its cached prefix and answers as a fresh run:
@@ -31,4 +31,20 @@ export async function checkMultiTurnReuse(page, log) {
   assert.ok(r.fresh.prompt_tokens_details.cached_tokens < r.second.prompt_tokens_details.cached_tokens);
   assert.ok(r.same, "the reused turn gives the ids of a run with less reuse");
   return r;
+}
+
+/**
+ * SmolLM2's prompt ids equal llama.cpp's, and its greedy ids too wherever
+ * llama.cpp's top-1 leads its top-2 by more than 0.5 (from the first
+ * position where it does not, the two engines' rounding may part).
+ */
+export function checkLlamaCppGreedy(prompt, promptIds, ids) {
+  const ref = llamaCppCase(prompt);
+  assert.ok(ref, "llama.cpp reference case");
+  assert.deepEqual(promptIds, ref.prompt_ids);
+  for (let i = 0; i < ids.length; i++) {
+    const top = ref.topk_per_position[ref.prompt_ids.length - 1 + i];
+    if (top[0][1] - top[1][1] <= 0.5) break;
+    assert.equal(ids[i], ref.greedy_ids[i], `token ${i} vs llama.cpp`);
+  }
 }

@@ -16,10 +16,10 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
-  checkBuilt, launchFirefox, llamaCppCase, MODEL, nativeGenerate, openFirefoxPage, outDir,
+  checkBuilt, launchFirefox, MODEL, nativeGenerate, openFirefoxPage, outDir,
   readbackRoundTrip, startServer, within,
 } from "./harness.mjs";
-import { checkMultiTurnReuse } from "./core-checks.mjs";
+import { checkLlamaCppGreedy, checkMultiTurnReuse } from "./core-checks.mjs";
 
 const PROMPT = "The capital of France is";
 const N = 4; // generated tokens compared with the native engine
@@ -82,15 +82,7 @@ describe("Firefox: the engine on the page", () => {
     assert.deepEqual(r.promptIds, native.prompt_ids, "prompt ids");
     assert.deepEqual(r.ids, native.ids, "greedy ids equal the native engine's");
     assert.equal(r.text, native.text);
-    // llama.cpp's greedy tokens, where its top-1/top-2 margin is clear.
-    const ref = llamaCppCase(PROMPT);
-    assert.ok(ref, "llama.cpp reference case");
-    assert.deepEqual(r.promptIds, ref.prompt_ids);
-    for (let i = 0; i < r.ids.length; i++) {
-      const top = ref.topk_per_position[ref.prompt_ids.length - 1 + i];
-      if (top[0][1] - top[1][1] <= 0.5) break;
-      assert.equal(r.ids[i], ref.greedy_ids[i], `token ${i} vs llama.cpp`);
-    }
+    checkLlamaCppGreedy(PROMPT, r.promptIds, r.ids);
   });
 
   test("info() says what Firefox grants, and the readback round trip is measured", { timeout: 120_000 }, async () => {
