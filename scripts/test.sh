@@ -12,10 +12,11 @@
 #                             model), native only, no browser and no fuzzing
 #
 # Ordered for a 2-core machine: the model files download while everything
-# is installed and compiled (network beside CPU); then the native tests and
-# the browser tests run side by side. Each phase prints the minutes since
-# the start; the native lines are prefixed [native], the browser's [web];
-# either part failing fails the run, and both always run. At the end it
+# is installed and compiled (network beside CPU); then the native unit
+# tests, the native integration tests and the browser tests run side by
+# side. Each phase prints the minutes since the start; the parts' lines are
+# prefixed [unit], [integration] and [web]; any part failing fails the run,
+# and all always run. At the end it
 # prints each phase's time and the slowest tests of each part (native from
 # libtest's --report-time, through scripts/report-time.sh; browser from
 # web/test/timings-reporter.mjs), so every log shows where the time went.
@@ -63,8 +64,9 @@ report() {
     end=$([ $((i + 1)) -lt "$n" ] && echo "${phase_starts[$((i + 1))]}" || echo "$SECONDS")
     printf '  %6d s  %s\n' $((end - phase_starts[i])) "${phase_names[$i]}"
   done
-  [ -n "${native_seconds:-}" ] && printf '  %6d s    the native part (tests and fuzzing)\n' "$native_seconds"
-  [ -n "${web_seconds:-}" ] && printf '  %6d s    the browser part, beside it\n' "$web_seconds"
+  [ -n "${unit_seconds:-}" ] && printf '  %6d s    the unit and doc tests, fuzzing\n' "$unit_seconds"
+  [ -n "${integration_seconds:-}" ] && printf '  %6d s    the integration tests, beside them\n' "$integration_seconds"
+  [ -n "${web_seconds:-}" ] && printf '  %6d s    the browser part, beside both\n' "$web_seconds"
   printf '  %6d s  in all\n' $((SECONDS - started))
   [ -s "$out/native.log" ] && python3 scripts/slowest.py native "$out/native.log"
   [ -s "$out/web.tsv" ] && python3 scripts/slowest.py web "$out/web.tsv"
@@ -143,35 +145,50 @@ if ! wait "$web_prepare"; then
 fi
 wait_models
 
-# A minute of fuzzing (crates/fuzz) after the native tests: no panic or
-# oversized allocation on malformed model files, tokenizers or chat templates.
-# Each part's lines are also kept, so that a failure's own lines can be
-# printed again at the end, where a reader of a long CI log looks first.
+# The native tests run as two streams beside the browser's: the unit tests
+# (then the doc tests and a minute of fuzzing, crates/fuzz: no panic or
+# oversized allocation on malformed model files, tokenizers or chat
+# templates) and the integration tests. Each test binary runs its tests on
+# one core most of the time (they share one GPU device, and lavapipe's
+# compiles are serial), so once the browser's part ends a single native
+# stream would leave a core idle. Both streams select targets with
+# --workspace, so they resolve the same features as the build above and
+# rebuild nothing. Each part's lines are also kept, so that a failure's own
+# lines can be printed again at the end, where a reader of a long CI log
+# looks first.
 failed=()
+# Runs one part in the background: its lines prefixed "[name] ", kept in
+# $logs/name, its seconds in $logs/name.seconds.
+part() {
+  local name=$1
+  shift
+  (
+    s=$SECONDS
+    "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$logs/$name"
+    status=${PIPESTATUS[0]}
+    echo $((SECONDS - s)) >"$logs/$name.seconds"
+    exit "$status"
+  ) &
+}
+unit_tests() {
+  "${test_cmd[@]}" --lib --bins && "${test_cmd[@]}" --doc && WICK_NATIVE_BUILT=1 scripts/fuzz.sh 60
+}
 phase "native and browser tests, side by side"
-(
-  s=$SECONDS
-  { "${test_cmd[@]}" && WICK_NATIVE_BUILT=1 scripts/fuzz.sh 60; } 2>&1 | sed -u 's/^/[native] /' | tee "$logs/native"
-  status=${PIPESTATUS[0]}
-  echo $((SECONDS - s)) >"$logs/native.seconds"
-  exit "$status"
-) &
-native=$!
-(
-  s=$SECONDS
-  WICK_MODELS_FETCHED=1 scripts/test-web.sh --tests 2>&1 | sed -u 's/^/[web] /' | tee "$logs/web"
-  status=${PIPESTATUS[0]}
-  echo $((SECONDS - s)) >"$logs/web.seconds"
-  exit "$status"
-) &
+part unit unit_tests
+unit=$!
+part integration "${test_cmd[@]}" --test '*'
+integration=$!
+part web env WICK_MODELS_FETCHED=1 scripts/test-web.sh --tests
 web=$!
-wait "$native" || failed+=(native)
+wait "$unit" || failed+=(unit)
+wait "$integration" || failed+=(integration)
 echo "test.sh: [$(((SECONDS - started) / 60)) min] native tests ended"
 wait "$web" || failed+=(web)
 echo "test.sh: [$(((SECONDS - started) / 60)) min] done"
-native_seconds="$(cat "$logs/native.seconds" 2>/dev/null || true)"
+unit_seconds="$(cat "$logs/unit.seconds" 2>/dev/null || true)"
+integration_seconds="$(cat "$logs/integration.seconds" 2>/dev/null || true)"
 web_seconds="$(cat "$logs/web.seconds" 2>/dev/null || true)"
-cp "$logs/native" "$out/native.log"
+cat "$logs/unit" "$logs/integration" >"$out/native.log"
 report
 
 # What failed in one part: cargo's "failures:" sections, node's "not ok"
