@@ -1,4 +1,4 @@
-// Types of the "wick" npm package. See README.md ("In the browser").
+// Types of the "wick" npm package. See docs/javascript.md.
 
 import type { Chat, ChatMessage, TokenLogprob } from "./chat-types.js";
 export * from "./chat-types.js";
@@ -54,7 +54,7 @@ export interface LoadOptions {
    * (the default) or "q8", 8-bit blocks of 32 values with a scale each (as
    * llama.cpp's CPU backend rounds activations; faster decode on lavapipe
    * and on SwiftShader, where a step's logits then differ from a prefilled
-   * position's by up to ~1: see the README).
+   * position's by up to ~1: see docs/kernels.md).
    */
   activations?: "q8" | "f32";
   /**

@@ -5,7 +5,7 @@
 //   for await (const chunk of engine.generate("Once upon a time", { maxTokens: 32 }))
 //     out += chunk.text;
 //
-// See README.md ("In the browser") and index.d.ts for the whole API.
+// See docs/javascript.md and index.d.ts for the whole API.
 
 import { liveGpuMemory as wasmLiveGpuMemory, WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
 import { ChatCompletionStream, createChat, setFingerprint, templateKwargs } from "./chat.js";

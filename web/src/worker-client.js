@@ -68,7 +68,7 @@ export class WorkerEngine {
     this.#worker.onmessage = (e) => this.#onMessage(e.data);
     this.#worker.onerror = (e) => {
       e.preventDefault?.();
-      const why = e.message ?? "could not start it (its script failed to load; if a bundler serves the page, see wick's README on bundlers)";
+      const why = e.message ?? "could not start it (its script failed to load; if a bundler serves the page, see wick's README, With a bundler)";
       this.#fail(new Error(`the wick worker failed: ${why}`));
     };
     this.#worker.onmessageerror = () => this.#fail(new Error("the wick worker sent an unreadable message"));

@@ -56,7 +56,7 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "decode_gemv_reduce": Reduce::choose(a.is_software, f.subgroups).name(),
             "prefill_attention": if a.is_software { "lanes" } else { "workgroups" },
             // Weight matrices in storage buffers, or in textures (llvmpipe:
-            // its storage loads cost a stall a word; README). The
+            // its storage loads cost a stall a word; docs/kernels.md). The
             // WICK_WEIGHT_STORE variable overrides it.
             "weight_store": ctx.weight_store.name(),
         },

@@ -165,7 +165,7 @@ pub struct ModelArgs {
     #[arg(long, default_value = "f16")]
     pub kv_cache: KvDtype,
     /// What decode steps feed the projections after a norm: f32, or q8
-    /// (8-bit blocks: faster decode on lavapipe; see the README).
+    /// (8-bit blocks: faster decode on lavapipe; see docs/kernels.md).
     #[arg(long, value_name = "TYPE", default_value = "f32")]
     pub activations: ActDtype,
     /// GPU memory the model may take, in GiB (default: what the adapter

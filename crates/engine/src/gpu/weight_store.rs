@@ -14,7 +14,7 @@
 //! that puts each word into the vector through the stack, a store-forwarding
 //! stall per 4 bytes, whatever the load's width; a texel fetch is a gather
 //! without that loop. `wick bench-kernels --load-paths` measures the two on
-//! one plain GEMV (README, "What bounds the GEMV on lavapipe"). Other
+//! one plain GEMV (docs/kernels.md, "What bounds the GEMV on lavapipe"). Other
 //! adapters keep buffers: no GPU was measured to gain from textures, and
 //! buffers have no texture-size limits.
 

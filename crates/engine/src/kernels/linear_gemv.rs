@@ -71,7 +71,7 @@ struct UniformX {
 
 /// Whether the vec4 core reads x (and the norm's weights) from uniform
 /// bindings: where weights live in textures (llvmpipe, `WeightStore`), for
-/// the same reason (a uniform load takes no per-lane loop there; README,
+/// the same reason (a uniform load takes no per-lane loop there; docs/kernels.md,
 /// "What bounds the GEMV on lavapipe"), when the row from the buffer's
 /// start fits one uniform binding.
 fn x_uniform(ctx: &GpuContext, op: &Linear, q8: bool) -> Option<UniformX> {

@@ -62,7 +62,7 @@ pub enum ActDtype {
     /// position's logits depend on whether it was prefilled or decoded, and
     /// reusing a cached prefix (whose last token is then re-run as a decode
     /// step) can change a sampled token. Prefill reading the rounded values
-    /// would not fix that (see the README): rounding is discontinuous, and
+    /// would not fix that (see docs/kernels.md): rounding is discontinuous, and
     /// the forms' last-bit differences flip some q, which flips more.
     Q8,
 }

@@ -87,7 +87,7 @@ pub(crate) fn logit_rows(prefill_chunk: usize) -> usize {
     prefill_chunk.min(MAX_LOGIT_ROWS)
 }
 
-/// Default decode steps per submit (see the README for the measurements).
+/// Default decode steps per submit (docs/kernels.md says why).
 pub const DEFAULT_TOKENS_PER_SUBMIT: usize = 4;
 /// Most decode steps per submit: the uniform arena holds 8192 dispatch
 /// parameter blocks, about 40 steps of a 30-layer model.
