@@ -55,7 +55,8 @@ prepare() {
     # Not --locked: a pinned dependency of it is gone from the registry.
     # opt-level 1: it runs once a build over one module, and its dependencies
     # (walrus, wasmparser) compile in about half the time of opt-level 3.
-    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install wasm-bindgen-cli --version "$want"
+    # --force: cargo may still record a CLI whose binary is gone.
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install --force wasm-bindgen-cli --version "$want"
   fi
 
   npm ci --no-audit --no-fund
