@@ -10,19 +10,19 @@
 //! token rows instead (its prefill form, as a model's projections run a
 //! prompt chunk), in multiply-adds per second.
 //! `--load-paths` times instead one plain GEMV (F32 and 4-bit weights) with
-//! its weights and x through each kind of binding (`kernels::load_probe`).
+//! its weights and x through each kind of binding (`kernels::bench::load_probe`).
 
 use serde_json::{json, Value};
 use wick::format::quant::GgmlType;
 use wick::gpu::GpuContext;
+use wick::kernels::bench::load_probe::{probe_load_paths, ProbeFormat};
 use wick::kernels::bench::{
     copy_bandwidth, gemv_bandwidth, gemv_bandwidth_q8, gemv_bandwidth_vec, matmul_throughput,
     GemvBench,
 };
-use wick::kernels::linear::q8_dot4_fits;
-use wick::kernels::load_probe::{probe_load_paths, ProbeFormat};
-use wick::kernels::matmul::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
-use wick::kernels::rmsnorm_q8::Q8_BLOCK;
+use wick::kernels::matmul::linear::q8_dot4_fits;
+use wick::kernels::matmul::tiled::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
+use wick::kernels::norm::rms_q8::Q8_BLOCK;
 use wick::kernels::weights::GPU_DTYPES;
 
 use crate::CliResult;

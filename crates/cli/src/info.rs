@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use wick::gpu::GpuContext;
-use wick::kernels::matmul::Reduce;
+use wick::kernels::matmul::tiled::Reduce;
 use wick::pipeline::KvDtype;
 
 use crate::CliResult;

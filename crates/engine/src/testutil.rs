@@ -147,8 +147,8 @@ pub fn assert_shape_err(err: &crate::gpu::GpuError, kernel: &str) {
 /// Every reduction of the vec4 matrix-vector core this adapter runs:
 /// subgroups where it has them (lavapipe does, 8 lanes a subgroup, so rows
 /// of 16 to 64 lanes span several subgroups there).
-pub fn vec_reductions() -> Vec<crate::kernels::matmul::Reduce> {
-    use crate::kernels::matmul::Reduce;
+pub fn vec_reductions() -> Vec<crate::kernels::matmul::tiled::Reduce> {
+    use crate::kernels::matmul::tiled::Reduce;
     let mut all = vec![Reduce::Serial, Reduce::Tree];
     if ctx().features.subgroups {
         all.push(Reduce::Subgroup);

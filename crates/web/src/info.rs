@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use wick::gpu::GpuContext;
-use wick::kernels::matmul::Reduce;
+use wick::kernels::matmul::tiled::Reduce;
 use wick::Engine;
 
 #[derive(Serialize)]

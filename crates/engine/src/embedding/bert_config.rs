@@ -129,11 +129,11 @@ impl BertConfig {
         let head_dim = dim / heads;
         if dim % heads != 0
             || head_dim % 4 != 0
-            || head_dim > crate::kernels::attention_bidir::MAX_HEAD_DIM
+            || head_dim > crate::kernels::attention::bidir::MAX_HEAD_DIM
         {
             return refuse(format!(
                 "hidden_size {dim} over {heads} heads (heads of a multiple of 4 up to {} elements are supported)",
-                crate::kernels::attention_bidir::MAX_HEAD_DIM
+                crate::kernels::attention::bidir::MAX_HEAD_DIM
             ));
         }
         if !(raw.layer_norm_eps >= 0.0 && raw.layer_norm_eps.is_finite()) {

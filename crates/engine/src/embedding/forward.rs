@@ -13,16 +13,16 @@
 //! masks the padded keys, so every input's rows are what they would be alone.
 
 use crate::gpu::{BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
-use crate::kernels::activation::Activation;
-use crate::kernels::attention_bidir::{attention_bidir, BidirArgs};
+use crate::kernels::attention::bidir::{attention_bidir, BidirArgs};
+use crate::kernels::elementwise::activation::Activation;
+use crate::kernels::elementwise::gelu::gelu_erf;
 use crate::kernels::embed::embed;
-use crate::kernels::encoder_embed::{encoder_embed, EmbedTables};
-use crate::kernels::gelu::gelu_erf;
-use crate::kernels::layer_norm::layer_norm;
-use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
-use crate::kernels::pool::{pool, PoolMode};
+use crate::kernels::encoder::embed::{encoder_embed, EmbedTables};
+use crate::kernels::encoder::pool::{pool, PoolMode};
+use crate::kernels::matmul::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::norm::layer::layer_norm;
+use crate::kernels::rope::bidir::{rope_bidir, RopeBidir};
 use crate::kernels::rope::RopeLayout;
-use crate::kernels::rope_bidir::{rope_bidir, RopeBidir};
 
 use super::bert_config::{BertConfig, Ffn, Positions};
 use super::bert_weights::{BertWeights, Dense, InputTables};

@@ -19,15 +19,15 @@
 
 use crate::format::quant::GgmlType;
 use crate::gpu::{BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
-use crate::kernels::activation::Activation;
-use crate::kernels::attention_bidir::{attention_bidir, BidirArgs};
+use crate::kernels::attention::bidir::{attention_bidir, BidirArgs};
+use crate::kernels::elementwise::activation::Activation;
 use crate::kernels::embed::embed;
-use crate::kernels::head_norm::{head_norm, HeadNorm};
-use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
-use crate::kernels::pool::{pool, PoolMode};
-use crate::kernels::rmsnorm::{rms_norm, rms_norm_add};
+use crate::kernels::encoder::pool::{pool, PoolMode};
+use crate::kernels::matmul::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::norm::head::{head_norm, HeadNorm};
+use crate::kernels::norm::rms::{rms_norm, rms_norm_add};
+use crate::kernels::rope::bidir::{rope_bidir, RopeBidir};
 use crate::kernels::rope::RopeLayout;
-use crate::kernels::rope_bidir::{rope_bidir, RopeBidir};
 use crate::kernels::weights::QuantMatrix;
 use crate::model::ModelError;
 

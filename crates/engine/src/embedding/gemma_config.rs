@@ -6,7 +6,7 @@
 use serde::Deserialize;
 
 use super::bert_config::{bounded, MAX_DIM, MAX_VOCAB};
-use crate::kernels::attention_bidir::MAX_HEAD_DIM;
+use crate::kernels::attention::bidir::MAX_HEAD_DIM;
 use crate::model::ModelError;
 
 /// One layer's attention span and rotary base.

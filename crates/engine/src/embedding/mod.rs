@@ -37,7 +37,7 @@ use crate::format::quant::GgmlType;
 use crate::format::safetensors::SafetensorsHeader;
 use crate::format::safetensors_index::ShardIndex;
 use crate::gpu::{BufferRef, GpuContext, Recorder};
-use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::matmul::linear::{linear, Epilogue, Linear, LinearScratch};
 use crate::kernels::weights::QuantMatrix;
 use crate::model::ModelError;
 

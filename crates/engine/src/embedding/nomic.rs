@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use crate::format::gguf::{GgufFile, TensorInfo};
 use crate::format::quant::{dequantize, GgmlType};
 use crate::gpu::{BufferRef, GpuContext};
-use crate::kernels::attention_bidir::MAX_HEAD_DIM;
-use crate::kernels::pool::PoolMode;
+use crate::kernels::attention::bidir::MAX_HEAD_DIM;
+use crate::kernels::encoder::pool::PoolMode;
 use crate::kernels::weights::QuantMatrix;
 use crate::model::ModelError;
 

@@ -9,7 +9,7 @@
 use serde::Deserialize;
 
 use super::error::EmbedError;
-use crate::kernels::pool::PoolMode;
+use crate::kernels::encoder::pool::PoolMode;
 
 /// One Dense module: `out = W x (+ b)`, W `[out_features][in_features]`
 /// (its `model.safetensors`: `linear.weight`, and `linear.bias` when `bias`).

@@ -40,7 +40,7 @@ pub struct GpuFeatures {
     pub subgroups: bool,
     /// The fewest invocations a subgroup may have (0 without subgroups):
     /// the windowed prefill core shares x through subgroups of at least a
-    /// chunk's 8 vec4s (`kernels::tile_shape::TileShape::windowed`).
+    /// chunk's 8 vec4s (`kernels::matmul::tile_shape::TileShape::windowed`).
     pub subgroup_min_size: u32,
     pub timestamp_query: bool,
     /// WGSL's `dot4I8Packed` (the `packed_4x8_integer_dot_product` language

@@ -1,41 +1,35 @@
-//! One Rust file per WGSL kernel family: each checks shapes, then records a
-//! dispatch. Every kernel takes a row count: a single sequence is a batch of one.
+//! The kernels, by family: each op checks shapes, then records a dispatch of
+//! its WGSL. Every kernel takes a row count: a single sequence is a batch of
+//! one.
+//!
+//! - `matmul`: weight matrices times activations, the decoder's bulk: the
+//!   matrix-vector core of decode, the tiled core of prefill, and the fused
+//!   op (`linear`) that wraps either with a norm prologue and an epilogue;
+//! - `attention`: causal attention over the KV cache (and its layout), and
+//!   the encoders' bidirectional attention;
+//! - `rope`: rotary positions, with q/k norms and the KV write fused
+//!   (`rope::kv`), scaling (`rope::yarn`), the encoders' form;
+//! - `norm`: RMSNorm (and its 8-bit activation rows), per-head norms,
+//!   LayerNorm;
+//! - `elementwise`: gated activations, residual adds, biases, GELU;
+//! - `moe`: routing and the expert matrices;
+//! - `sample`: sampling on the GPU;
+//! - `embed` (token rows) and `encoder` (encoder embeddings, pooling);
+//! - `weights`: matrices in their GPU layout, made at upload;
+//! - `bench`: what `wick bench-kernels` times.
 
-pub mod activation;
-pub mod add;
 pub mod attention;
-pub mod attention_bidir;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
-pub mod bias;
+pub mod elementwise;
 pub mod embed;
-pub mod encoder_embed;
-pub mod gelu;
-pub mod head_norm;
-pub mod kv;
-pub mod layer_norm;
-pub mod layout;
-pub mod linear;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod load_probe;
+pub mod encoder;
 pub mod matmul;
-pub(crate) mod matmul_variants;
-pub(crate) mod matvec_tile;
 pub mod moe;
-pub mod pool;
-pub mod rmsnorm;
-pub mod rmsnorm_q8;
+pub mod norm;
 pub mod rope;
-pub mod rope_bidir;
-pub mod rope_kv;
-pub mod rope_yarn;
 pub mod sample;
-pub mod softmax;
-pub(crate) mod tile_shape;
-pub(crate) mod vec_shape;
 pub mod weights;
-pub(crate) mod x_ranges;
-pub(crate) mod x_window;
 
 use crate::gpu::{error::shape_err, GpuBuffer, GpuError};
 
@@ -64,6 +58,3 @@ pub(crate) fn check_elems(
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod weight_store_tests;

@@ -4,7 +4,7 @@
 
 use crate::gpu::{BufferRef, GpuContext, GpuError};
 use crate::kernels::attention::split_scratch_elems;
-use crate::kernels::rmsnorm_q8::{Q8Rows, Q8_BLOCK};
+use crate::kernels::norm::rms_q8::{Q8Rows, Q8_BLOCK};
 
 use super::config::ModelConfig;
 use super::moe::MoeActivations;

@@ -6,7 +6,7 @@
 use super::bounds::{bounded, MAX_EXPERTS, MAX_FFN};
 use super::ModelError;
 use crate::format::gguf::{GgufError, GgufFile};
-use crate::kernels::activation::Activation;
+use crate::kernels::elementwise::activation::Activation;
 use crate::kernels::rope::{RopeLayout, Yarn};
 
 #[derive(Clone, Debug)]

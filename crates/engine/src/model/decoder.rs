@@ -5,23 +5,23 @@
 //! embed → N × [attention: norm and q/k/v projection (with bias) → q/k-norm,
 //! RoPE, KV write → causal GQA → output projection and residual | MLP: norm
 //! and gate/up with activation → down projection and residual] → norm and
-//! output head. Each piece between arrows is one fused op (`kernels::linear`,
-//! `kernels::rope_kv`): six dispatches a Llama layer when decoding (Gemma 3's
+//! output head. Each piece between arrows is one fused op (`kernels::matmul::linear`,
+//! `kernels::rope::kv`): six dispatches a Llama layer when decoding (Gemma 3's
 //! post-norms add one each; q/k/v stored in two types take two projections).
 //! Architectures differ only in which optional pieces they carry and in their
 //! config; they describe that in their own file (`llama.rs`, ...) and reuse
 //! this code path, for one row or many.
 
 use crate::gpu::{error::shape_err, BufferRef, GpuBuffer, GpuError, Recorder};
-use crate::kernels::activation::gated_act;
-use crate::kernels::add::add_in_place;
+use crate::kernels::attention::kv::KvLayout;
 use crate::kernels::attention::{attention, AttentionArgs};
+use crate::kernels::elementwise::activation::gated_act;
+use crate::kernels::elementwise::add::add_in_place;
 use crate::kernels::embed::embed;
-use crate::kernels::kv::KvLayout;
-use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
-use crate::kernels::rmsnorm::{rms_norm, rms_norm_add};
-use crate::kernels::rmsnorm_q8::{rms_norm_q8, Q8Rows};
-use crate::kernels::rope_kv::{rope_kv, RopeKv, Rotary};
+use crate::kernels::matmul::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::norm::rms::{rms_norm, rms_norm_add};
+use crate::kernels::norm::rms_q8::{rms_norm_q8, Q8Rows};
+use crate::kernels::rope::kv::{rope_kv, RopeKv, Rotary};
 use crate::kernels::weights::QuantMatrix;
 
 use super::activations::Activations;
@@ -374,7 +374,7 @@ impl Decoder {
         let a = f.act;
         // The dense MLP's up buffer is free but while a split gate/up
         // writes it (and read by the gating after): x's rows in ranges of
-        // columns go there (kernels::linear).
+        // columns go there (kernels::matmul::linear).
         let up_free = op.x.id() != a.up.id() && op.out.id() != a.up.id();
         let scratch = LinearScratch {
             normed: &a.h,

@@ -1,7 +1,7 @@
 //! Weights joined at load so that one dispatch reads them: a block's q, k and
 //! v projections (and their biases) as one matrix, its gate and up
 //! projections as one matrix of interleaved row pairs (the gated epilogue of
-//! `kernels::linear` needs a gate row and its up row side by side).
+//! `kernels::matmul::linear` needs a gate row and its up row side by side).
 //!
 //! Decided from the header: only matrices stored in one type can share a
 //! kernel, so q/k/v join in runs of equal type (a Q4_K_M file that keeps v in

@@ -17,7 +17,7 @@
 //! tensors `llama::needs` takes, required here.
 
 use crate::format::gguf::GgufFile;
-use crate::kernels::activation::Activation;
+use crate::kernels::elementwise::activation::Activation;
 use crate::kernels::rope::RopeLayout;
 
 use super::bounds::MAX_CONTEXT;

@@ -4,7 +4,7 @@
 //! post-norms. Other architectures state how they differ from this file.
 
 use crate::format::gguf::GgufFile;
-use crate::kernels::activation::Activation;
+use crate::kernels::elementwise::activation::Activation;
 use crate::kernels::rope::RopeLayout;
 use crate::kernels::weights::QuantMatrix;
 

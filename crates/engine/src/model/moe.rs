@@ -9,8 +9,8 @@
 //! slots by expert first. Routing never leaves the GPU.
 
 use crate::gpu::{BufferRef, GpuContext, GpuError, Recorder};
-use crate::kernels::activation::gated_act;
-use crate::kernels::matmul::{matmul, GEMV_MAX_TOKENS};
+use crate::kernels::elementwise::activation::gated_act;
+use crate::kernels::matmul::tiled::{matmul, GEMV_MAX_TOKENS};
 use crate::kernels::moe::{
     combine, expert_matmul, group_by_expert, route, tiles_len, ExpertForm, ExpertInput, Routing,
     SharedExpert,

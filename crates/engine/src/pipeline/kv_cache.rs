@@ -1,7 +1,7 @@
 //! The KV cache: owned by the pipeline, preallocated for the whole context.
 
 use crate::gpu::{BufferRef, GpuContext, GpuError};
-use crate::kernels::kv::{KvDtype, KvLayout};
+use crate::kernels::attention::kv::{KvDtype, KvLayout};
 use crate::model::activations::f32_bytes;
 use crate::model::ModelConfig;
 

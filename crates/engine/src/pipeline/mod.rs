@@ -27,9 +27,9 @@ use crate::gpu::{GpuContext, Recorder};
 use crate::model::activations::Activations;
 use crate::model::{Decoder, Forward};
 
-pub use crate::kernels::kv::KvDtype;
-pub use crate::kernels::rmsnorm_q8::ActDtype;
-use crate::kernels::rmsnorm_q8::Q8_BLOCK;
+pub use crate::kernels::attention::kv::KvDtype;
+pub use crate::kernels::norm::rms_q8::ActDtype;
+use crate::kernels::norm::rms_q8::Q8_BLOCK;
 use crate::kernels::sample::{sample, SampleTarget, SamplerState, MAX_BIAS};
 use kv_cache::KvCache;
 use logits::LogitsReader;

@@ -8,7 +8,7 @@
 //! token sampled on the GPU are remembered when that token is read back.
 //!
 //! Sliding-window layers need nothing extra: the cache keeps every position of
-//! the context in every layer (`kernels::kv`; windows are applied by masking
+//! the context in every layer (`kernels::attention::kv`; windows are applied by masking
 //! in attention), so a position's K/V stays valid until that position is
 //! written again. Were a local layer ever to keep only its last `window`
 //! positions in a ring, rolling back past the ring's oldest entry would leave

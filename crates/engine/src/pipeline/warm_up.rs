@@ -12,7 +12,7 @@ use crate::gpu::Recorder;
 
 /// Row counts that select every kernel variant a prefill chunk can use: the
 /// matrix-vector form (1 row) and the prefill form's three widths (2..=8,
-/// 9..=16 rows, more; see `kernels::linear::prefill_token_tiles`). Mixtures
+/// 9..=16 rows, more; see `kernels::matmul::linear::prefill_token_tiles`). Mixtures
 /// of experts pick their expert form by rows too (up to 4 rows: indexed).
 const ROW_CLASSES: [usize; 5] = [1, 2, 5, 9, 17];
 

@@ -11,7 +11,7 @@ pub mod footprint;
 
 use crate::format::quant::GgmlType;
 use crate::gpu::GpuContext;
-use crate::kernels::kv::KvDtype;
+use crate::kernels::attention::kv::KvDtype;
 use crate::model::loader::Need;
 use crate::model::Plan;
 use crate::pipeline::kv_cache::KvCache;

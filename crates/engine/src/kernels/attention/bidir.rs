@@ -10,10 +10,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
+use crate::kernels::check_elems;
 
 /// The shape of one call. Columns and strides in f32 elements.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,7 +63,7 @@ struct Params {
 }
 
 const K: &str = "attention_bidir";
-const WGSL: &str = include_str!("../../../../shaders/attention_bidir.wgsl");
+const WGSL: &str = include_str!("../../../../../shaders/attention_bidir.wgsl");
 
 impl BidirArgs {
     fn check(
@@ -271,5 +271,5 @@ pub fn attention_bidir_reference(a: &BidirArgs, qkv: &[f32], lens: &[u32]) -> Ve
 }
 
 #[cfg(test)]
-#[path = "attention_bidir_tests.rs"]
+#[path = "bidir_tests.rs"]
 mod tests;

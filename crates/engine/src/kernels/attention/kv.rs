@@ -16,10 +16,10 @@ use std::borrow::Cow;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 /// How the cache stores each element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -119,7 +119,7 @@ struct Params {
     _pad: [u32; 3],
 }
 
-const SOURCES: &[&str] = &[include_str!("../../../../shaders/kv_write.wgsl")];
+const SOURCES: &[&str] = &[include_str!("../../../../../shaders/kv_write.wgsl")];
 const STORAGE: &[Access] = &[Access::Read, Access::ReadWrite];
 const SPEC_F32: KernelSpec = KernelSpec {
     name: "kv_write",

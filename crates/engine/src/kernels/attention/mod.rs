@@ -22,13 +22,16 @@
 //!
 //! Scores are `scale * q.k`, then, with a softcap `c`, `c * tanh(s / c)`.
 
+pub mod bidir;
+pub mod kv;
+
 use std::borrow::Cow;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
-use super::kv::KvDtype;
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
+use crate::kernels::attention::kv::KvDtype;
+use crate::kernels::check_elems;
 
 /// The shape and options of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -82,7 +85,7 @@ const WG: usize = 64;
 pub const MAX_HEAD_DIM: usize = 4 * WG;
 
 const KERNEL: &str = "attention";
-const COMMON_WGSL: &str = include_str!("../../../../shaders/attention_common.wgsl");
+const COMMON_WGSL: &str = include_str!("../../../../../shaders/attention_common.wgsl");
 /// q, k_cache, v_cache, out: every form.
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
 /// The split form's two kernels add the per-split partials.
@@ -95,8 +98,6 @@ const SPLIT_STORAGE: &[Access] = &[
 ];
 
 type Defines = Vec<(&'static str, Cow<'static, str>)>;
-
-#[path = "attention_lanes.rs"]
 mod lanes;
 use lanes::{lanes_defines, lanes_heads, LANES_MAX_KEYS, LANES_WG};
 
@@ -375,7 +376,7 @@ pub(crate) fn attention_form(
         AttentionForm::Workgroups => dispatch_kernel(
             rec,
             "attention",
-            include_str!("../../../../shaders/attention.wgsl"),
+            include_str!("../../../../../shaders/attention.wgsl"),
             dtype,
             0,
             Vec::new,
@@ -397,7 +398,7 @@ pub(crate) fn attention_form(
             dispatch_kernel(
                 rec,
                 "attention_lanes",
-                include_str!("../../../../shaders/attention_lanes.wgsl"),
+                include_str!("../../../../../shaders/attention_lanes.wgsl"),
                 dtype,
                 d4 | hl << 16,
                 || lanes_defines(d4, hl),
@@ -427,7 +428,7 @@ pub(crate) fn attention_form(
             dispatch_kernel(
                 rec,
                 "attention_split",
-                include_str!("../../../../shaders/attention_split.wgsl"),
+                include_str!("../../../../../shaders/attention_split.wgsl"),
                 dtype,
                 0,
                 Vec::new,
@@ -440,7 +441,7 @@ pub(crate) fn attention_form(
                 dispatch_kernel(
                     rec,
                     "attention_merge",
-                    include_str!("../../../../shaders/attention_merge.wgsl"),
+                    include_str!("../../../../../shaders/attention_merge.wgsl"),
                     dtype,
                     0,
                     Vec::new,
@@ -455,5 +456,4 @@ pub(crate) fn attention_form(
 }
 
 #[cfg(test)]
-#[path = "attention_tests.rs"]
 mod tests;

@@ -3,7 +3,7 @@
 //! poisons the output and fails the comparison).
 
 use super::*;
-use crate::kernels::kv::{kv_write, KvDtype, KvLayout};
+use crate::kernels::attention::kv::{kv_write, KvDtype, KvLayout};
 use crate::testutil::assert_shape_err;
 use crate::testutil::{assert_close, ctx, random_vec};
 

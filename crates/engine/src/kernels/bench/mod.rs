@@ -10,14 +10,16 @@
 //! batches grow until they last long enough that submit latency is noise.
 //! Native only: the browser has no blocking wait.
 
+pub mod load_probe;
+
 use std::time::Instant;
 
-use super::linear::{linear, linear_as, Epilogue, Forced, Linear, LinearScratch};
-use super::matmul::{matmul, matmul_form, Form, VecShape};
-use super::rmsnorm_q8::{quantize_row_q8, Q8Rows};
-use super::weights::QuantMatrix;
 use crate::format::quant::{quantize, GgmlType};
 use crate::gpu::{GpuBuffer, GpuContext, GpuError, Recorder};
+use crate::kernels::matmul::linear::{linear, linear_as, Epilogue, Forced, Linear, LinearScratch};
+use crate::kernels::matmul::tiled::{matmul, matmul_form, Form, VecShape};
+use crate::kernels::norm::rms_q8::{quantize_row_q8, Q8Rows};
+use crate::kernels::weights::QuantMatrix;
 
 /// Weights rotate over copies adding up to at least this many bytes, so that
 /// repeated GEMVs stream memory instead of re-reading a cached matrix (GPU
@@ -345,7 +347,7 @@ pub(crate) async fn seconds_each(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::matmul::Reduce;
+    use crate::kernels::matmul::tiled::Reduce;
     use crate::testutil::ctx;
 
     /// A batch too short to time well is not counted and the next doubles;
@@ -387,7 +389,8 @@ mod tests {
         assert!(v.gbps.is_finite() && v.gbps > 0.0, "{v:?}");
         for dot4 in [false, true] {
             let q = pollster::block_on(gemv_bandwidth_q8(ctx, GgmlType::Q4_1, 16, 576, 2, dot4));
-            if dot4 && !crate::kernels::linear::q8_dot4_fits(&ctx.features, GgmlType::Q4_1) {
+            if dot4 && !crate::kernels::matmul::linear::q8_dot4_fits(&ctx.features, GgmlType::Q4_1)
+            {
                 let err = q.unwrap_err();
                 assert!(err.to_string().contains("integer dot products"), "{err}");
                 continue;

@@ -7,11 +7,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
-use super::rmsnorm::overlaps;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
+use crate::kernels::norm::rms::overlaps;
 
 /// The activation applied to the gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,8 +32,8 @@ struct Params {
 }
 
 const SOURCES: &[&str] = &[
-    include_str!("../../../../shaders/activation.wgsl"),
-    include_str!("../../../../shaders/act_fns.wgsl"),
+    include_str!("../../../../../shaders/activation.wgsl"),
+    include_str!("../../../../../shaders/act_fns.wgsl"),
 ];
 
 /// Binding variants, named as in the WGSL: which operands live in out's buffer.

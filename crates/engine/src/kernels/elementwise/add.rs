@@ -5,8 +5,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder};
+use crate::kernels::check_elems;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -19,7 +19,7 @@ struct Params {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "add",
-    sources: &[include_str!("../../../../shaders/add.wgsl")],
+    sources: &[include_str!("../../../../../shaders/add.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite],

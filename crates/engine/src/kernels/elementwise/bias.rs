@@ -2,10 +2,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -18,7 +18,7 @@ struct Params {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "bias",
-    sources: &[include_str!("../../../../shaders/bias.wgsl")],
+    sources: &[include_str!("../../../../../shaders/bias.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite],

@@ -4,10 +4,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -19,7 +19,7 @@ struct Params {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "gelu_erf",
-    sources: &[include_str!("../../../../shaders/gelu.wgsl")],
+    sources: &[include_str!("../../../../../shaders/gelu.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::ReadWrite],

@@ -4,10 +4,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -23,7 +23,7 @@ struct Params {
 const K: &str = "encoder_embed";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
-    sources: &[include_str!("../../../../shaders/encoder_embed.wgsl")],
+    sources: &[include_str!("../../../../../shaders/encoder_embed.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[

@@ -4,10 +4,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 /// How a sequence's rows become one vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +31,7 @@ struct Params {
 const K: &str = "pool";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
-    sources: &[include_str!("../../../../shaders/pool.wgsl")],
+    sources: &[include_str!("../../../../../shaders/pool.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::Read, Access::ReadWrite],

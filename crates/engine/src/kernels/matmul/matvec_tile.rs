@@ -8,8 +8,8 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use super::vec_shape::VecShape;
-use super::weights::GpuFormat;
+use crate::kernels::matmul::vec_shape::VecShape;
+use crate::kernels::weights::GpuFormat;
 
 /// Whether the vec4 core in `shape` reads `fmt` a tile at a time: one lane
 /// a group over whole scale tiles of rows, in a format with tiles.
@@ -117,7 +117,7 @@ fn body(fmt: GpuFormat, rows: u32) -> String {
 mod tests {
     use super::*;
     use crate::format::quant::GgmlType;
-    use crate::kernels::vec_shape::Reduce;
+    use crate::kernels::matmul::vec_shape::Reduce;
 
     fn shape(lanes: u32, group_rows: u32) -> VecShape {
         VecShape {

@@ -12,19 +12,19 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
-pub use super::matmul_variants::vec_core_step;
-pub(crate) use super::matmul_variants::{
+use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
+use crate::kernels::check_elems;
+pub(crate) use crate::kernels::matmul::tile_shape::{
+    tiled_rows, tiled_token_tiles, tiled_tokens, EXPERT_TILE, TILE_M,
+};
+pub use crate::kernels::matmul::tile_shape::{RowForm, TileShape};
+pub use crate::kernels::matmul::variants::vec_core_step;
+pub(crate) use crate::kernels::matmul::variants::{
     gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Operand, Variant,
     COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
 };
-pub(crate) use super::tile_shape::{
-    tiled_rows, tiled_token_tiles, tiled_tokens, EXPERT_TILE, TILE_M,
-};
-pub use super::tile_shape::{RowForm, TileShape};
-pub use super::vec_shape::{Reduce, VecShape, VEC_WORKGROUP};
-use super::weights::{MatrixPart, QuantMatrix, UNIT};
-use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
+pub use crate::kernels::matmul::vec_shape::{Reduce, VecShape, VEC_WORKGROUP};
+use crate::kernels::weights::{MatrixPart, QuantMatrix, UNIT};
 
 /// Up to this many token rows go through the matrix-vector form.
 pub const GEMV_MAX_TOKENS: usize = 4;
@@ -90,7 +90,7 @@ impl Params {
 
 impl Params {
     /// x's rows are `cols` columns of the weight rows from chunk
-    /// `first_chunk` of the vec4 core (kernels::x_ranges).
+    /// `first_chunk` of the vec4 core (kernels::matmul::x_ranges).
     pub(crate) fn set_col_range(&mut self, first_chunk: usize, cols: usize) {
         self.first_chunk = first_chunk as u32;
         self.k = cols as u32;
@@ -288,5 +288,5 @@ pub(crate) fn matmul_form(
 }
 
 #[cfg(test)]
-#[path = "matmul_tests.rs"]
+#[path = "tiled_tests.rs"]
 mod tests;

@@ -310,7 +310,7 @@ fn long_rows_stay_within_the_loop_budget() {
 
 #[test]
 fn cpu_groups_waste_the_fewest_lane_steps() {
-    use crate::kernels::vec_shape::cpu_group_lanes;
+    use crate::kernels::matmul::vec_shape::cpu_group_lanes;
     let slots = |lanes: u32, steps: u32| lanes * steps.div_ceil(lanes);
     for batch in [4u32, 8] {
         for steps in 1..=300 {

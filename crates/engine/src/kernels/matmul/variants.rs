@@ -5,10 +5,10 @@
 //! `tile_shape`, each with how each adapter class picks it), and the plain
 //! keys that find a variant's pipeline.
 
-use super::tile_shape::TileShape;
-use super::vec_shape::{Reduce, VecShape};
-use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 use crate::gpu::{Access, OwnedSpec, VariantKey};
+use crate::kernels::matmul::tile_shape::TileShape;
+use crate::kernels::matmul::vec_shape::{Reduce, VecShape};
+use crate::kernels::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 
 /// Output rows per GEMV workgroup. GPUs get 4: enough workgroups to fill
 /// them even for 896-row matrices, and x reused from registers 4 times.
@@ -26,39 +26,40 @@ pub(crate) fn gemv_rows(software: bool, tokens: usize) -> u32 {
 }
 
 pub(crate) const COMMON_WGSL: &str = concat!(
-    include_str!("../../../../shaders/matmul_params.wgsl"),
-    include_str!("../../../../shaders/matmul_x_scalar.wgsl"),
-    include_str!("../../../../shaders/matmul_common.wgsl")
+    include_str!("../../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../../shaders/matmul_x_scalar.wgsl"),
+    include_str!("../../../../../shaders/matmul_common.wgsl")
 );
 /// As COMMON_WGSL, reading x as vec4s (`TileShape::x4`).
 pub(crate) const COMMON_X4_WGSL: &str = concat!(
-    include_str!("../../../../shaders/matmul_params.wgsl"),
-    include_str!("../../../../shaders/matmul_x_vec4.wgsl"),
-    include_str!("../../../../shaders/matmul_common.wgsl")
+    include_str!("../../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../../shaders/matmul_x_vec4.wgsl"),
+    include_str!("../../../../../shaders/matmul_common.wgsl")
 );
 pub(crate) const MATVEC_WGSL: &str = concat!(
-    include_str!("../../../../shaders/matmul_params.wgsl"),
-    include_str!("../../../../shaders/vec_consts.wgsl"),
-    include_str!("../../../../shaders/matvec.wgsl"),
-    include_str!("../../../../shaders/matvec_tile.wgsl")
+    include_str!("../../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../../shaders/vec_consts.wgsl"),
+    include_str!("../../../../../shaders/matvec.wgsl"),
+    include_str!("../../../../../shaders/matvec_tile.wgsl")
 );
 /// The vec4 core's x reader for f32 x (through the entry point's x_vec),
 /// with the f32 step type that it and linear_x_q8.wgsl share.
 pub(crate) const MATVEC_X_F32: &str = concat!(
-    include_str!("../../../../shaders/matvec_step_f32.wgsl"),
-    include_str!("../../../../shaders/matvec_x_f32.wgsl")
+    include_str!("../../../../../shaders/matvec_step_f32.wgsl"),
+    include_str!("../../../../../shaders/matvec_x_f32.wgsl")
 );
 /// The f32 step type alone (for linear_x_q8.wgsl).
-pub(crate) const MATVEC_STEP_F32: &str = include_str!("../../../../shaders/matvec_step_f32.wgsl");
+pub(crate) const MATVEC_STEP_F32: &str =
+    include_str!("../../../../../shaders/matvec_step_f32.wgsl");
 /// The step functions of the vec4 core for `fmt` (one file per step length).
 pub(crate) fn quant_vec_wgsl(fmt: GpuFormat) -> &'static str {
     match fmt.vec_step() {
-        16 => include_str!("../../../../shaders/quant_vec16.wgsl"),
-        32 => include_str!("../../../../shaders/quant_vec32.wgsl"),
-        _ => include_str!("../../../../shaders/quant_vec64.wgsl"),
+        16 => include_str!("../../../../../shaders/quant_vec16.wgsl"),
+        32 => include_str!("../../../../../shaders/quant_vec32.wgsl"),
+        _ => include_str!("../../../../../shaders/quant_vec64.wgsl"),
     }
 }
-const MATVEC_MAIN: &str = include_str!("../../../../shaders/matvec_main.wgsl");
+const MATVEC_MAIN: &str = include_str!("../../../../../shaders/matvec_main.wgsl");
 
 /// Elements per step of the vec4 cores for `dtype` (rows must be whole
 /// steps), or `None` for a type no kernel decodes.
@@ -98,7 +99,7 @@ pub(crate) fn vec_core_defines(
         ("X_DECL", X_STORAGE.into()),
         ("XQ_DECL", XQ_STORAGE.into()),
     ]);
-    defines.extend(super::matvec_tile::defines(fmt, shape));
+    defines.extend(crate::kernels::matmul::matvec_tile::defines(fmt, shape));
     defines
 }
 
@@ -107,10 +108,10 @@ pub(crate) fn vec_core_defines(
 pub(crate) fn subgroup_lines(on: bool) -> std::borrow::Cow<'static, str> {
     std::borrow::Cow::Borrowed(if on { "" } else { "//" })
 }
-pub(crate) const GEMV_WGSL: &str = include_str!("../../../../shaders/matmul_gemv.wgsl");
+pub(crate) const GEMV_WGSL: &str = include_str!("../../../../../shaders/matmul_gemv.wgsl");
 pub(crate) const TILED_WGSL: &str = concat!(
-    include_str!("../../../../shaders/matmul_tile.wgsl"),
-    include_str!("../../../../shaders/matmul_tiled.wgsl")
+    include_str!("../../../../../shaders/matmul_tile.wgsl"),
+    include_str!("../../../../../shaders/matmul_tiled.wgsl")
 );
 
 /// What a matmul kernel multiplies: a plain matrix, or an expert stack whose
@@ -124,14 +125,14 @@ pub(crate) enum Operand {
 impl Operand {
     fn gemv_main(self) -> &'static str {
         match self {
-            Operand::Matrix => include_str!("../../../../shaders/matmul_gemv_main.wgsl"),
-            Operand::Experts => include_str!("../../../../shaders/moe_gemv.wgsl"),
+            Operand::Matrix => include_str!("../../../../../shaders/matmul_gemv_main.wgsl"),
+            Operand::Experts => include_str!("../../../../../shaders/moe_gemv.wgsl"),
         }
     }
     fn tiled_main(self) -> &'static str {
         match self {
-            Operand::Matrix => include_str!("../../../../shaders/matmul_tiled_main.wgsl"),
-            Operand::Experts => include_str!("../../../../shaders/moe_tiled.wgsl"),
+            Operand::Matrix => include_str!("../../../../../shaders/matmul_tiled_main.wgsl"),
+            Operand::Experts => include_str!("../../../../../shaders/moe_tiled.wgsl"),
         }
     }
     fn prefix(self) -> &'static str {

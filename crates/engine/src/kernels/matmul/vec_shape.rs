@@ -3,8 +3,8 @@
 //! sums become one, and which shape each adapter class takes, by
 //! measurement.
 
-use super::weights::GpuFormat;
 use crate::gpu::context::AdapterSummary;
+use crate::kernels::weights::GpuFormat;
 
 /// How the vec4 core (matvec.wgsl) spreads a workgroup's `workgroup`
 /// invocations: groups of `lanes` lanes, each over `group_rows` rows, taking

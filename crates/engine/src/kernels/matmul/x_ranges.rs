@@ -3,14 +3,14 @@
 //! long for a uniform window to hold enough tokens (Qwen2.5's 4864-wide
 //! down projection: 3 rows in 64 KiB). Each range is then a matmul over
 //! its columns of the weights whose rows fit a window, adding into out
-//! (kernels::linear).
+//! (kernels::matmul::linear).
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -24,7 +24,7 @@ struct Params {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "x_ranges",
-    sources: &[include_str!("../../../../shaders/x_ranges.wgsl")],
+    sources: &[include_str!("../../../../../shaders/x_ranges.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite],

@@ -19,15 +19,15 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
-use super::matmul::{
-    check_groups, gemv_rows, tiled_rows, tiled_token_tiles, tiled_tokens, Operand,
-    Params as MatmulParams, Variant, EXPERT_TILE,
-};
-use super::weights::ExpertStack;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
+use crate::kernels::matmul::tiled::{
+    check_groups, gemv_rows, tiled_rows, tiled_token_tiles, tiled_tokens, Operand,
+    Params as MatmulParams, Variant, EXPERT_TILE,
+};
+use crate::kernels::weights::ExpertStack;
 
 /// A step's routing, as `route` left it on the GPU.
 #[derive(Clone, Copy)]
@@ -59,7 +59,7 @@ struct RouterParams {
 
 const ROUTER: KernelSpec = KernelSpec {
     name: "moe_router",
-    sources: &[include_str!("../../../../shaders/moe_router.wgsl")],
+    sources: &[include_str!("../../../../../shaders/moe_router.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite, Access::ReadWrite],
@@ -163,7 +163,7 @@ pub fn group_by_expert<'a>(
     let name = format!("moe_group_e{n_experts}");
     let spec = KernelSpec {
         name: &name,
-        sources: &[include_str!("../../../../shaders/moe_group.wgsl")],
+        sources: &[include_str!("../../../../../shaders/moe_group.wgsl")],
         defines: &defines,
         entry: "main",
         storage: &[Access::Read, Access::ReadWrite, Access::ReadWrite],
@@ -349,7 +349,7 @@ pub fn combine(
         } else {
             "moe_combine"
         },
-        sources: &[include_str!("../../../../shaders/moe_combine.wgsl")],
+        sources: &[include_str!("../../../../../shaders/moe_combine.wgsl")],
         defines: &defines,
         entry: "main",
         storage: if shared.is_some() {
@@ -383,5 +383,4 @@ pub fn combine(
 }
 
 #[cfg(test)]
-#[path = "moe_tests.rs"]
 mod tests;

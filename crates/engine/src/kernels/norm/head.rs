@@ -7,10 +7,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 /// Which heads of which rows. Columns in f32 elements.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,7 +39,7 @@ struct Params {
 const K: &str = "head_norm";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
-    sources: &[include_str!("../../../../shaders/head_norm.wgsl")],
+    sources: &[include_str!("../../../../../shaders/head_norm.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite],

@@ -5,10 +5,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -21,7 +21,7 @@ struct Params {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "layer_norm",
-    sources: &[include_str!("../../../../shaders/layer_norm.wgsl")],
+    sources: &[include_str!("../../../../../shaders/layer_norm.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::Read, Access::ReadWrite],

@@ -11,10 +11,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -27,7 +27,7 @@ struct Params {
     eps: f32,
 }
 
-const SOURCE: &str = include_str!("../../../../shaders/rmsnorm.wgsl");
+const SOURCE: &str = include_str!("../../../../../shaders/rmsnorm.wgsl");
 
 const K: &str = "rmsnorm";
 

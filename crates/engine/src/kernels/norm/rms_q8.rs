@@ -3,10 +3,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 
 /// Values per block of 8-bit x: each block has its own scale.
 pub const Q8_BLOCK: usize = 32;
@@ -98,7 +98,7 @@ struct Params {
     _pad: [u32; 3],
 }
 
-const SOURCE: &str = include_str!("../../../../shaders/rmsnorm_q8.wgsl");
+const SOURCE: &str = include_str!("../../../../../shaders/rmsnorm_q8.wgsl");
 const K: &str = "rmsnorm_q8";
 
 /// Normalises `rows` rows of `dim` elements of `x` (from `x_offset`) into
@@ -203,5 +203,5 @@ pub fn quantize_row_q8(v: &[f32]) -> (Vec<i8>, Vec<(f32, f32)>) {
 }
 
 #[cfg(test)]
-#[path = "rmsnorm_q8_tests.rs"]
+#[path = "rms_q8_tests.rs"]
 mod tests;

@@ -7,11 +7,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
-use super::rope::{RopeLayout, MAX_POSITION};
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
+use crate::kernels::rope::{RopeLayout, MAX_POSITION};
 
 /// Where the rotated heads are and how they turn. Columns in f32 elements.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,7 +48,7 @@ struct Params {
 const K: &str = "rope_bidir";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
-    sources: &[include_str!("../../../../shaders/rope_bidir.wgsl")],
+    sources: &[include_str!("../../../../../shaders/rope_bidir.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[Access::ReadWrite],

@@ -10,13 +10,13 @@ use std::borrow::Cow;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
-use super::kv::{KvDtype, KvLayout};
-use super::rope::RopeLayout;
-pub use super::rope::{Rotary, Yarn};
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
+use crate::kernels::attention::kv::{KvDtype, KvLayout};
+use crate::kernels::check_elems;
+use crate::kernels::rope::RopeLayout;
+pub use crate::kernels::rope::{Rotary, Yarn};
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -41,7 +41,7 @@ struct Params {
     _pad: [u32; 3],
 }
 
-const SOURCE: &str = include_str!("../../../../shaders/rope_kv.wgsl");
+const SOURCE: &str = include_str!("../../../../../shaders/rope_kv.wgsl");
 const RW: Access = Access::ReadWrite;
 const R: Access = Access::Read;
 
@@ -207,5 +207,5 @@ fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuE
 }
 
 #[cfg(test)]
-#[path = "rope_kv_tests.rs"]
+#[path = "kv_tests.rs"]
 mod tests;

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::gpu::GpuContext;
-use crate::kernels::kv::{kv_write, KvDtype};
-use crate::kernels::rmsnorm::rms_norm;
+use crate::kernels::attention::kv::{kv_write, KvDtype};
+use crate::kernels::norm::rms::rms_norm;
 use crate::kernels::rope::rope;
 use crate::kernels::rope::tests::llama3_factors;
 use crate::testutil::{assert_close, assert_shape_err, ctx, random_vec};

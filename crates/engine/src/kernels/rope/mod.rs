@@ -4,15 +4,19 @@
 //! at successive positions record the same dispatch with a new uniform.
 //! Which pair layout an architecture wants, see `RopeLayout`.
 
+pub mod bidir;
+pub mod kv;
+pub mod yarn;
+
 use std::borrow::Cow;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
-pub use super::rope_yarn::Yarn;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
+pub use crate::kernels::rope::yarn::Yarn;
 
 /// Which elements of a head rotate together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,7 +122,7 @@ struct Params {
     mscale: f32,
 }
 
-const SOURCE: &str = include_str!("../../../../shaders/rope.wgsl");
+const SOURCE: &str = include_str!("../../../../../shaders/rope.wgsl");
 
 const PLAIN: KernelSpec = KernelSpec {
     name: "rope",
@@ -196,5 +200,4 @@ pub fn rope(
 }
 
 #[cfg(test)]
-#[path = "rope_tests.rs"]
 pub(crate) mod tests;

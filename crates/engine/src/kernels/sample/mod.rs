@@ -20,10 +20,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::check_elems;
 use crate::gpu::{
     error::shape_err, Access, BufferRef, GpuBuffer, GpuContext, GpuError, KernelSpec, Recorder,
 };
+use crate::kernels::check_elems;
 use crate::pipeline::sampling::{fixed24, SamplingParams};
 
 #[repr(C)]
@@ -51,7 +51,7 @@ struct Params {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "sample",
-    sources: &[include_str!("../../../../shaders/sample.wgsl")],
+    sources: &[include_str!("../../../../../shaders/sample.wgsl")],
     defines: &[],
     entry: "main",
     storage: &[
@@ -321,9 +321,7 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
 }
 
 #[cfg(test)]
-#[path = "sample_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "sample_mask_tests.rs"]
 mod mask_tests;

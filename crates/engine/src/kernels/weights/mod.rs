@@ -1,6 +1,6 @@
 //! Weight matrices on the GPU, kept in their stored format: the same bytes
 //! as the file, quantized blocks rearranged into aligned regions at upload
-//! (`kernels::layout`).
+//! (`kernels::weights::layout`).
 //!
 //! Kernels dequantize while they read, so a matrix costs its stored bytes of
 //! memory and bandwidth, not four bytes per weight. A matrix bigger than one
@@ -8,9 +8,11 @@
 //! in Q8_0 is 137 MiB) is split by rows into parts, each in its own buffer;
 //! kernels record one dispatch per part.
 
-use super::layout::{region_sizes, repack, BlockLayout, RegionBases};
+pub mod layout;
+
 use crate::format::quant::GgmlType;
 use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError, WeightStore};
+use crate::kernels::weights::layout::{region_sizes, repack, BlockLayout, RegionBases};
 
 /// Zero bytes after the last row of every part. Decoders read whole words,
 /// up to one word past their data, and a partial F32/F16 unit at the end of a
@@ -140,7 +142,7 @@ pub const GPU_DTYPES: [GgmlType; 8] = [
 ];
 
 /// The shared decoding source, concatenated in front of each kernel.
-pub(crate) const QUANT_WGSL: &str = include_str!("../../../../shaders/quant.wgsl");
+pub(crate) const QUANT_WGSL: &str = include_str!("../../../../../shaders/quant.wgsl");
 
 impl QuantMatrix {
     /// Uploads weights in their stored format (no dequantization), split by
@@ -486,5 +488,7 @@ pub(crate) fn test_weights(len: usize, seed: u64) -> Vec<f32> {
 }
 
 #[cfg(test)]
-#[path = "weights_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod store_tests;

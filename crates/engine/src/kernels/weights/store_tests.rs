@@ -9,7 +9,7 @@
 use crate::format::quant::{quantize, GgmlType};
 use crate::gpu::{GpuContext, Recorder, WeightStore};
 use crate::kernels::embed::embed;
-use crate::kernels::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::matmul::linear::{linear, Epilogue, Linear, LinearScratch};
 use crate::kernels::weights::{part_overhead, test_weights, QuantMatrix, GPU_DTYPES};
 use crate::testutil::{ctx_with_store, random_vec};
 

@@ -33,10 +33,10 @@ fn upload_splits_by_rows_within_the_limit() {
     // The stored bytes arrive, rearranged: the last part's row (two blocks)
     // reads back as the file's.
     let p = &m.parts[3];
-    let layout = super::super::layout::BlockLayout::of(GgmlType::Q8_0).unwrap();
-    let size = super::super::layout::region_sizes(&layout, 1, 2).0 as u64;
+    let layout = crate::kernels::weights::layout::BlockLayout::of(GgmlType::Q8_0).unwrap();
+    let size = crate::kernels::weights::layout::region_sizes(&layout, 1, 2).0 as u64;
     let back = pollster::block_on(ctx.read_bytes(&p.buffer, 0, size)).unwrap();
-    let blocks = super::super::layout::unpack(GgmlType::Q8_0, &back, 1, 2).unwrap();
+    let blocks = crate::kernels::weights::layout::unpack(GgmlType::Q8_0, &back, 1, 2).unwrap();
     assert_eq!(blocks, &bytes[9 * 68..]);
 }
 

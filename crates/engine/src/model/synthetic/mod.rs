@@ -21,7 +21,6 @@ use crate::format::gguf::MetaValue;
 use crate::format::gguf_write::{GgufWriteError, GgufWriter, ALIGNMENT};
 use crate::format::quant::{quantize, GgmlType, QuantError};
 
-#[path = "synthetic_archs.rs"]
 mod archs;
 pub use archs::{Arch, ARCHS, LLAMA_3_1_70B};
 
@@ -391,5 +390,4 @@ impl SyntheticModel {
 }
 
 #[cfg(test)]
-#[path = "synthetic_tests.rs"]
 mod tests;

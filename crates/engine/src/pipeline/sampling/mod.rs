@@ -224,7 +224,6 @@ pub(crate) struct Work {
     order: Vec<u32>,
 }
 
-#[path = "sampling_ref.rs"]
 mod reference;
 pub(crate) use reference::decide;
 pub use reference::is_allowed;
@@ -344,5 +343,4 @@ impl Sampler {
 }
 
 #[cfg(test)]
-#[path = "sampling_tests.rs"]
 mod tests;

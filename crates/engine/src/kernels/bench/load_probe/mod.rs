@@ -17,9 +17,9 @@
 
 use wgpu::util::DeviceExt;
 
-use super::bench::{pseudo_random, seconds_each};
 use crate::gpu::error::shape_err;
 use crate::gpu::{GpuContext, GpuError};
+use crate::kernels::bench::{pseudo_random, seconds_each};
 use source::probe_source;
 
 /// Where the probe's GEMV reads its weights from.
@@ -444,10 +444,7 @@ fn check(
     }
     Ok(())
 }
-
-#[path = "load_probe_source.rs"]
 mod source;
 
 #[cfg(test)]
-#[path = "load_probe_tests.rs"]
 mod tests;

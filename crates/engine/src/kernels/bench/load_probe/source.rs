@@ -16,12 +16,12 @@ pub(super) fn probe_source(
     let (texel_type, body, step) = match format {
         ProbeFormat::F32 => (
             "f32",
-            include_str!("../../../../shaders/load_probe_f32.wgsl"),
+            include_str!("../../../../../../shaders/load_probe_f32.wgsl"),
             "acc[J] += w_at(min(row0 + Ju, ROWS - 1u) * K4 + i) * xv;",
         ),
         ProbeFormat::Q4 => (
             "u32",
-            include_str!("../../../../shaders/load_probe_q4.wgsl"),
+            include_str!("../../../../../../shaders/load_probe_q4.wgsl"),
             "acc[J] += block_dot(min(row0 + Ju, ROWS - 1u), b, xs, xsum);",
         ),
     };
@@ -62,7 +62,11 @@ pub(super) fn probe_source(
         ("W_WORD", w_word.to_string()),
         ("ROW_STEPS", steps.trim_end().to_string()),
     ];
-    let mut text = [include_str!("../../../../shaders/load_probe.wgsl"), body].join("\n");
+    let mut text = [
+        include_str!("../../../../../../shaders/load_probe.wgsl"),
+        body,
+    ]
+    .join("\n");
     for (name, value) in defines {
         text = text.replace(&format!("{{{{{name}}}}}"), &value);
     }

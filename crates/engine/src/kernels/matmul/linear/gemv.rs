@@ -9,24 +9,24 @@ use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuContext, GpuError, GpuFeatures,
     OwnedSpec, Recorder, VariantKey, WeightStore,
 };
-use crate::kernels::activation::{act_name, Activation};
-use crate::kernels::matmul::{
+use crate::kernels::elementwise::activation::{act_name, Activation};
+use crate::kernels::matmul::tiled::{
     gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Params, VecShape,
     COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
 };
 use crate::kernels::weights::{GpuFormat, QUANT_WGSL};
 
-const GEMV_MAIN: &str = include_str!("../../../../shaders/linear_gemv.wgsl");
-const X_UNIT: &str = include_str!("../../../../shaders/linear_x_unit.wgsl");
-const X_VEC: &str = include_str!("../../../../shaders/linear_x_vec.wgsl");
-const X_Q8: &str = include_str!("../../../../shaders/linear_x_q8.wgsl");
-const X_Q8_DOT4: &str = include_str!("../../../../shaders/linear_x_q8_dot4.wgsl");
+const GEMV_MAIN: &str = include_str!("../../../../../../shaders/linear_gemv.wgsl");
+const X_UNIT: &str = include_str!("../../../../../../shaders/linear_x_unit.wgsl");
+const X_VEC: &str = include_str!("../../../../../../shaders/linear_x_vec.wgsl");
+const X_Q8: &str = include_str!("../../../../../../shaders/linear_x_q8.wgsl");
+const X_Q8_DOT4: &str = include_str!("../../../../../../shaders/linear_x_q8_dot4.wgsl");
 
 /// The integer step functions of linear_x_q8_dot4.wgsl for `fmt`'s step length.
 fn quant_dot4_wgsl(fmt: GpuFormat) -> &'static str {
     match fmt.vec_step() {
-        32 => include_str!("../../../../shaders/quant_dot4_32.wgsl"),
-        _ => include_str!("../../../../shaders/quant_dot4_64.wgsl"),
+        32 => include_str!("../../../../../../shaders/quant_dot4_32.wgsl"),
+        _ => include_str!("../../../../../../shaders/quant_dot4_64.wgsl"),
     }
 }
 

@@ -24,15 +24,15 @@
 
 use std::borrow::Cow;
 
-use super::activation::{act_name, Activation};
-use super::check_elems;
-use super::matmul::{check_groups, Params, TileShape, VecShape, TILE_M};
-use super::rmsnorm::rms_norm;
-use super::rmsnorm_q8::Q8Rows;
-use super::weights::QuantMatrix;
-use super::x_ranges::{copy_ranges, ColRange};
-use super::x_window::XSlice;
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
+use crate::kernels::check_elems;
+use crate::kernels::elementwise::activation::{act_name, Activation};
+use crate::kernels::matmul::tiled::{check_groups, Params, TileShape, VecShape, TILE_M};
+use crate::kernels::matmul::x_ranges::{copy_ranges, ColRange};
+use crate::kernels::matmul::x_window::XSlice;
+use crate::kernels::norm::rms::rms_norm;
+use crate::kernels::norm::rms_q8::Q8Rows;
+use crate::kernels::weights::QuantMatrix;
 
 /// Token tiles per workgroup of the prefill form for `m` rows (see the
 /// module comment).
@@ -44,9 +44,9 @@ pub(crate) fn prefill_token_tiles(m: usize) -> u32 {
     }
 }
 
-const TILED_MAIN: &str = include_str!("../../../../shaders/linear_tiled.wgsl");
+const TILED_MAIN: &str = include_str!("../../../../../../shaders/linear_tiled.wgsl");
 /// The gate activations, for the gating epilogue of both forms.
-const ACT_WGSL: &str = include_str!("../../../../shaders/act_fns.wgsl");
+const ACT_WGSL: &str = include_str!("../../../../../../shaders/act_fns.wgsl");
 
 /// What happens to `W · x` on its way to `out`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -452,18 +452,12 @@ impl TiledVariant {
         }
     }
 }
-
-#[path = "linear_window.rs"]
-mod window;
-
-#[path = "linear_gemv.rs"]
 mod gemv;
+mod window;
 pub use gemv::{q8_dot4, q8_dot4_fits};
 
 #[cfg(test)]
-#[path = "linear_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "linear_refusal_tests.rs"]
 mod refusal_tests;

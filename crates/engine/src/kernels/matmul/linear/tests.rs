@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::format::quant::{dequantize, quantize, GgmlType};
-use crate::kernels::rmsnorm_q8::quantize_row_q8;
+use crate::kernels::norm::rms_q8::quantize_row_q8;
 use crate::kernels::weights::{test_weights, GPU_DTYPES};
 use crate::testutil::{ctx, random_vec, vec_reductions};
 
@@ -417,7 +417,7 @@ fn linear_norm_bias_split_parts_and_strided_rows() {
 
 /// Prompt chunks whose x is longer than a uniform binding: where weights
 /// live in textures (lavapipe) the prefill form reads x through windows,
-/// a dispatch per slice of tokens (kernels::x_window), each slice's rows
+/// a dispatch per slice of tokens (kernels::matmul::x_window), each slice's rows
 /// from an aligned window offset; elsewhere this is the storage-x path
 /// again. x from element 4, so no slice starts on the buffer's start;
 /// parts of 6 rows, so slices and parts multiply; whole matrices of 70,
@@ -456,7 +456,7 @@ fn linear_prefill_over_more_x_than_one_uniform_window() {
 
 /// Rows too long for a uniform window to hold two wide tiles (over 1024
 /// f32 in lavapipe's 64 KiB): where weights live in textures the prefill
-/// form copies x's rows into ranges of columns (kernels::x_ranges) and sums
+/// form copies x's rows into ranges of columns (kernels::matmul::x_ranges) and sums
 /// the ranges' matmuls into out, the first with the bias and the op's
 /// epilogue; elsewhere this is the storage-x path again. 2560 columns make
 /// ranges of 1024, 1024 and 512 (whole K-quant blocks) or as even as

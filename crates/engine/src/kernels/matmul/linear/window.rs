@@ -1,11 +1,11 @@
 //! How the fused linear layer's prefill form reads x where weights are
-//! textures (llvmpipe): through uniform windows (`kernels::x_window`), a
+//! textures (llvmpipe): through uniform windows (`kernels::matmul::x_window`), a
 //! dispatch per slice of token rows, one token tile a workgroup.
 //!
 //! The tile takes WIDE_TILE_M token rows an invocation where a window holds
 //! two such tiles (each decoded weight chunk then serves twice the tokens).
 //! Rows too long for that, in a projection that may be summed in parts (not
-//! gated), are first copied into ranges of columns (`kernels::x_ranges`)
+//! gated), are first copied into ranges of columns (`kernels::matmul::x_ranges`)
 //! whose rows do fit: each range is a matmul over its columns of the
 //! weights, the first with the op's epilogue, the others adding into out.
 //! Failing both, TILE_M token rows an invocation where a window holds
@@ -18,14 +18,14 @@
 //! 4 tokens than in one of 16 (a conversation's reused prefix, or
 //! logprobs prefilled after a generation, against one prefill of it all).
 
-use super::super::matmul::TileShape;
-use super::super::tile_shape::{CHUNK_VEC4S, WIDE_TILE_M};
-use super::super::vec_shape::cpu_lanes;
-use super::super::weights::QuantMatrix;
-use super::super::x_ranges::{col_ranges, ColRange};
-use super::super::x_window::{XRows, XSlice};
 use crate::gpu::weight_store::WeightStore;
 use crate::gpu::{GpuBuffer, Recorder};
+use crate::kernels::matmul::tile_shape::{CHUNK_VEC4S, WIDE_TILE_M};
+use crate::kernels::matmul::tiled::TileShape;
+use crate::kernels::matmul::vec_shape::cpu_lanes;
+use crate::kernels::matmul::x_ranges::{col_ranges, ColRange};
+use crate::kernels::matmul::x_window::{XRows, XSlice};
+use crate::kernels::weights::QuantMatrix;
 
 /// Fewer token rows than this a window would have each dispatch of a long
 /// chunk read the whole matrix for a handful of tokens:
@@ -149,7 +149,7 @@ pub(super) fn plan(rec: &Recorder, input: &WindowInput) -> Option<XWindow> {
 mod tests {
     use super::*;
     use crate::format::quant::{quantize, GgmlType};
-    use crate::kernels::tile_shape::TILE_M;
+    use crate::kernels::matmul::tile_shape::TILE_M;
     use crate::kernels::weights::test_weights;
     use crate::testutil::ctx;
 

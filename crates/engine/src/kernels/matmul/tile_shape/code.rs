@@ -5,8 +5,8 @@
 
 use std::borrow::Cow;
 
-use super::super::weights::GpuFormat;
 use super::{RowForm, CHUNK_VEC4S};
+use crate::kernels::weights::GpuFormat;
 
 /// The chunked tiled core's (matmul_tiled_vec.wgsl) per-chunk code for
 /// `tn` rows of `fmt`: X_LOADS reads the chunk's x for the TM tokens (and,
@@ -232,7 +232,7 @@ fn shared_x_loads(tm: u32, cv: u32) -> String {
 const CHUNK_LOOP: &str = "    for (var c = 0u; c < chunks; c++) {";
 
 /// Where `tn` rows are whole scale tiles of `fmt` (the 32-element formats'
-/// 8 rows, `kernels::layout`): the loads of each tile's scales for a chunk,
+/// 8 rows, `kernels::weights::layout`): the loads of each tile's scales for a chunk,
 /// a vec4 of its 8 d16 and two of its aux words, and each row's (d, aux)
 /// expressions out of them. A row at a time read each word through a load
 /// of its own, on llvmpipe a texel fetch a word.

@@ -5,14 +5,12 @@
 
 use std::borrow::Cow;
 
-use super::matmul_variants::{
+use crate::gpu::context::AdapterSummary;
+use crate::kernels::matmul::variants::{
     quant_vec_wgsl, vec_core_fits, COMMON_WGSL, COMMON_X4_WGSL, TILED_WGSL, X_STORAGE,
 };
-use super::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
-use crate::gpu::context::AdapterSummary;
+use crate::kernels::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 use code::row_code;
-
-#[path = "tile_code.rs"]
 mod code;
 
 /// Tile of the prefill form per invocation: token rows x output rows. Each
@@ -133,7 +131,7 @@ impl TileShape {
     }
 
     /// The shape of the core that reads x through a uniform window
-    /// (kernels::x_window) for `rows` output rows, on a CPU adapter whose
+    /// (kernels::matmul::x_window) for `rows` output rows, on a CPU adapter whose
     /// SIMD batch is `lanes` invocations: one token tile a workgroup (TT =
     /// 1), so x's address does not depend on the invocation, and one batch
     /// a workgroup, so a dispatch's workgroups (row batches times the
@@ -192,7 +190,7 @@ impl TileShape {
             ("TT", tt.to_string().into()),
             ("WG", self.wg.to_string().into()),
             ("STEP", fmt.vec_step().to_string().into()),
-            // x in a storage buffer; kernels::linear may read it through a window.
+            // x in a storage buffer; kernels::matmul::linear may read it through a window.
             ("X_DECL", X_STORAGE.into()),
             // Sharing x, every lane runs the chunk loop (see `x_share`).
             (
@@ -234,10 +232,10 @@ fn window_tn(rows: usize, lanes: usize) -> u32 {
 }
 
 const TILED_VEC_WGSL: &str = concat!(
-    include_str!("../../../../shaders/matmul_params.wgsl"),
-    include_str!("../../../../shaders/vec_consts.wgsl"),
-    include_str!("../../../../shaders/matmul_tile.wgsl"),
-    include_str!("../../../../shaders/matmul_tiled_vec.wgsl")
+    include_str!("../../../../../../shaders/matmul_params.wgsl"),
+    include_str!("../../../../../../shaders/vec_consts.wgsl"),
+    include_str!("../../../../../../shaders/matmul_tile.wgsl"),
+    include_str!("../../../../../../shaders/matmul_tiled_vec.wgsl")
 );
 
 /// The expert stacks' tile (their x rows are gathered per slot).
@@ -269,5 +267,4 @@ pub(crate) fn tiled_tokens(tt: u32) -> usize {
 }
 
 #[cfg(test)]
-#[path = "tile_shape_tests.rs"]
 mod tests;

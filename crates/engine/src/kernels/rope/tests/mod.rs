@@ -352,6 +352,4 @@ fn rope_rejects_bad_shapes() {
     }
     assert_eq!(rec.dispatches(), 0);
 }
-
-#[path = "rope_yarn_tests.rs"]
 mod yarn;
