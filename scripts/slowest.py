@@ -15,7 +15,7 @@ load), which no single test's time does.
 import re
 import sys
 
-PREFIX = re.compile(r"^\[(native|web)\] ")
+PREFIX = re.compile(r"^\[(native|unit|integration|encoders|web)\] ")
 
 
 def lines_of(path):

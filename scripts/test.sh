@@ -13,9 +13,10 @@
 #
 # Ordered for a 2-core machine: the model files download while everything
 # is installed and compiled (network beside CPU); then the native unit
-# tests, the native integration tests and the browser tests run side by
-# side. Each phase prints the minutes since the start; the parts' lines are
-# prefixed [unit], [integration] and [web]; any part failing fails the run,
+# tests, the native integration tests (the encoders' apart) and the browser
+# tests run side by side. Each phase prints the minutes since the start; the
+# parts' lines are prefixed [unit], [integration], [encoders] and [web]; any
+# part failing fails the run,
 # and all always run. At the end it
 # prints each phase's time and the slowest tests of each part (native from
 # libtest's --report-time, through scripts/report-time.sh; browser from
@@ -66,7 +67,8 @@ report() {
   done
   [ -n "${unit_seconds:-}" ] && printf '  %6d s    the unit and doc tests, fuzzing\n' "$unit_seconds"
   [ -n "${integration_seconds:-}" ] && printf '  %6d s    the integration tests, beside them\n' "$integration_seconds"
-  [ -n "${web_seconds:-}" ] && printf '  %6d s    the browser part, beside both\n' "$web_seconds"
+  [ -n "${encoders_seconds:-}" ] && printf '  %6d s    the encoder end-to-end tests, beside them\n' "$encoders_seconds"
+  [ -n "${web_seconds:-}" ] && printf '  %6d s    the browser part, beside them\n' "$web_seconds"
   printf '  %6d s  in all\n' $((SECONDS - started))
   [ -s "$out/native.log" ] && python3 scripts/slowest.py native "$out/native.log"
   [ -s "$out/web.tsv" ] && python3 scripts/slowest.py web "$out/web.tsv"
@@ -176,19 +178,29 @@ unit_tests() {
 phase "native and browser tests, side by side"
 part unit unit_tests
 unit=$!
-part integration "${test_cmd[@]}" --test '*'
+# The encoders' end-to-end tests (the longest of that binary) run in a
+# process of their own beside it, each with its own GPU device, so that the
+# run's last minutes keep both cores busy.
+encoder_tests=(embed_gemma:: embed_minilm:: embed_nomic::)
+skip_encoders=()
+for t in "${encoder_tests[@]}"; do skip_encoders+=(--skip "$t"); done
+part integration "${test_cmd[@]}" --test '*' -- "${skip_encoders[@]}"
 integration=$!
+part encoders "${test_cmd[@]}" --test end_to_end -- "${encoder_tests[@]}"
+encoders=$!
 part web env WICK_MODELS_FETCHED=1 scripts/test-web.sh --tests
 web=$!
 wait "$unit" || failed+=(unit)
 wait "$integration" || failed+=(integration)
+wait "$encoders" || failed+=(encoders)
 echo "test.sh: [$(((SECONDS - started) / 60)) min] native tests ended"
 wait "$web" || failed+=(web)
 echo "test.sh: [$(((SECONDS - started) / 60)) min] done"
 unit_seconds="$(cat "$logs/unit.seconds" 2>/dev/null || true)"
 integration_seconds="$(cat "$logs/integration.seconds" 2>/dev/null || true)"
+encoders_seconds="$(cat "$logs/encoders.seconds" 2>/dev/null || true)"
 web_seconds="$(cat "$logs/web.seconds" 2>/dev/null || true)"
-cat "$logs/unit" "$logs/integration" >"$out/native.log"
+cat "$logs/unit" "$logs/integration" "$logs/encoders" >"$out/native.log"
 report
 
 # What failed in one part: cargo's "failures:" sections, node's "not ok"

@@ -14,13 +14,8 @@
 //   one:      1 dst (read_write): gate, up and out
 // In place is safe: each invocation reads and writes only element i.
 
-struct Params {
-    n: u32,           // elements
-    gate_offset: u32, // first element of gate
-    up_offset: u32,   // first element of up
-    out_offset: u32,  // first element of out
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 {{SPLIT}}@group(0) @binding(1) var<storage, read> gate: array<f32>;
 {{SPLIT}}@group(0) @binding(2) var<storage, read> up: array<f32>;

@@ -1,13 +1,8 @@
 // Residual add: out[i] = a[i] + b[i], over n elements. In place is allowed
 // (out may be the same buffer as a), so `out` aliases nothing else bound here.
 
-struct Params {
-    n: u32,          // elements to add
-    a_offset: u32,   // first element of a
-    b_offset: u32,   // first element of b
-    out_offset: u32, // first element of out
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> b: array<f32>;        // [b_offset + n]
 @group(0) @binding(2) var<storage, read_write> a_out: array<f32>; // a and out: [max(a_offset, out_offset) + n]

@@ -19,24 +19,11 @@
 // and loops over a 256-wide head inside the loop over ~500 keys reached
 // that, silently dropping the last keys. Only the key loop stays a loop.
 
-struct Params {
-    seqs: u32,       // sequences in the batch
-    seq_len: u32,    // padded length of each
-    heads: u32,
-    head_dim: u32,   // HD4 * 4
-    row_stride: u32, // elements between consecutive tokens' rows of qkv
-    q_col: u32,      // first column of q in a row (multiple of 4)
-    k_col: u32,      // of k (multiple of 4)
-    v_col: u32,      // of v (multiple of 4)
-    out_offset: u32, // first element of out
-    scale: f32,      // multiplies q.k, usually 1 / sqrt(head_dim)
-    kv_heads: u32,   // divides heads
-    window: u32,     // 0: none; else keys with |i - j| < window
-}
-
 const WG: u32 = 64u;
 const NEG_BIG: f32 = -3.0e38; // finite stand-in for -infinity
 
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;     // [seqs * seq_len * row_stride / 4]
 @group(0) @binding(2) var<storage, read> lens: array<u32>;          // [seqs]: unpadded lengths, each in 1 ..= seq_len

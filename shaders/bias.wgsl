@@ -1,13 +1,8 @@
 // Bias add over rows, in place: x[r, c] += bias[c] (Qwen2's q/k/v biases).
 // One invocation per element of x.
 
-struct Params {
-    rows: u32,     // rows of x
-    cols: u32,     // elements per row, and of bias
-    x_offset: u32, // first element of x
-    _pad: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> bias: array<f32>;    // [cols]
 @group(0) @binding(2) var<storage, read_write> x: array<f32>; // [x_offset + rows*cols]

@@ -7,23 +7,8 @@
 // Sources: quant.wgsl, this file.
 // Dispatch: [ceil(units / 64), m, 1].
 
-struct Params {
-    m: u32,           // token rows
-    k: u32,           // row length (embedding width)
-    row_bytes: u32,   // bytes of one stored row
-    first_row: u32,   // first table row held by this part
-    rows: u32,        // table rows held by this part
-    zero_beyond: u32, // 1: ids >= first_row + rows get zero rows (last part)
-    ids_offset: u32,  // element of ids for token 0
-    out_offset: u32,  // element of out for token 0
-    units: u32,       // ceil(k / 16)
-    scale: f32,       // 1, or e.g. sqrt(d) for Gemma
-    // The part's layout (quant.wgsl).
-    blocks: u32,   // blocks per row
-    aux_base: u32, // word where the aux region starts
-    d16_base: u32, // word where the d16 region starts
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 {{WEIGHT_WORDS}} // part, in the GPU layout (quant.wgsl) + zero padding
 @group(0) @binding(2) var<storage, read> ids: array<u32>;       // [ids_offset + m]

@@ -4,17 +4,8 @@
 // sentence-transformers gives every token of a single input type 0). The
 // LayerNorm after it is layer_norm.wgsl's. One invocation per element.
 
-struct Params {
-    tokens: u32,   // seqs * seq_len
-    seq_len: u32,  // position i = t % seq_len
-    dim: u32,      // elements per row
-    vocab: u32,    // rows of word; ids past it read row 0 (the CPU checks them first)
-    type_row: u32, // row of token_type
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;         // [tokens]
 @group(0) @binding(2) var<storage, read> word: array<f32>;        // [vocab][dim]

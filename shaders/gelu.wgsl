@@ -2,13 +2,8 @@
 // (BERT's `hidden_act: gelu`; the tanh approximation is act_fns.wgsl's).
 // One invocation per element.
 
-struct Params {
-    n: u32,        // elements
-    x_offset: u32, // first element of x
-    _pad0: u32,
-    _pad1: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>; // [x_offset + n]
 

@@ -8,17 +8,8 @@
 // them. Heads are at most a few hundred elements and a step has a few
 // thousand of them, so no workgroup reduction is needed.
 
-struct Params {
-    rows: u32,
-    heads: u32,      // normalised heads per row, contiguous from col
-    head_dim: u32,
-    row_stride: u32, // elements between rows
-    col: u32,        // first column of the first head
-    eps: f32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> weight: array<f32>;    // [head_dim]
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;   // [rows * row_stride]

@@ -6,17 +6,8 @@
 // `rows` rows land contiguously. pos0 comes in the uniform (not baked into a
 // copy command) so a decode step only rewrites its parameters.
 
-struct Params {
-    n: u32,            // rows * row_elems elements (f32) or words (f16) to write
-    src_offset: u32,   // first element of src
-    layer_offset: u32, // first element of this layer's slice of the cache
-    pos0: u32,         // absolute position of the first row
-    row_elems: u32,    // kv_heads * head_dim
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<f32>;          // [src_offset + rows * row_elems]
 @group(0) @binding(2) var<storage, read_write> cache: array<{{WORD}}>;  // [layers][ctx_len][kv_heads][head_dim]

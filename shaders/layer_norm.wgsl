@@ -6,15 +6,10 @@
 // deviations) rather than E[x^2] - E[x]^2, which cancels for rows whose mean
 // is large against their spread.
 
-struct Params {
-    rows: u32,     // rows of x (dispatch x and y, see below)
-    cols: u32,     // elements per row, and of w and b
-    x_offset: u32, // first element of x
-    eps: f32,
-}
-
 const WG: u32 = 64u;
 
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<f32>;       // [cols]
 @group(0) @binding(2) var<storage, read> b: array<f32>;       // [cols]

@@ -7,12 +7,8 @@
 // `{{SHARED}}` is empty for the shared variant and `//` otherwise.
 // Dispatch: ceil(rows * d / 256) workgroups, folded over x and y.
 
-struct Params {
-    rows: u32,
-    d: u32,
-    top_k: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> y: array<f32>;           // [rows * top_k * d], per slot
 @group(0) @binding(2) var<storage, read> weight_of: array<f32>;   // [rows * top_k]

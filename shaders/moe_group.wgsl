@@ -7,15 +7,11 @@
 // e's loops over all slots keep the scatter ordered without atomics.
 // Dispatch: 1 workgroup.
 
-struct Params {
-    slots: u32,
-    tile: u32,      // most slots per tile
-    max_tiles: u32, // tiles the matmul dispatch covers
-}
-
 const N_EXPERTS: u32 = {{N_EXPERTS}}u;
 const WG: u32 = 256u;
 
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> expert_of: array<u32>;   // [slots]
 @group(0) @binding(2) var<storage, read_write> tiles: array<u32>;  // [3 * max_tiles]

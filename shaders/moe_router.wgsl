@@ -11,14 +11,8 @@
 // logits that round to one probability stay distinct.
 // Dispatch: ceil(rows / 64) workgroups.
 
-struct Params {
-    rows: u32,
-    n_experts: u32,
-    top_k: u32,
-    normalize: u32,
-    logits_offset: u32, // element of logits where token 0's row starts
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;         // [logits_offset + rows * n_experts]
 @group(0) @binding(2) var<storage, read_write> expert_of: array<u32>; // [rows * top_k]

@@ -4,13 +4,8 @@
 // invocation per (sequence, column). Normalisation, if the model asks for
 // it, happens after the read-back (embedding/pooling.rs).
 
-struct Params {
-    seqs: u32,
-    seq_len: u32,   // padded length: sequence s is rows s * seq_len ..
-    dim: u32,
-    mode: u32,      // 0 mean, 1 first token, 2 last token
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;          // [seqs * seq_len][dim]
 @group(0) @binding(2) var<storage, read> lens: array<u32>;       // [seqs], each in 1 ..= seq_len

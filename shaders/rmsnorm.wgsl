@@ -18,15 +18,8 @@
 //   "rmsnorm_add":     as "rmsnorm", but adds into dst (PLUS): a residual
 //                      stream absorbing a post-normed sub-block (Gemma 3)
 
-struct Params {
-    rows: u32,       // rows to normalise
-    dim: u32,        // elements per row (and of weight)
-    x_offset: u32,   // first element of x
-    out_offset: u32, // first element of out
-    lanes: u32,      // invocations per row: a power of two in 32..=256
-    eps: f32,        // added to the mean square
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> weight: array<f32>;
 @group(0) @binding(2) var<storage, {{X_ACCESS}}> x: array<f32>;

@@ -9,14 +9,8 @@
 // d brought the goldens closer to it than an f32 d.
 // One 64-lane workgroup a row; rows are whole blocks (dim % 32 == 0).
 
-struct Params {
-    rows: u32,
-    dim: u32,        // elements per row, a multiple of 32
-    x_offset: u32,   // first element of x, a multiple of 4
-    out_offset: u32, // first element of out, a multiple of 4
-    eps: f32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;     // [dim / 4]
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;          // [(x_offset + rows * dim) / 4]

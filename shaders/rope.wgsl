@@ -21,22 +21,8 @@
 //
 // One invocation per pair: it reads and writes only its own two elements.
 
-struct Params {
-    rows: u32,      // tokens
-    heads: u32,     // heads per token
-    head_dim: u32,  // elements per head
-    n_rot: u32,     // rotated elements per head: even, <= head_dim
-    x_offset: u32,  // first element of x
-    pos0: u32,      // position of row 0; a uniform, so a decode step re-records nothing
-    neox: u32,      // 0: interleaved pairs, 1: neox pairs
-    log2_base_step: f32, // 2 * log2(base) / n_rot, computed in f64 on the CPU
-    freq_scale: f32,     // multiplies every angle (1.0 without position scaling)
-    ext_factor: f32,     // YaRN's share of the unscaled angle; 0: off
-    corr_low: f32,       // YaRN's ramp: pairs <= corr_low unscaled...
-    corr_high: f32,      // ...pairs >= corr_high scaled
-    mscale: f32,         // multiplies cos and sin
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>; // [x_offset + rows*heads*head_dim]
 {{FREQ_FACTORS}}@group(0) @binding(2) var<storage, read> freq_factors: array<f32>; // [n_rot / 2], > 0

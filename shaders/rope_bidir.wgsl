@@ -8,21 +8,8 @@
 //
 // One invocation per pair: it reads and writes only its own two elements.
 
-struct Params {
-    rows: u32,       // tokens, padding included
-    seq_len: u32,    // padded length of every sequence
-    heads: u32,      // rotated heads per row
-    head_dim: u32,   // elements per head
-    n_rot: u32,      // rotated elements per head: even, <= head_dim
-    row_stride: u32, // elements between rows
-    col: u32,        // first rotated column of a row
-    neox: u32,       // 0: adjacent pairs (2i, 2i + 1), 1: half split (i, i + n_rot / 2)
-    log2_base_step: f32, // 2 * log2(base) / n_rot, computed in f64 on the CPU
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 

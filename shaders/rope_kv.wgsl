@@ -16,29 +16,8 @@
 // marked F16 live, F32 ones commented out, and the reverse) is written a word
 // (two elements) at a time.
 
-struct Params {
-    rows: u32,           // tokens
-    q_heads: u32,
-    kv_heads: u32,
-    head_dim: u32,       // <= 256
-    n_rot: u32,          // even, <= head_dim
-    pos0: u32,           // position of token 0
-    neox: u32,           // 0: interleaved pairs, 1: neox pairs
-    qkv_offset: u32,     // first element of qkv
-    q_offset: u32,       // first element of q_out
-    layer_offset: u32,   // first element of this layer's slice of each cache
-    log2_base_step: f32, // 2 * log2(base) / n_rot, computed in f64 on the CPU
-    freq_scale: f32,
-    eps: f32,            // of the q/k norms
-    ext_factor: f32,     // YaRN, see rope.wgsl; 0: off
-    corr_low: f32,
-    corr_high: f32,
-    mscale: f32,         // multiplies cos and sin
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;          // [qkv_offset + rows * (q_heads + 2 kv_heads) * head_dim]
 @group(0) @binding(2) var<storage, read_write> q_out: array<f32>;  // [q_offset + rows * q_heads * head_dim]

@@ -18,29 +18,8 @@
 // Passes over the row: copy (+ bias, penalties), keys + argmax, weights,
 // ~10 per active cut, draw. Greedy stops after the argmax.
 
-struct Params {
-    vocab: u32,         // tokens in the row
-    logits_offset: u32, // first element of the row in `logits`
-    out_index: u32,     // where the id goes in `out_ids`
-    step: u32,          // which random number: randoms[step]
-    greedy: u32,        // 1: argmax only
-    top_k: u32,         // 0: off
-    top_p24: u32,       // top_p as a 24-bit fraction; 1 << 24: off
-    min_p24: u32,       // min_p as a 24-bit fraction; 0: off
-    inv_temp: f32,      // 1 / temperature
-    rep: f32,           // repetition penalty (multiplies logits <= 0)
-    inv_rep: f32,       // 1 / repetition penalty (multiplies logits > 0)
-    freq: f32,          // frequency penalty
-    presence: f32,      // presence penalty
-    penalties: u32,     // 1: apply the three penalties
-    hist_cap: u32,      // capacity of the history ring (0: none)
-    n_bias: u32,        // (id, bias) pairs in `bias`
-    masked: u32,        // 1: only tokens whose bit is set in `mask` may be picked
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;        // [logits_offset + vocab]
 @group(0) @binding(2) var<storage, read> bias: array<u32>;          // [2 * n_bias]: id, bitcast<u32>(bias); ids distinct

@@ -3,14 +3,8 @@
 // min(k, (r + 1) * width), its m rows of w_r columns from out[r * m * width],
 // row t at t * w_r. In vec4s: k, width and x_offset are multiples of 4.
 
-struct Params {
-    m: u32,        // token rows
-    k4: u32,       // vec4s of an x row
-    width4: u32,   // vec4s of a whole range's row
-    x_offset4: u32, // vec4 of x where token row 0 starts
-    n4: u32,       // vec4s to copy: m * k4
-}
-
+// Params is the kernel's parameter block, declared once in Rust
+// (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;         // [x_offset4 + m * k4]
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>; // [m * k4]

@@ -329,7 +329,7 @@ fn load_paths(
 fn print_report(ctx: &GpuContext, copy_gbps: f64, body: Value) -> CliResult {
     let mut report = json!({
         "adapter": ctx.adapter.name,
-        "software_adapter": ctx.adapter.is_software,
+        "software_adapter": ctx.tuning.class.is_cpu(),
         "weight_store": ctx.weight_store.name(),
         "copy_gbps": copy_gbps,
     });

@@ -2,7 +2,6 @@
 
 use serde_json::json;
 use wick::gpu::GpuContext;
-use wick::kernels::matmul::tiled::Reduce;
 use wick::pipeline::KvDtype;
 
 use crate::CliResult;
@@ -16,7 +15,7 @@ pub fn run(as_json: bool) -> CliResult {
         let a = &ctx.adapter;
         println!("adapter   {} ({}, {})", a.name, a.backend, a.device_type);
         println!("driver    {} {}", a.driver, a.driver_info);
-        if a.is_software {
+        if ctx.tuning.class.is_cpu() {
             println!("note      software adapter: correct but slow");
         }
         println!("features  {}", report["features"]);
@@ -37,7 +36,8 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "device_type": a.device_type,
             "driver": a.driver,
             "driver_info": a.driver_info,
-            "software": a.is_software,
+            "software": ctx.tuning.class.is_cpu(),
+            "class": ctx.tuning.class.name(),
         },
         "features": {
             "shader_f16": f.shader_f16,
@@ -53,8 +53,8 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             "kv_cache_default": KvDtype::default().name(),
             "kv_cache_needs_shader_f16": false,
             "decode_attention": "split",
-            "decode_gemv_reduce": Reduce::choose(a.is_software, f.subgroups).name(),
-            "prefill_attention": if a.is_software { "lanes" } else { "workgroups" },
+            "decode_gemv_reduce": ctx.tuning.gemv_reduce.name(),
+            "prefill_attention": if ctx.tuning.attention_lanes { "lanes" } else { "workgroups" },
             // Weight matrices in storage buffers, or in textures (llvmpipe:
             // its storage loads cost a stall a word; docs/kernels.md). The
             // WICK_WEIGHT_STORE variable overrides it.

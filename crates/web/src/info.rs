@@ -3,7 +3,6 @@
 
 use serde::Serialize;
 use wick::gpu::GpuContext;
-use wick::kernels::matmul::tiled::Reduce;
 use wick::Engine;
 
 #[derive(Serialize)]
@@ -132,7 +131,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             backend: a.backend.clone(),
             device_type: a.device_type.clone(),
             driver: a.driver.clone(),
-            is_software: a.is_software,
+            is_software: ctx.tuning.class.is_cpu(),
         },
         features: Features {
             shader_f16: f.shader_f16,
@@ -152,7 +151,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
         ),
         kv_cache: engine.pipeline.kv_dtype().name(),
         activations: engine.pipeline.act_dtype().name(),
-        decode_gemv_reduce: Reduce::choose(a.is_software, f.subgroups).name(),
+        decode_gemv_reduce: ctx.tuning.gemv_reduce.name(),
         weight_store: ctx.weight_store.name(),
         limits: Limits {
             max_buffer_size: ctx.limits.max_buffer_size,

@@ -21,6 +21,7 @@ mod golden_qwen2;
 mod golden_smollm2;
 mod gpu_errors;
 mod hf_layout;
+mod kernel_variants;
 mod loading;
 mod loading_rope;
 mod quant_real_models;

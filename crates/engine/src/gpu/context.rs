@@ -11,6 +11,7 @@ use super::error::GpuError;
 use super::pipeline::PipelineCache;
 use super::recorder::UniformArena;
 use super::residency::Residency;
+use super::tuning::{AdapterClass, Tuning};
 use super::weight_store::{WeightStore, WEIGHT_STORE_ENV};
 
 /// What the adapter is, as reported to users (`wick info`, `engine.info()`).
@@ -21,16 +22,6 @@ pub struct AdapterSummary {
     pub device_type: String,
     pub driver: String,
     pub driver_info: String,
-    /// A CPU implementation (lavapipe, SwiftShader, WARP): correct but slow.
-    pub is_software: bool,
-}
-
-impl AdapterSummary {
-    /// Mesa's lavapipe, whose shader compiler (llvmpipe) some kernel forms
-    /// are tuned for: it names its adapter "llvmpipe (LLVM ...)".
-    pub fn is_llvmpipe(&self) -> bool {
-        self.is_software && self.name.starts_with("llvmpipe")
-    }
 }
 
 /// Optional features wick can use, as granted by the device.
@@ -106,6 +97,8 @@ pub struct GpuContext {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
+    /// What the kernels do on this adapter (`tuning.rs`).
+    pub tuning: Tuning,
     pub features: GpuFeatures,
     pub limits: wgpu::Limits,
     /// Where weight matrices live (`weight_store.rs`).
@@ -173,7 +166,6 @@ impl GpuContext {
             device_type: format!("{:?}", info.device_type),
             driver: info.driver.clone(),
             driver_info: info.driver_info.clone(),
-            is_software: info.device_type == wgpu::DeviceType::Cpu,
         };
         let offered = adapter.features();
         let wanted =
@@ -206,10 +198,14 @@ impl GpuContext {
             packed_dot4,
         };
         let limits = device.limits();
+        let tuning = Tuning::for_class(AdapterClass::of(&info), features.subgroups);
         let weight_store = match (store, std::env::var(WEIGHT_STORE_ENV)) {
             (Some(store), _) => store,
             (None, Ok(name)) if !cfg!(target_arch = "wasm32") => WeightStore::parse(&name)?,
-            _ => WeightStore::default_for(summary.is_llvmpipe(), limits.max_texture_dimension_2d),
+            _ => WeightStore::default_for(
+                tuning.weights_in_textures,
+                limits.max_texture_dimension_2d,
+            ),
         };
         if weight_store == WeightStore::Textures
             && limits.max_texture_dimension_2d < super::weight_store::TEXTURE_WIDTH
@@ -238,6 +234,7 @@ impl GpuContext {
             device,
             queue,
             adapter: summary,
+            tuning,
             features,
             limits,
             weight_store,

@@ -11,6 +11,7 @@ pub mod profile;
 pub mod readback;
 pub mod recorder;
 pub mod residency;
+pub mod tuning;
 pub mod weight_store;
 
 pub use buffer::{BufferRef, GpuBuffer};
@@ -20,4 +21,5 @@ pub use pipeline::{workgroups_for, Access, KernelSpec, OwnedSpec, VariantKey};
 pub use readback::Readback;
 pub use recorder::{Recorder, Submitted};
 pub use residency::LiveMemory;
+pub use tuning::{AdapterClass, Tuning};
 pub use weight_store::WeightStore;

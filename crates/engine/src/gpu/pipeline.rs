@@ -138,28 +138,31 @@ impl PipelineCache {
         ctx: &GpuContext,
         key: &VariantKey,
         make: impl FnOnce() -> OwnedSpec,
+        params_wgsl: &str,
     ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
         if let Some(p) = self.variants.lock().unwrap().get(key) {
             return (p.clone(), None);
         }
         let owned = make();
-        let (pipeline, check) = self.get_or_create(ctx, &owned.spec());
+        let (pipeline, check) = self.get_or_create(ctx, &owned.spec(), params_wgsl);
         self.variants.lock().unwrap().insert(*key, pipeline.clone());
         (pipeline, check)
     }
 
-    /// Returns the cached pipeline for `spec`, creating it if needed; a new
+    /// Returns the cached pipeline for `spec`, creating it if needed (its
+    /// WGSL led by `params_wgsl`, the dispatch's `KernelParams::WGSL`); a new
     /// pipeline comes with the future of its compile/validation errors.
     pub(crate) fn get_or_create(
         &self,
         ctx: &GpuContext,
         spec: &KernelSpec,
+        params_wgsl: &str,
     ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
         if let Some(p) = self.pipelines.lock().unwrap().get(spec.name) {
             return (p.clone(), None);
         }
         let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let created = Arc::new(create_pipeline(ctx, spec));
+        let created = Arc::new(create_pipeline(ctx, spec, params_wgsl));
         let check: CompileCheck = Box::pin(scope.pop());
         GpuCounters::add(&ctx.counters.pipelines_created, 1);
         self.pipelines
@@ -170,20 +173,23 @@ impl PipelineCache {
     }
 }
 
-/// The WGSL text of a spec: sources joined, defines substituted.
-pub fn kernel_source(spec: &KernelSpec) -> String {
-    let mut text = spec.sources.join("\n");
+/// The WGSL text of a spec: its parameter block's struct (`params_wgsl`,
+/// from `KernelParams::WGSL`), then the sources joined, defines substituted.
+pub fn kernel_source(params_wgsl: &str, spec: &KernelSpec) -> String {
+    let mut text = String::from(params_wgsl);
+    text.push('\n');
+    text.push_str(&spec.sources.join("\n"));
     for (name, value) in spec.defines {
         text = text.replace(&format!("{{{{{name}}}}}"), value.as_ref());
     }
     text
 }
 
-fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec) -> CachedPipeline {
+fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec, params_wgsl: &str) -> CachedPipeline {
     create_from_source(
         ctx,
         spec.name,
-        &kernel_source(spec),
+        &kernel_source(params_wgsl, spec),
         spec.entry,
         spec.storage,
     )

@@ -32,11 +32,11 @@ pub(crate) struct PendingPipeline {
 }
 
 impl PendingPipeline {
-    fn of(spec: &KernelSpec, key: Option<VariantKey>) -> PendingPipeline {
+    fn of(spec: &KernelSpec, key: Option<VariantKey>, params_wgsl: &str) -> PendingPipeline {
         PendingPipeline {
             name: spec.name.to_string(),
             key,
-            source: kernel_source(spec),
+            source: kernel_source(params_wgsl, spec),
             entry: spec.entry.to_string(),
             storage: spec.storage.to_vec(),
         }
@@ -49,14 +49,24 @@ pub(crate) struct PendingSet {
     list: Vec<PendingPipeline>,
     names: HashSet<String>,
     keys: HashSet<VariantKey>,
+    /// Notes pipelines the cache holds too (`Pipeline::kernel_sources`).
+    with_cached: bool,
 }
 
 impl PendingSet {
+    /// A set that notes the pipelines the cache holds too.
+    pub(crate) fn with_cached() -> PendingSet {
+        PendingSet {
+            with_cached: true,
+            ..PendingSet::default()
+        }
+    }
+
     /// `spec`, unless it is cached or already pending.
-    pub(crate) fn add_spec(&mut self, cache: &PipelineCache, spec: &KernelSpec) {
-        if !cache.contains(spec.name) && !self.names.contains(spec.name) {
+    pub(crate) fn add_spec(&mut self, cache: &PipelineCache, spec: &KernelSpec, params_wgsl: &str) {
+        if (self.with_cached || !cache.contains(spec.name)) && !self.names.contains(spec.name) {
             self.names.insert(spec.name.to_string());
-            self.list.push(PendingPipeline::of(spec, None));
+            self.list.push(PendingPipeline::of(spec, None, params_wgsl));
         }
     }
 
@@ -67,8 +77,9 @@ impl PendingSet {
         cache: &PipelineCache,
         key: &VariantKey,
         make: impl FnOnce() -> OwnedSpec,
+        params_wgsl: &str,
     ) {
-        if cache.contains_variant(key) || !self.keys.insert(*key) {
+        if (!self.with_cached && cache.contains_variant(key)) || !self.keys.insert(*key) {
             return;
         }
         let owned = make();
@@ -79,7 +90,8 @@ impl PendingSet {
             return;
         }
         self.names.insert(spec.name.to_string());
-        self.list.push(PendingPipeline::of(&spec, Some(*key)));
+        self.list
+            .push(PendingPipeline::of(&spec, Some(*key), params_wgsl));
     }
 
     #[cfg(test)]
@@ -90,6 +102,11 @@ impl PendingSet {
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) fn into_list(self) -> Vec<PendingPipeline> {
         self.list
+    }
+
+    /// Each pending pipeline's name and WGSL.
+    pub(crate) fn into_sources(self) -> Vec<(String, String)> {
+        self.list.into_iter().map(|p| (p.name, p.source)).collect()
     }
 }
 
@@ -155,7 +172,16 @@ mod tests {
 
     use super::*;
     use crate::gpu::{Access, Recorder};
+    use crate::kernels::params::{kernel_params, KernelParams};
     use crate::testutil::ctx;
+
+    kernel_params! {
+        /// The test kernel's block, which its WGSL does not read.
+        struct Unused {
+            unused: u32,
+        }
+    }
+    const NONE: Unused = Unused { unused: 0 };
 
     const STORE: &str = "@group(0) @binding(1) var<storage, read_write> o: array<f32>;
 @compute @workgroup_size(1) fn main() { o[0] = {{V}}; }";
@@ -195,16 +221,16 @@ mod tests {
         let out = ctx.create_storage("batch test out", 4).unwrap();
         let mut rec = Recorder::collect_pipelines(ctx);
         for s in [spec("batch test one", &one), spec("batch test two", &two)] {
-            rec.dispatch(&s, &0u32, &[&out], [1, 1, 1]);
+            rec.dispatch(&s, &NONE, &[&out], [1, 1, 1]);
         }
-        rec.dispatch(&spec("batch test one", &one), &0u32, &[&out], [1, 1, 1]);
-        rec.dispatch_variant(&key, make, &0u32, &[&out], [1, 1, 1]);
-        rec.dispatch_variant(&key, make, &0u32, &[&out], [1, 1, 1]);
+        rec.dispatch(&spec("batch test one", &one), &NONE, &[&out], [1, 1, 1]);
+        rec.dispatch_variant(&key, make, &NONE, &[&out], [1, 1, 1]);
+        rec.dispatch_variant(&key, make, &NONE, &[&out], [1, 1, 1]);
         // An empty dispatch runs nothing and needs no pipeline.
-        rec.dispatch(&spec("batch test empty", &two), &0u32, &[&out], [0, 1, 1]);
+        rec.dispatch(&spec("batch test empty", &two), &NONE, &[&out], [0, 1, 1]);
         let mut pending = rec.into_pending();
         assert_eq!(pending.len(), 3);
-        pending.add_spec(&ctx.pipelines, &spec("batch test bad", &bad));
+        pending.add_spec(&ctx.pipelines, &spec("batch test bad", &bad), Unused::WGSL);
         assert_eq!(pending.len(), 4);
         let err = create_all(ctx, pending.into_list(), 3).unwrap_err();
         assert!(
@@ -219,12 +245,12 @@ mod tests {
         assert!(ctx.pipelines.contains_variant(&key));
         // Cached now: a second collection notes nothing.
         let mut again = PendingSet::default();
-        again.add_spec(&ctx.pipelines, &spec("batch test two", &two));
-        again.add_variant(&ctx.pipelines, &key, make);
+        again.add_spec(&ctx.pipelines, &spec("batch test two", &two), Unused::WGSL);
+        again.add_variant(&ctx.pipelines, &key, make, Unused::WGSL);
         assert_eq!(again.len(), 0);
         let mut rec = Recorder::new(ctx);
-        rec.dispatch(&spec("batch test one", &one), &0u32, &[&out], [1, 1, 1]);
-        rec.dispatch_variant(&key, make, &0u32, &[&out], [1, 1, 1]);
+        rec.dispatch(&spec("batch test one", &one), &NONE, &[&out], [1, 1, 1]);
+        rec.dispatch_variant(&key, make, &NONE, &[&out], [1, 1, 1]);
         pollster::block_on(rec.submit()).unwrap();
         let got = pollster::block_on(ctx.read_f32(&out, 0, 1)).unwrap();
         assert_eq!(got, [7.0]);

@@ -23,6 +23,7 @@ use super::pipeline::{
 use super::pipeline_batch::PendingSet;
 use super::profile::StepTimer;
 use super::residency::{Residency, Tracked};
+use crate::kernels::params::KernelParams;
 
 /// The per-step parameter storage: a uniform buffer of fixed slots and its CPU
 /// mirror. One exists per context; a recorder holds it while it records.
@@ -145,6 +146,15 @@ impl<'c> Recorder<'c> {
 
     /// What a `collect_pipelines` recorder noted (empty for any other).
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    /// As `collect_pipelines`, noting the pipelines the context has
+    /// already created too.
+    pub(crate) fn collect_all_pipelines(ctx: &'c GpuContext) -> Recorder<'c> {
+        Recorder {
+            collecting: Some(PendingSet::with_cached()),
+            ..Recorder::compile_only(ctx)
+        }
+    }
+
     pub(crate) fn into_pending(mut self) -> PendingSet {
         self.collecting.take().unwrap_or_default()
     }
@@ -159,9 +169,9 @@ impl<'c> Recorder<'c> {
     }
 
     /// Records one dispatch of `spec` with parameter block `params` (at most
-    /// 256 bytes, laid out as the kernel's WGSL `Params` struct) and storage
-    /// buffers bound at 1.. in order.
-    pub fn dispatch<P: bytemuck::Pod>(
+    /// 256 bytes; its `KernelParams::WGSL` is the kernel's `Params` struct)
+    /// and storage buffers bound at 1.. in order.
+    pub fn dispatch<P: KernelParams>(
         &mut self,
         spec: &KernelSpec,
         params: &P,
@@ -178,18 +188,18 @@ impl<'c> Recorder<'c> {
         if let Some(pending) = &mut self.collecting {
             // As dispatch_with: an empty dispatch needs no pipeline.
             if !workgroups.contains(&0) {
-                pending.add_spec(&ctx.pipelines, spec);
+                pending.add_spec(&ctx.pipelines, spec, P::WGSL);
             }
             return;
         }
         self.dispatch_with(params, buffers, workgroups, None, spec.name, || {
-            ctx.pipelines.get_or_create(ctx, spec)
+            ctx.pipelines.get_or_create(ctx, spec, P::WGSL)
         });
     }
 
     /// As `dispatch`, for a generated variant: `make` builds its spec only
     /// the first time `key` is seen, so the steady state allocates nothing.
-    pub fn dispatch_variant<P: bytemuck::Pod>(
+    pub fn dispatch_variant<P: KernelParams>(
         &mut self,
         key: &VariantKey,
         make: impl FnOnce() -> OwnedSpec,
@@ -204,7 +214,7 @@ impl<'c> Recorder<'c> {
     /// binding `window_offset` bytes into its buffer (a multiple of the
     /// adapter's `min_uniform_buffer_offset_alignment`, the window inside
     /// the buffer: `uniform_window` gives its size).
-    pub fn dispatch_variant_windowed<P: bytemuck::Pod>(
+    pub fn dispatch_variant_windowed<P: KernelParams>(
         &mut self,
         key: &VariantKey,
         make: impl FnOnce() -> OwnedSpec,
@@ -216,7 +226,7 @@ impl<'c> Recorder<'c> {
         let ctx = self.ctx;
         if let Some(pending) = &mut self.collecting {
             if !workgroups.contains(&0) {
-                pending.add_variant(&ctx.pipelines, key, make);
+                pending.add_variant(&ctx.pipelines, key, make, P::WGSL);
             }
             return;
         }
@@ -226,7 +236,7 @@ impl<'c> Recorder<'c> {
             workgroups,
             window_offset,
             key.family,
-            || ctx.pipelines.get_variant(ctx, key, make),
+            || ctx.pipelines.get_variant(ctx, key, make, P::WGSL),
         );
     }
 

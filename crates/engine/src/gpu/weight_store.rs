@@ -56,11 +56,11 @@ fn w_vec4(i: u32) -> vec4<u32> {
 ";
 
 impl WeightStore {
-    /// The default for an adapter: textures on llvmpipe natively (see the
-    /// module's doc), where its largest texture holds a full row; buffers
-    /// elsewhere.
-    pub(crate) fn default_for(is_llvmpipe: bool, max_texture_side: u32) -> WeightStore {
-        if is_llvmpipe && !cfg!(target_arch = "wasm32") && max_texture_side >= TEXTURE_WIDTH {
+    /// The default: textures where the tuning asks for them (llvmpipe, see
+    /// the module's doc), natively, and the largest texture holds a full
+    /// row; buffers elsewhere.
+    pub(crate) fn default_for(textures: bool, max_texture_side: u32) -> WeightStore {
+        if textures && !cfg!(target_arch = "wasm32") && max_texture_side >= TEXTURE_WIDTH {
             WeightStore::Textures
         } else {
             WeightStore::Buffers

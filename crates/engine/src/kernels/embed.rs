@@ -6,28 +6,42 @@
 //! by the last part): a bad token id must not read out of bounds, and zeros
 //! are the least surprising value to carry on with.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use super::check_elems;
 use super::weights::{QuantMatrix, QUANT_WGSL, UNIT};
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    m: u32,
-    k: u32,
-    row_bytes: u32,
-    first_row: u32,
-    rows: u32,
-    zero_beyond: u32,
-    ids_offset: u32,
-    out_offset: u32,
-    units: u32,
-    scale: f32,
-    blocks: u32,
-    aux_base: u32,
-    d16_base: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// token rows
+        m: u32,
+        /// row length (embedding width)
+        k: u32,
+        /// bytes of one stored row
+        row_bytes: u32,
+        /// first table row held by this part
+        first_row: u32,
+        /// table rows held by this part
+        rows: u32,
+        /// 1: ids >= first_row + rows get zero rows (last part)
+        zero_beyond: u32,
+        /// element of ids for token 0
+        ids_offset: u32,
+        /// element of out for token 0
+        out_offset: u32,
+        /// ceil(k / 16)
+        units: u32,
+        /// 1, or e.g. sqrt(d) for Gemma
+        scale: f32,
+        /// The part's layout (quant.wgsl).
+        /// blocks per row
+        blocks: u32,
+        /// word where the aux region starts
+        aux_base: u32,
+        /// word where the d16 region starts
+        d16_base: u32,
+    }
 }
 
 const EMBED_WGSL: &str = include_str!("../../../../shaders/embed.wgsl");

@@ -23,10 +23,12 @@ pub mod attention;
 pub mod bench;
 pub mod elementwise;
 pub mod embed;
+
 pub mod encoder;
 pub mod matmul;
 pub mod moe;
 pub mod norm;
+pub mod params;
 pub mod rope;
 pub mod sample;
 pub mod weights;

@@ -18,7 +18,9 @@ use crate::kernels::attention::{attention, AttentionArgs};
 use crate::kernels::elementwise::activation::gated_act;
 use crate::kernels::elementwise::add::add_in_place;
 use crate::kernels::embed::embed;
-use crate::kernels::matmul::linear::{linear, Epilogue, Linear, LinearScratch};
+use crate::kernels::matmul::linear::{
+    linear, norm_before_projection, Epilogue, Linear, LinearScratch,
+};
 use crate::kernels::norm::rms::{rms_norm, rms_norm_add};
 use crate::kernels::norm::rms_q8::{rms_norm_q8, Q8Rows};
 use crate::kernels::rope::kv::{rope_kv, RopeKv, Rotary};
@@ -303,14 +305,11 @@ impl Decoder {
         }
     }
 
-    /// On software adapters (lavapipe, SwiftShader) a decode step's norm
-    /// before a wide projection goes into its own dispatch (into `act.h`):
-    /// their kernels dominate a step, and the matrix-vector kernel with the
-    /// norm folded in ran gate/up and the output head 15-30 % slower than one
-    /// without, more than the extra dispatch costs there. With 8-bit input
-    /// (`act.q8_input`) the norm also writes the row in 8-bit blocks, which
-    /// the projections read instead. GPUs keep the fused form. For one row
-    /// (`row` of the step) of a one-row projection.
+    /// The input of a one-row projection after a norm (`row` of the
+    /// step): with 8-bit input (`act.q8_input`) the norm writes the row in
+    /// 8-bit blocks into `act.h`, which the projections read instead;
+    /// otherwise the norm is folded into the projection or run ahead into
+    /// `act.h`, as the adapter's tuning says (`norm_before_projection`).
     fn norm_ahead<'a>(
         &self,
         rec: &mut Recorder,
@@ -335,11 +334,8 @@ impl Decoder {
                 norm: None,
             });
         }
-        if rec.ctx().adapter.is_software {
-            rms_norm(rec, &a.x, row * d, weight, &a.h, 0, 1, d, eps)?;
-            return Ok(Input::fused(&a.h, None));
-        }
-        Ok(Input::fused(&a.x, norm).at(row * d))
+        let (x, x_offset, norm) = norm_before_projection(rec, &a.x, row * d, weight, eps, &a.h, d)?;
+        Ok(Input::fused(x, norm).at(x_offset))
     }
 
     /// One fused projection of this step's rows; `out` is (buffer, first

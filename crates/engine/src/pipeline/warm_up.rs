@@ -49,6 +49,24 @@ impl Pipeline {
         Ok(())
     }
 
+    /// The name and WGSL of every kernel variant `warm_up` prepares for
+    /// this model on its context's adapter, each once: what the engine asks
+    /// the adapter to compile (a test validates them all with naga, on
+    /// every adapter class).
+    pub fn kernel_sources(&self) -> Result<Vec<(String, String)>, WickError> {
+        let mut collect = Recorder::collect_all_pipelines(&self.ctx);
+        self.record_warm_up_steps(&mut collect)?;
+        let store = self.ctx.weight_store;
+        let sources = collect.into_pending().into_sources();
+        Ok(sources
+            .into_iter()
+            .map(|(name, source)| {
+                let source = store.declare(&source).to_string();
+                (name, source)
+            })
+            .collect())
+    }
+
     /// Every step shape `warm_up` prepares, recorded into `rec`.
     fn record_warm_up_steps(&self, rec: &mut Recorder) -> Result<(), WickError> {
         // A step longer than the context would not fit the KV cache.

@@ -8,7 +8,7 @@
 //! transformers' bidirectional Gemma 3 masks them) are options of the same
 //! kernel. See shaders/attention_bidir.wgsl.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
@@ -44,22 +44,32 @@ pub struct BidirArgs {
 /// Largest head the kernel keeps in registers (EmbeddingGemma's 256).
 pub const MAX_HEAD_DIM: usize = 256;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    seqs: u32,
-    seq_len: u32,
-    heads: u32,
-    head_dim: u32,
-    row_stride: u32,
-    q_col: u32,
-    k_col: u32,
-    v_col: u32,
-    out_offset: u32,
-    scale: f32,
-    kv_heads: u32,
-    /// 0: no window.
-    window: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// sequences in the batch
+        seqs: u32,
+        /// padded length of each
+        seq_len: u32,
+        heads: u32,
+        /// HD4 * 4
+        head_dim: u32,
+        /// elements between consecutive tokens' rows of qkv
+        row_stride: u32,
+        /// first column of q in a row (multiple of 4)
+        q_col: u32,
+        /// of k (multiple of 4)
+        k_col: u32,
+        /// of v (multiple of 4)
+        v_col: u32,
+        /// first element of out
+        out_offset: u32,
+        /// multiplies q.k, usually 1 / sqrt(head_dim)
+        scale: f32,
+        /// divides heads
+        kv_heads: u32,
+        /// 0: no window.
+        window: u32,
+    }
 }
 
 const K: &str = "attention_bidir";

@@ -12,9 +12,8 @@
 //! Slots at positions not yet written hold whatever was there (zeros, or
 //! garbage after a reset); attention never reads past the query's position.
 
+use crate::kernels::params::kernel_params;
 use std::borrow::Cow;
-
-use bytemuck::{Pod, Zeroable};
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -108,15 +107,19 @@ impl KvLayout {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    n: u32,
-    src_offset: u32,
-    layer_offset: u32,
-    pos0: u32,
-    row_elems: u32,
-    _pad: [u32; 3],
+kernel_params! {
+    pub(crate) struct Params {
+        /// rows * row_elems elements (f32) or words (f16) to write
+        n: u32,
+        /// first element of src
+        src_offset: u32,
+        /// first element of this layer's slice of the cache
+        layer_offset: u32,
+        /// absolute position of the first row
+        pos0: u32,
+        /// kv_heads * head_dim
+        row_elems: u32,
+    }
 }
 
 const SOURCES: &[&str] = &[include_str!("../../../../../shaders/kv_write.wgsl")];
@@ -206,7 +209,6 @@ pub fn kv_write(
         layer_offset: cache_layer_offset as u32,
         pos0,
         row_elems: row_elems as u32,
-        _pad: [0; 3],
     };
     let spec = if f16 { &SPEC_F16 } else { &SPEC_F32 };
     rec.dispatch(spec, &params, &[src, cache], workgroups_for(n as u32, 256));

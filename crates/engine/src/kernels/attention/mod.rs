@@ -25,10 +25,10 @@
 pub mod bidir;
 pub mod kv;
 
+use crate::kernels::params::kernel_params;
 use std::borrow::Cow;
 
-use bytemuck::{Pod, Zeroable};
-
+use crate::gpu::tuning::SplitTarget;
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 use crate::kernels::attention::kv::KvDtype;
 use crate::kernels::check_elems;
@@ -58,25 +58,37 @@ pub struct AttentionArgs {
     pub kv_dtype: KvDtype,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    pos0: u32,
-    q_heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    group: u32,
-    window: u32,
-    use_softcap: u32,
-    scale: f32,
-    softcap: f32,
-    q_offset: u32,
-    kv_offset: u32,
-    out_offset: u32,
-    span: u32,
-    splits: u32,
-    _pad: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// query rows (dispatch y)
+        rows: u32,
+        /// absolute position of row 0
+        pos0: u32,
+        /// query heads (dispatch x)
+        q_heads: u32,
+        kv_heads: u32,
+        /// multiple of 4, <= 4 * WG
+        head_dim: u32,
+        /// q_heads / kv_heads: head h reads kv head h / group
+        group: u32,
+        /// sliding window in positions; 0 = none
+        window: u32,
+        /// 1: s = softcap * tanh(s / softcap)
+        use_softcap: u32,
+        /// multiplies q.k (before the softcap)
+        scale: f32,
+        softcap: f32,
+        /// first element of q
+        q_offset: u32,
+        /// first element of this layer's slice of k_cache / v_cache; multiple of 4
+        kv_offset: u32,
+        /// first element of out
+        out_offset: u32,
+        /// split form: keys per split (attention_split.wgsl)
+        span: u32,
+        /// split form: splits per row; 1 = write out directly
+        splits: u32,
+    }
 }
 
 /// Invocations per workgroup in the shader (`WG`).
@@ -167,30 +179,15 @@ pub(crate) enum AttentionForm {
 pub const SPLIT_SPAN: usize = 256;
 /// Most query heads one split workgroup serves (`HG`).
 const SPLIT_HEADS: usize = 4;
-/// How an adapter class cuts the split form: into about `workgroups`
-/// workgroups, none given fewer than `min_span` keys when there are more
-/// (below it the merge costs more than the parallelism brings).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SplitTarget {
-    pub workgroups: usize,
-    pub min_span: usize,
-}
 /// Most splits of a row; rows that see more than `SPLIT_SPAN * MAX_SPLITS`
 /// keys take the workgroup form. Bounds the scratch a decode step needs.
 pub const MAX_SPLITS: usize = 256;
-/// The split form's cut on CPU adapters: about two workgroups per thread of
-/// a many-core host, and whole spans, so that a context of up to 256 keys
-/// takes one split and no merge: there a dispatch costs tens of
-/// microseconds whatever it does, more than a short context's attention.
-const SPLIT_TARGET_SOFTWARE: SplitTarget = SplitTarget {
-    workgroups: 16,
-    min_span: SPLIT_SPAN,
-};
-/// On GPUs: enough workgroups to fill a large one's compute units twice.
-const SPLIT_TARGET_GPU: SplitTarget = SplitTarget {
-    workgroups: 256,
-    min_span: 32,
-};
+/// The split form's cuts on CPU adapters and on GPUs (`Tuning::attention_split`).
+#[cfg(test)]
+pub(crate) fn split_targets() -> [SplitTarget; 2] {
+    use crate::gpu::{AdapterClass, Tuning};
+    [AdapterClass::OtherCpu, AdapterClass::Gpu].map(|c| Tuning::for_class(c, false).attention_split)
+}
 
 /// How the split form cuts a call: `splits` spans of `span` keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,15 +288,12 @@ pub fn attention(
     split_scratch: &GpuBuffer,
     args: &AttentionArgs,
 ) -> Result<(), GpuError> {
-    let software = rec.ctx().adapter.is_software;
+    let tuning = rec.ctx().tuning;
     let longest_row = args.pos0 as usize + args.rows;
-    let target = match software {
-        true => SPLIT_TARGET_SOFTWARE,
-        false => SPLIT_TARGET_GPU,
-    };
+    let target = tuning.attention_split;
     let form = if args.rows == 1 && split_plan(args, target).is_some() {
         AttentionForm::Split { target }
-    } else if software && args.rows > 1 && longest_row <= LANES_MAX_KEYS {
+    } else if tuning.attention_lanes && args.rows > 1 && longest_row <= LANES_MAX_KEYS {
         AttentionForm::Lanes
     } else {
         AttentionForm::Workgroups
@@ -368,7 +362,6 @@ pub(crate) fn attention_form(
         out_offset: out_offset as u32,
         span: 0,
         splits: 0,
-        _pad: 0,
     };
     let buffers = [q, k_cache, v_cache, out];
     let dtype = a.kv_dtype;

@@ -117,10 +117,10 @@ fn run(a: &AttentionArgs, q: &[f32], k_rows: &[f32], v_rows: &[f32]) -> (Vec<f32
         AttentionForm::Workgroups,
         AttentionForm::Lanes,
         AttentionForm::Split {
-            target: SPLIT_TARGET_SOFTWARE,
+            target: split_targets()[0],
         },
         AttentionForm::Split {
-            target: SPLIT_TARGET_GPU,
+            target: split_targets()[1],
         },
     ];
     let mut results = Vec::new();
@@ -415,7 +415,7 @@ fn rejects_bad_shapes() {
     assert_eq!(rec.dispatches(), 0);
     // The split form names a scratch too small for its partials.
     let split = AttentionForm::Split {
-        target: SPLIT_TARGET_GPU,
+        target: split_targets()[1],
     };
     let long = AttentionArgs {
         rows: 1,
@@ -464,7 +464,7 @@ fn split_plans_cover_every_visible_key() {
     // row), spans stay within the shader's bound, and rows beyond the most
     // keys the splits hold are refused.
     for keys in [1usize, 2, 31, 32, 33, 255, 256, 257, 4096, 65536] {
-        for target in [SPLIT_TARGET_SOFTWARE, SPLIT_TARGET_GPU] {
+        for target in split_targets() {
             for (qh, kvh) in [(9, 3), (14, 2), (32, 8), (4, 1)] {
                 let a = args(qh, kvh, 64, 1, keys as u32 - 1, keys);
                 let plan = split_plan(&a, target).unwrap();
@@ -478,5 +478,12 @@ fn split_plans_cover_every_visible_key() {
         }
     }
     let too_long = args(4, 1, 64, 1, (SPLIT_SPAN * MAX_SPLITS) as u32, 70000);
-    assert_eq!(split_plan(&too_long, SPLIT_TARGET_GPU), None);
+    assert_eq!(split_plan(&too_long, split_targets()[1]), None);
+}
+
+/// The CPU adapters' split takes whole spans (`Tuning::attention_split`
+/// writes the span out).
+#[test]
+fn cpu_splits_take_whole_spans() {
+    assert_eq!(split_targets()[0].min_span, SPLIT_SPAN);
 }

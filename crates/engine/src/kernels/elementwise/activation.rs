@@ -5,7 +5,7 @@
 //! usual use), over up, or all three in one scratch buffer. The output's
 //! buffer is then bound once, read_write (see shaders/activation.wgsl for why).
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -22,13 +22,17 @@ pub enum Activation {
     GeluTanh,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    n: u32,
-    gate_offset: u32,
-    up_offset: u32,
-    out_offset: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// elements
+        n: u32,
+        /// first element of gate
+        gate_offset: u32,
+        /// first element of up
+        up_offset: u32,
+        /// first element of out
+        out_offset: u32,
+    }
 }
 
 const SOURCES: &[&str] = &[

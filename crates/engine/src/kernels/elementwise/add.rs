@@ -3,18 +3,22 @@
 //! In place because that is how a decoder uses it (the residual stream absorbs
 //! each block's output), and it saves binding a third buffer.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder};
 use crate::kernels::check_elems;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    n: u32,
-    a_offset: u32,
-    b_offset: u32,
-    out_offset: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// elements to add
+        n: u32,
+        /// first element of a
+        a_offset: u32,
+        /// first element of b
+        b_offset: u32,
+        /// first element of out
+        out_offset: u32,
+    }
 }
 
 const SPEC: KernelSpec = KernelSpec {

@@ -1,19 +1,21 @@
 //! Bias add over rows, in place: `x[r, c] += bias[c]` (Qwen2's q/k/v biases).
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
 use crate::kernels::check_elems;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    cols: u32,
-    x_offset: u32,
-    _pad: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// rows of x
+        rows: u32,
+        /// elements per row, and of bias
+        cols: u32,
+        /// first element of x
+        x_offset: u32,
+    }
 }
 
 const SPEC: KernelSpec = KernelSpec {
@@ -47,7 +49,6 @@ pub fn add_bias(
         rows: rows as u32,
         cols: cols as u32,
         x_offset: x_offset as u32,
-        _pad: 0,
     };
     rec.dispatch(
         &SPEC,

@@ -2,19 +2,20 @@
 //! (BERT's `hidden_act: "gelu"`, PyTorch's default `nn.GELU()`). See
 //! shaders/gelu.wgsl for the erf it computes.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
 use crate::kernels::check_elems;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    n: u32,
-    x_offset: u32,
-    _pad: [u32; 2],
+kernel_params! {
+    pub(crate) struct Params {
+        /// elements
+        n: u32,
+        /// first element of x
+        x_offset: u32,
+    }
 }
 
 const SPEC: KernelSpec = KernelSpec {
@@ -39,7 +40,6 @@ pub fn gelu_erf(
     let params = Params {
         n: n as u32,
         x_offset: x_offset as u32,
-        _pad: [0; 2],
     };
     rec.dispatch(&SPEC, &params, &[x], workgroups_for(n as u32, 256));
     Ok(())

@@ -2,22 +2,26 @@
 //! token type, summed (the LayerNorm after it is `layer_norm`). See
 //! shaders/encoder_embed.wgsl.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
 use crate::kernels::check_elems;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    tokens: u32,
-    seq_len: u32,
-    dim: u32,
-    vocab: u32,
-    type_row: u32,
-    _pad: [u32; 3],
+kernel_params! {
+    pub(crate) struct Params {
+        /// seqs * seq_len
+        tokens: u32,
+        /// position i = t % seq_len
+        seq_len: u32,
+        /// elements per row
+        dim: u32,
+        /// rows of word; ids past it read row 0 (the CPU checks them first)
+        vocab: u32,
+        /// row of token_type
+        type_row: u32,
+    }
 }
 
 const K: &str = "encoder_embed";
@@ -94,7 +98,6 @@ pub fn encoder_embed(
         dim: t.dim as u32,
         vocab: t.vocab as u32,
         type_row: type_row as u32,
-        _pad: [0; 3],
     };
     rec.dispatch(
         &SPEC,

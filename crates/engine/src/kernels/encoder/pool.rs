@@ -2,7 +2,7 @@
 //! the mean of its unpadded rows, its first row (CLS) or its last unpadded
 //! row (sentence-transformers' `Pooling` modes). See shaders/pool.wgsl.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -19,13 +19,15 @@ pub enum PoolMode {
     Last = 2,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    seqs: u32,
-    seq_len: u32,
-    dim: u32,
-    mode: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        seqs: u32,
+        /// padded length: sequence s is rows s * seq_len ..
+        seq_len: u32,
+        dim: u32,
+        /// 0 mean, 1 first token, 2 last token
+        mode: u32,
+    }
 }
 
 const K: &str = "pool";

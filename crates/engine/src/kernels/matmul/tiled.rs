@@ -10,7 +10,7 @@
 //! the kernel, and all record one dispatch per matrix part. Their sources
 //! and shapes live in `matmul_variants`.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
 use crate::kernels::check_elems;
@@ -20,8 +20,8 @@ pub(crate) use crate::kernels::matmul::tile_shape::{
 pub use crate::kernels::matmul::tile_shape::{RowForm, TileShape};
 pub use crate::kernels::matmul::variants::vec_core_step;
 pub(crate) use crate::kernels::matmul::variants::{
-    gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Operand, Variant,
-    COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
+    quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Operand, Variant, COMMON_WGSL,
+    GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
 };
 pub use crate::kernels::matmul::vec_shape::{Reduce, VecShape, VEC_WORKGROUP};
 use crate::kernels::weights::{MatrixPart, QuantMatrix, UNIT};
@@ -29,28 +29,50 @@ use crate::kernels::weights::{MatrixPart, QuantMatrix, UNIT};
 /// Up to this many token rows go through the matrix-vector form.
 pub const GEMV_MAX_TOKENS: usize = 4;
 
-/// The parameter block of every matmul core (shaders/matmul_params.wgsl).
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(crate) struct Params {
-    m: u32,
-    k: u32,
-    rows: u32,
-    row_bytes: u32,
-    x_offset: u32,
-    out_offset: u32,
-    out_stride: u32,
-    full_units: u32,
-    units: u32,
-    pub(crate) x_div: u32,
-    pub(crate) first_expert: u32,
-    pub(crate) part_experts: u32,
-    pub(crate) eps: f32,
-    pub(crate) bias_offset: u32,
-    blocks: u32,
-    aux_base: u32,
-    d16_base: u32,
-    pub(crate) first_chunk: u32,
+kernel_params! {
+    /// The parameter block of every matmul core (shaders/matmul_params.wgsl).
+    pub(crate) struct Params {
+        /// token rows
+        m: u32,
+        /// input features: x row length, weight row elements
+        k: u32,
+        /// output features (weight rows) in this part
+        rows: u32,
+        /// bytes of one stored weight row
+        row_bytes: u32,
+        /// element of x where token row 0 starts
+        x_offset: u32,
+        /// element of out for token 0, this part's first row
+        out_offset: u32,
+        /// elements between token rows of out (the whole matrix's rows)
+        out_stride: u32,
+        /// k / 16: units with all 16 elements inside the row
+        full_units: u32,
+        /// ceil(k / 16); more than full_units only for F32/F16
+        units: u32,
+        /// Expert stacks only (moe_gemv.wgsl, moe_tiled.wgsl); 0 for a plain matrix.
+        /// slots per x row: x row = slot / x_div
+        pub(crate) x_div: u32,
+        /// first expert held by this part
+        pub(crate) first_expert: u32,
+        /// experts held by this part; `rows` is per expert
+        pub(crate) part_experts: u32,
+        /// Fused linear layers only (linear_*.wgsl); 0 otherwise.
+        /// RMSNorm epsilon of the norm prologue
+        pub(crate) eps: f32,
+        /// element of bias for this part's row 0
+        pub(crate) bias_offset: u32,
+        /// The part's layout (quant.wgsl).
+        /// blocks per row
+        blocks: u32,
+        /// word where the aux region starts
+        aux_base: u32,
+        /// word where the d16 region starts
+        d16_base: u32,
+        /// The prefill vec4 core only (matmul_tiled_vec.wgsl); 0 otherwise.
+        /// x's rows are a range of the weight rows from this chunk on (kernels::x_ranges)
+        pub(crate) first_chunk: u32,
+    }
 }
 
 impl Params {
@@ -145,18 +167,17 @@ pub fn matmul(
     out_offset: usize,
     m: usize,
 ) -> Result<(), GpuError> {
-    let software = rec.ctx().adapter.is_software;
     let subgroups = rec.ctx().features.subgroups;
     let form = if m == 1 && vec_core_fits(w, x_offset) {
         Form::Vec(VecShape::choose(
-            &rec.ctx().adapter,
+            &rec.ctx().tuning,
             subgroups,
             w.format(),
             w.cols,
             w.rows,
         ))
     } else if m <= GEMV_MAX_TOKENS {
-        Form::Gemv(gemv_rows(software, m))
+        Form::Gemv(rec.ctx().tuning.gemv_rows_for(m))
     } else {
         Form::Tiled
     };
@@ -237,7 +258,7 @@ pub(crate) fn matmul_form(
         Form::Tiled | Form::TiledAs(_) => {
             let tile = match form {
                 Form::TiledAs(tile) => tile,
-                _ => TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset),
+                _ => TileShape::choose(&rec.ctx().tuning, w.format(), w.cols, x_offset),
             };
             if !tile.fits(w, x_offset) {
                 return Err(shape_err(

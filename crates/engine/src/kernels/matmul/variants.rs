@@ -10,21 +10,6 @@ use crate::kernels::matmul::tile_shape::TileShape;
 use crate::kernels::matmul::vec_shape::{Reduce, VecShape};
 use crate::kernels::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 
-/// Output rows per GEMV workgroup. GPUs get 4: enough workgroups to fill
-/// them even for 896-row matrices, and x reused from registers 4 times.
-/// CPU adapters pay a large fixed cost per workgroup (on lavapipe probably
-/// the two barriers: workgroup-memory zeroing and the reduction): 2048 x 2048
-/// Q8_0 GEMVs ran 2-2.7x faster with 16 rows than with 2 there. The
-/// reduction's shared array (rows * tokens * 64 f32) stays within 8 KiB,
-/// half of WebGPU's default 16 KiB.
-pub(crate) fn gemv_rows(software: bool, tokens: usize) -> u32 {
-    match (software, tokens) {
-        (false, _) => 4,
-        (true, 1 | 2) => 16,
-        (true, _) => 8,
-    }
-}
-
 pub(crate) const COMMON_WGSL: &str = concat!(
     include_str!("../../../../../shaders/matmul_params.wgsl"),
     include_str!("../../../../../shaders/matmul_x_scalar.wgsl"),

@@ -3,7 +3,7 @@
 //! sums become one, and which shape each adapter class takes, by
 //! measurement.
 
-use crate::gpu::context::AdapterSummary;
+use crate::gpu::Tuning;
 use crate::kernels::weights::GpuFormat;
 
 /// How the vec4 core (matvec.wgsl) spreads a workgroup's `workgroup`
@@ -22,60 +22,7 @@ pub struct VecShape {
 /// Invocations of a vec4-core workgroup on a GPU.
 pub const VEC_WORKGROUP: u32 = 64;
 
-/// How the vec4 core turns a row's `lanes` partial sums into one, after
-/// they meet in workgroup memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reduce {
-    /// The lane that stores the row adds them one by one: CPU adapters,
-    /// whose groups are 8 lanes and whose barriers cost more than the adds.
-    Serial = 0,
-    /// A tree in workgroup memory, log2(lanes) barriers: GPUs without
-    /// subgroups (the browser, while WebGPU does not expose them there).
-    Tree = 1,
-    /// Each subgroup sums whole rows with `subgroupAdd`, one barrier: GPUs
-    /// with subgroups. Which rows a subgroup takes comes from its own ids,
-    /// so nothing assumes how invocations map to subgroups.
-    Subgroup = 2,
-}
-
-impl Reduce {
-    /// The adapter's reduction: see the variants.
-    pub fn choose(software: bool, subgroups: bool) -> Reduce {
-        match (software, subgroups) {
-            (true, _) => Reduce::Serial,
-            (false, true) => Reduce::Subgroup,
-            (false, false) => Reduce::Tree,
-        }
-    }
-
-    /// As `wick info` and the JS `info()` name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Reduce::Serial => "serial",
-            Reduce::Tree => "tree",
-            Reduce::Subgroup => "subgroup",
-        }
-    }
-
-    /// The REDUCE define of matvec.wgsl.
-    pub(crate) fn code(self) -> u32 {
-        self as u32
-    }
-}
-
-/// A CPU adapter's SIMD batch, about the vec4 core's lanes per group there
-/// (`cpu_group_lanes`; on llvmpipe, for matrices with rows to spare, its
-/// workgroup of one-lane groups: `VecShape::for_class`; None on GPUs):
-/// llvmpipe runs 8 lanes at a time (AVX2), other CPU adapters (SwiftShader)
-/// 4; in headless Chromium SmolLM2 decoded 1.9-2.3 tok/s with groups of 4
-/// lanes against 1.4-1.9 with 8 and 1.2-1.5 with 16.
-pub(crate) fn cpu_lanes(adapter: &AdapterSummary) -> Option<u32> {
-    match (adapter.is_software, adapter.is_llvmpipe()) {
-        (false, _) => None,
-        (true, true) => Some(8),
-        (true, false) => Some(4),
-    }
-}
+pub use crate::gpu::tuning::Reduce;
 
 /// Lanes of a group on a CPU adapter whose SIMD batch is `batch` lanes,
 /// for rows of `steps` steps. A batch runs its loop until its busiest lane
@@ -136,13 +83,13 @@ impl VecShape {
     /// on `adapter` (`for_class` with its CPU lanes). `subgroups`: whether
     /// the device has them.
     pub(crate) fn choose(
-        adapter: &AdapterSummary,
+        tuning: &Tuning,
         subgroups: bool,
         fmt: GpuFormat,
         k: usize,
         rows: usize,
     ) -> VecShape {
-        Self::for_class(cpu_lanes(adapter), subgroups, fmt, k, rows)
+        Self::for_class(tuning.cpu_lanes, subgroups, fmt, k, rows)
     }
 
     /// The shape for `fmt` rows of `k` elements in a matrix of `rows` rows.

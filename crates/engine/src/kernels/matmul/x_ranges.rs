@@ -5,21 +5,26 @@
 //! its columns of the weights whose rows fit a window, adding into out
 //! (kernels::matmul::linear).
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
 use crate::kernels::check_elems;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    m: u32,
-    k4: u32,
-    width4: u32,
-    x_offset4: u32,
-    n4: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// token rows
+        m: u32,
+        /// vec4s of an x row
+        k4: u32,
+        /// vec4s of a whole range's row
+        width4: u32,
+        /// vec4 of x where token row 0 starts
+        x_offset4: u32,
+        /// vec4s to copy: m * k4
+        n4: u32,
+    }
 }
 
 const SPEC: KernelSpec = KernelSpec {

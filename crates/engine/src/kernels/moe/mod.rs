@@ -17,15 +17,15 @@
 //! `combine` then sums each token's slots weighted by the router (plus a
 //! gated shared expert where the model has one).
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
 use crate::kernels::check_elems;
 use crate::kernels::matmul::tiled::{
-    check_groups, gemv_rows, tiled_rows, tiled_token_tiles, tiled_tokens, Operand,
-    Params as MatmulParams, Variant, EXPERT_TILE,
+    check_groups, tiled_rows, tiled_token_tiles, tiled_tokens, Operand, Params as MatmulParams,
+    Variant, EXPERT_TILE,
 };
 use crate::kernels::weights::ExpertStack;
 
@@ -47,14 +47,15 @@ impl Routing<'_> {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct RouterParams {
-    rows: u32,
-    n_experts: u32,
-    top_k: u32,
-    normalize: u32,
-    logits_offset: u32,
+kernel_params! {
+    pub(crate) struct RouterParams {
+        rows: u32,
+        n_experts: u32,
+        top_k: u32,
+        normalize: u32,
+        /// element of logits where token 0's row starts
+        logits_offset: u32,
+    }
 }
 
 const ROUTER: KernelSpec = KernelSpec {
@@ -127,12 +128,14 @@ fn max_tiles(slots: usize, n_experts: usize, tile: usize) -> usize {
     slots / tile + n_experts.min(slots)
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct GroupParams {
-    slots: u32,
-    tile: u32,
-    max_tiles: u32,
+kernel_params! {
+    pub(crate) struct GroupParams {
+        slots: u32,
+        /// most slots per tile
+        tile: u32,
+        /// tiles the matmul dispatch covers
+        max_tiles: u32,
+    }
 }
 
 /// Sorts the routed slots by expert into `sorted` and writes the tile list
@@ -266,7 +269,7 @@ pub fn expert_matmul(
     let (variant, storage, rows_per_group, extra, y_groups) = match form {
         ExpertForm::Indexed => {
             check_groups(K, slots as u32, || format!("{slots} slots"))?;
-            let rows_per_group = gemv_rows(rec.ctx().adapter.is_software, 1);
+            let rows_per_group = rec.ctx().tuning.gemv_rows_for(1);
             (
                 Variant::gemv(w, Operand::Experts, rows_per_group, 1),
                 EXPERT_GEMV_STORAGE,
@@ -313,12 +316,12 @@ pub struct SharedExpert<'a> {
     pub gate: &'a GpuBuffer,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct CombineParams {
-    rows: u32,
-    d: u32,
-    top_k: u32,
+kernel_params! {
+    pub(crate) struct CombineParams {
+        rows: u32,
+        d: u32,
+        top_k: u32,
+    }
 }
 
 /// `out[t, c] = sum_j weight_of[t, j] * y[t * top_k + j, c]` (+

@@ -5,7 +5,7 @@
 //! token's q heads, k head and v head lie side by side with different norm
 //! weights. See shaders/head_norm.wgsl.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -24,16 +24,18 @@ pub struct HeadNorm {
     pub eps: f32,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    heads: u32,
-    head_dim: u32,
-    row_stride: u32,
-    col: u32,
-    eps: f32,
-    _pad: [u32; 2],
+kernel_params! {
+    pub(crate) struct Params {
+        rows: u32,
+        /// normalised heads per row, contiguous from col
+        heads: u32,
+        head_dim: u32,
+        /// elements between rows
+        row_stride: u32,
+        /// first column of the first head
+        col: u32,
+        eps: f32,
+    }
 }
 
 const K: &str = "head_norm";
@@ -89,7 +91,6 @@ pub fn head_norm(
         row_stride: a.row_stride as u32,
         col: a.col as u32,
         eps: a.eps,
-        _pad: [0; 2],
     };
     let invocations = (a.rows * a.heads) as u32;
     rec.dispatch(

@@ -3,20 +3,23 @@
 //! w + b`, the variance the biased one (divided by `cols`), as PyTorch's
 //! `nn.LayerNorm`. See shaders/layer_norm.wgsl.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
 use crate::kernels::check_elems;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    cols: u32,
-    x_offset: u32,
-    eps: f32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// rows of x (dispatch x and y, see below)
+        rows: u32,
+        /// elements per row, and of w and b
+        cols: u32,
+        /// first element of x
+        x_offset: u32,
+        eps: f32,
+    }
 }
 
 const SPEC: KernelSpec = KernelSpec {

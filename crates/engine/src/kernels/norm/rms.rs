@@ -9,22 +9,28 @@
 //! In place (out in x's buffer at the same offset) is supported: x is then
 //! bound once, read_write (see shaders/rmsnorm.wgsl for why).
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
 use crate::kernels::check_elems;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    dim: u32,
-    x_offset: u32,
-    out_offset: u32,
-    lanes: u32,
-    eps: f32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// rows to normalise
+        rows: u32,
+        /// elements per row (and of weight)
+        dim: u32,
+        /// first element of x
+        x_offset: u32,
+        /// first element of out
+        out_offset: u32,
+        /// invocations per row: a power of two in 32..=256
+        lanes: u32,
+        /// added to the mean square
+        eps: f32,
+    }
 }
 
 const SOURCE: &str = include_str!("../../../../../shaders/rmsnorm.wgsl");
@@ -44,11 +50,10 @@ pub(crate) fn lanes_for(len: usize) -> u32 {
 /// barriers where 256 need 9 for one row; a 64-row prefill's norm ran about
 /// twice as fast on lavapipe so.
 fn norm_lanes(rec: &Recorder, dim: usize) -> u32 {
-    if rec.ctx().adapter.is_software {
-        32
-    } else {
-        lanes_for(dim)
-    }
+    rec.ctx()
+        .tuning
+        .norm_lanes
+        .unwrap_or_else(|| lanes_for(dim))
 }
 
 /// Whether element ranges `[a, a + n)` and `[b, b + n)` of one buffer overlap.

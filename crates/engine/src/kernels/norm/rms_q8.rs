@@ -1,7 +1,7 @@
 //! RMSNorm into f32 and into 8-bit blocks: the input of the decode
 //! projections on CPU adapters (see `Q8Rows` and shaders/rmsnorm_q8.wgsl).
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -87,15 +87,17 @@ impl std::str::FromStr for ActDtype {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    dim: u32,
-    x_offset: u32,
-    out_offset: u32,
-    eps: f32,
-    _pad: [u32; 3],
+kernel_params! {
+    pub(crate) struct Params {
+        rows: u32,
+        /// elements per row, a multiple of 32
+        dim: u32,
+        /// first element of x, a multiple of 4
+        x_offset: u32,
+        /// first element of out, a multiple of 4
+        out_offset: u32,
+        eps: f32,
+    }
 }
 
 const SOURCE: &str = include_str!("../../../../../shaders/rmsnorm_q8.wgsl");
@@ -155,7 +157,6 @@ pub fn rms_norm_q8(
         x_offset: x_offset as u32,
         out_offset: out_offset as u32,
         eps,
-        _pad: [0; 3],
     };
     let spec = KernelSpec {
         name: K,

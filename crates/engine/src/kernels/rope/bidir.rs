@@ -5,7 +5,7 @@
 //! a row stride and positions that restart per sequence, so this is a kernel
 //! of its own rather than a change to that one. See shaders/rope_bidir.wgsl.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -30,19 +30,27 @@ pub struct RopeBidir {
     pub layout: RopeLayout,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    seq_len: u32,
-    heads: u32,
-    head_dim: u32,
-    n_rot: u32,
-    row_stride: u32,
-    col: u32,
-    neox: u32,
-    log2_base_step: f32,
-    _pad: [u32; 3],
+kernel_params! {
+    pub(crate) struct Params {
+        /// tokens, padding included
+        rows: u32,
+        /// padded length of every sequence
+        seq_len: u32,
+        /// rotated heads per row
+        heads: u32,
+        /// elements per head
+        head_dim: u32,
+        /// rotated elements per head: even, <= head_dim
+        n_rot: u32,
+        /// elements between rows
+        row_stride: u32,
+        /// first rotated column of a row
+        col: u32,
+        /// 0: adjacent pairs (2i, 2i + 1), 1: half split (i, i + n_rot / 2)
+        neox: u32,
+        /// 2 * log2(base) / n_rot, computed in f64 on the CPU
+        log2_base_step: f32,
+    }
 }
 
 const K: &str = "rope_bidir";
@@ -101,7 +109,6 @@ pub fn rope_bidir(rec: &mut Recorder, a: &RopeBidir, x: &GpuBuffer) -> Result<()
         neox: (a.layout == RopeLayout::NeoX) as u32,
         // In f64 so that the only rounding is the one to f32, as `rope`.
         log2_base_step: (2.0 * (a.theta as f64).log2() / a.n_rot as f64) as f32,
-        _pad: [0; 3],
     };
     let pairs = (a.rows * a.heads * (a.n_rot / 2)) as u32;
     rec.dispatch(&SPEC, &params, &[x], workgroups_for(pairs, 256));

@@ -6,9 +6,8 @@
 //! per head, `rope`, `kv_write`; each tested against a CPU reference), which
 //! is what its test checks.
 
+use crate::kernels::params::kernel_params;
 use std::borrow::Cow;
-
-use bytemuck::{Pod, Zeroable};
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
@@ -18,27 +17,38 @@ use crate::kernels::check_elems;
 use crate::kernels::rope::RopeLayout;
 pub use crate::kernels::rope::{Rotary, Yarn};
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    q_heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    n_rot: u32,
-    pos0: u32,
-    neox: u32,
-    qkv_offset: u32,
-    q_offset: u32,
-    layer_offset: u32,
-    log2_base_step: f32,
-    freq_scale: f32,
-    eps: f32,
-    ext_factor: f32,
-    corr_low: f32,
-    corr_high: f32,
-    mscale: f32,
-    _pad: [u32; 3],
+kernel_params! {
+    pub(crate) struct Params {
+        /// tokens
+        rows: u32,
+        q_heads: u32,
+        kv_heads: u32,
+        /// <= 256
+        head_dim: u32,
+        /// even, <= head_dim
+        n_rot: u32,
+        /// position of token 0
+        pos0: u32,
+        /// 0: interleaved pairs, 1: neox pairs
+        neox: u32,
+        /// first element of qkv
+        qkv_offset: u32,
+        /// first element of q_out
+        q_offset: u32,
+        /// first element of this layer's slice of each cache
+        layer_offset: u32,
+        /// 2 * log2(base) / n_rot, computed in f64 on the CPU
+        log2_base_step: f32,
+        freq_scale: f32,
+        /// of the q/k norms
+        eps: f32,
+        /// YaRN, see rope.wgsl; 0: off
+        ext_factor: f32,
+        corr_low: f32,
+        corr_high: f32,
+        /// multiplies cos and sin
+        mscale: f32,
+    }
 }
 
 const SOURCE: &str = include_str!("../../../../../shaders/rope_kv.wgsl");
@@ -107,7 +117,7 @@ pub struct RopeKv<'a> {
 }
 
 pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
-    let serial = rec.ctx().adapter.is_software;
+    let serial = rec.ctx().tuning.rope_kv_serial;
     rope_kv_form(rec, a, serial)
 }
 
@@ -179,7 +189,6 @@ fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuE
         corr_low,
         corr_high,
         mscale,
-        _pad: [0; 3],
     };
     let groups = workgroups_for((a.rows * slots) as u32, if serial { 64 } else { 1 });
     // An array, not a Vec: a decode step allocates nothing.

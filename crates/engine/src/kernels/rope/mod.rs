@@ -8,9 +8,8 @@ pub mod bidir;
 pub mod kv;
 pub mod yarn;
 
+use crate::kernels::params::kernel_params;
 use std::borrow::Cow;
-
-use bytemuck::{Pod, Zeroable};
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -104,22 +103,35 @@ impl Rotary<'_> {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    rows: u32,
-    heads: u32,
-    head_dim: u32,
-    n_rot: u32,
-    x_offset: u32,
-    pos0: u32,
-    neox: u32,
-    log2_base_step: f32,
-    freq_scale: f32,
-    ext_factor: f32,
-    corr_low: f32,
-    corr_high: f32,
-    mscale: f32,
+kernel_params! {
+    pub(crate) struct Params {
+        /// tokens
+        rows: u32,
+        /// heads per token
+        heads: u32,
+        /// elements per head
+        head_dim: u32,
+        /// rotated elements per head: even, <= head_dim
+        n_rot: u32,
+        /// first element of x
+        x_offset: u32,
+        /// position of row 0; a uniform, so a decode step re-records nothing
+        pos0: u32,
+        /// 0: interleaved pairs, 1: neox pairs
+        neox: u32,
+        /// 2 * log2(base) / n_rot, computed in f64 on the CPU
+        log2_base_step: f32,
+        /// multiplies every angle (1.0 without position scaling)
+        freq_scale: f32,
+        /// YaRN's share of the unscaled angle; 0: off
+        ext_factor: f32,
+        /// YaRN's ramp: pairs <= corr_low unscaled...
+        corr_low: f32,
+        /// ...pairs >= corr_high scaled
+        corr_high: f32,
+        /// multiplies cos and sin
+        mscale: f32,
+    }
 }
 
 const SOURCE: &str = include_str!("../../../../../shaders/rope.wgsl");

@@ -18,7 +18,8 @@
 //!   while `set_mask` has turned it on; the CPU computes it each step and
 //!   uploads these few words, never reading the logits back.
 
-use bytemuck::{Pod, Zeroable};
+use crate::kernels::params::kernel_params;
+use bytemuck::Zeroable;
 
 use crate::gpu::{
     error::shape_err, Access, BufferRef, GpuBuffer, GpuContext, GpuError, KernelSpec, Recorder,
@@ -26,27 +27,43 @@ use crate::gpu::{
 use crate::kernels::check_elems;
 use crate::pipeline::sampling::{fixed24, SamplingParams};
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    vocab: u32,
-    logits_offset: u32,
-    out_index: u32,
-    step: u32,
-    greedy: u32,
-    top_k: u32,
-    top_p24: u32,
-    min_p24: u32,
-    inv_temp: f32,
-    rep: f32,
-    inv_rep: f32,
-    freq: f32,
-    presence: f32,
-    penalties: u32,
-    hist_cap: u32,
-    n_bias: u32,
-    masked: u32,
-    _pad: [u32; 3],
+kernel_params! {
+    pub(crate) struct Params {
+        /// tokens in the row
+        vocab: u32,
+        /// first element of the row in `logits`
+        logits_offset: u32,
+        /// where the id goes in `out_ids`
+        out_index: u32,
+        /// which random number: randoms[step]
+        step: u32,
+        /// 1: argmax only
+        greedy: u32,
+        /// 0: off
+        top_k: u32,
+        /// top_p as a 24-bit fraction; 1 << 24: off
+        top_p24: u32,
+        /// min_p as a 24-bit fraction; 0: off
+        min_p24: u32,
+        /// 1 / temperature
+        inv_temp: f32,
+        /// repetition penalty (multiplies logits <= 0)
+        rep: f32,
+        /// 1 / repetition penalty (multiplies logits > 0)
+        inv_rep: f32,
+        /// frequency penalty
+        freq: f32,
+        /// presence penalty
+        presence: f32,
+        /// 1: apply the three penalties
+        penalties: u32,
+        /// capacity of the history ring (0: none)
+        hist_cap: u32,
+        /// (id, bias) pairs in `bias`
+        n_bias: u32,
+        /// 1: only tokens whose bit is set in `mask` may be picked
+        masked: u32,
+    }
 }
 
 const SPEC: KernelSpec = KernelSpec {
@@ -228,7 +245,6 @@ impl SamplerState {
             hist_cap: u32::try_from(cap).map_err(|_| err("penalty_last_n over u32"))?,
             n_bias: (bias.len() / 2) as u32,
             masked: 0,
-            _pad: [0; 3],
         };
         if !bias.is_empty() {
             ctx.write(&self.bias, 0, bytemuck::cast_slice(&bias));

@@ -11,8 +11,8 @@ use crate::gpu::{
 };
 use crate::kernels::elementwise::activation::{act_name, Activation};
 use crate::kernels::matmul::tiled::{
-    gemv_rows, quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Params, VecShape,
-    COMMON_WGSL, GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
+    quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Params, VecShape, COMMON_WGSL,
+    GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
 };
 use crate::kernels::weights::{GpuFormat, QUANT_WGSL};
 
@@ -57,7 +57,7 @@ pub fn q8_dot4_fits(features: &GpuFeatures, dtype: GgmlType) -> bool {
 /// do (not measured here).
 pub fn q8_dot4(ctx: &GpuContext, dtype: GgmlType) -> bool {
     let nibbles = matches!(dtype, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0);
-    q8_dot4_fits(&ctx.features, dtype) && (nibbles || !ctx.adapter.is_software)
+    q8_dot4_fits(&ctx.features, dtype) && (nibbles || ctx.tuning.dot4_every_format)
 }
 
 /// x (and the norm's weights) as uniform arrays: how many vec4s each.
@@ -118,7 +118,6 @@ fn bindings(vec_core: bool, uniform: bool, q8: bool, norm: bool, bias: bool) -> 
 /// Records `op` (one token row) in the matrix-vector form, on the core and
 /// x reader the adapter takes, or those `forced` names.
 pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<(), GpuError> {
-    let software = rec.ctx().adapter.is_software;
     let subgroups = rec.ctx().features.subgroups;
     let core = if vec_core_fits(op.w, op.x_offset) {
         GemvCore::Vec(match forced.vec_shape {
@@ -127,7 +126,7 @@ pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<
                 shape
             }
             None => VecShape::choose(
-                &rec.ctx().adapter,
+                &rec.ctx().tuning,
                 subgroups,
                 op.w.format(),
                 op.w.cols,
@@ -136,7 +135,7 @@ pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<
         })
     } else {
         GemvCore::Unit {
-            rows: gemv_rows(software, 1),
+            rows: rec.ctx().tuning.gemv_rows_for(1),
         }
     };
     let fits = q8_dot4_fits(&rec.ctx().features, op.w.dtype);

@@ -185,6 +185,29 @@ impl Linear<'_> {
     }
 }
 
+/// The x of a one-row projection after an RMSNorm of `dim` elements of
+/// `x` from `x_offset` (`weight`, `eps`): the norm folded into the
+/// projection (`Linear::norm`), or, where the adapter's tuning says
+/// (`Tuning::norm_apart`: CPU adapters, where the folded form ran wide
+/// projections slower than the dispatch it saves), run ahead into `scratch`
+/// from element 0. Returns the projection's x, its offset and its norm.
+#[allow(clippy::type_complexity)]
+pub fn norm_before_projection<'a>(
+    rec: &mut Recorder,
+    x: &'a GpuBuffer,
+    x_offset: usize,
+    weight: &'a GpuBuffer,
+    eps: f32,
+    scratch: &'a GpuBuffer,
+    dim: usize,
+) -> Result<(&'a GpuBuffer, usize, Option<(&'a GpuBuffer, f32)>), GpuError> {
+    if rec.ctx().tuning.norm_apart {
+        rms_norm(rec, x, x_offset, weight, scratch, 0, 1, dim, eps)?;
+        return Ok((scratch, 0, None));
+    }
+    Ok((x, x_offset, Some((weight, eps))))
+}
+
 /// Records `op`: one dispatch per matrix part, and in the prefill form
 /// (m > 1) a norm dispatch before them where the op has a norm.
 pub fn linear(rec: &mut Recorder, op: &Linear, scratch: &LinearScratch) -> Result<(), GpuError> {
@@ -284,7 +307,7 @@ fn record_tiled(
         x,
         x_offset,
         m,
-        tile: TileShape::choose(&rec.ctx().adapter, w.format(), w.cols, x_offset),
+        tile: TileShape::choose(&rec.ctx().tuning, w.format(), w.cols, x_offset),
         // A gated projection cannot be summed in parts.
         ranges_scratch: ranges_scratch.filter(|_| glu.is_none()),
     };

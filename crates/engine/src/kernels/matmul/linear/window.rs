@@ -22,7 +22,6 @@ use crate::gpu::weight_store::WeightStore;
 use crate::gpu::{GpuBuffer, Recorder};
 use crate::kernels::matmul::tile_shape::{CHUNK_VEC4S, WIDE_TILE_M};
 use crate::kernels::matmul::tiled::TileShape;
-use crate::kernels::matmul::vec_shape::cpu_lanes;
 use crate::kernels::matmul::x_ranges::{col_ranges, ColRange};
 use crate::kernels::matmul::x_window::{XRows, XSlice};
 use crate::kernels::weights::QuantMatrix;
@@ -131,7 +130,7 @@ pub(super) fn plan(rec: &Recorder, input: &WindowInput) -> Option<XWindow> {
         })
     };
     // A GPU made to keep weights in textures: workgroups of 64 there.
-    let lanes = cpu_lanes(&ctx.adapter).unwrap_or(64);
+    let lanes = ctx.tuning.cpu_lanes.unwrap_or(64);
     let share_x = ctx.features.subgroup_min_size >= CHUNK_VEC4S;
     let wide = input.tile.windowed(rows, true, lanes, share_x);
     if wide.tm == WIDE_TILE_M {
@@ -170,7 +169,7 @@ mod tests {
             x: &x,
             x_offset: 0,
             m,
-            tile: TileShape::choose(&ctx.adapter, w.format(), k, 0),
+            tile: TileShape::choose(&ctx.tuning, w.format(), k, 0),
             ranges_scratch: scratch.then_some(&*ranges),
         };
         let rec = Recorder::new(ctx);

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::gpu::context::AdapterSummary;
+use crate::gpu::Tuning;
 use crate::kernels::matmul::variants::{
     quant_vec_wgsl, vec_core_fits, COMMON_WGSL, COMMON_X4_WGSL, TILED_WGSL, X_STORAGE,
 };
@@ -57,34 +57,7 @@ pub struct TileShape {
     pub x_share: bool,
 }
 
-/// The chunked tiled core's per-row code (`row_code`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RowForm {
-    /// A loop over the rows adding into one array.
-    Loop,
-    /// The rows written out one by one, each row's token sums a vec4 of
-    /// its own; x and the decoded chunk still loop over their vec4s.
-    Unrolled,
-    /// Everything written out: x's vec4s named one by one and each row's
-    /// dot products spelled out, so no function-local array is indexed by
-    /// a variable.
-    Flat,
-}
-
-impl RowForm {
-    pub(crate) fn code(self) -> u32 {
-        self as u32
-    }
-
-    /// The pipeline name's mark of the form.
-    pub(crate) fn suffix(self) -> &'static str {
-        match self {
-            RowForm::Loop => "",
-            RowForm::Unrolled => "_unrolled",
-            RowForm::Flat => "_flat",
-        }
-    }
-}
+pub use crate::gpu::tuning::RowForm;
 
 impl TileShape {
     /// For `k`-element rows of x from `x_offset`. CPU adapters read x
@@ -104,20 +77,11 @@ impl TileShape {
     /// rows alone written out gained nothing, the flat form made prefill
     /// about 4x faster, and 16 rows beat 8 and 32 (which also compiled much
     /// longer). On lavapipe flat and written-out rows measured alike.
-    pub(crate) fn choose(
-        adapter: &AdapterSummary,
-        fmt: GpuFormat,
-        k: usize,
-        x_offset: usize,
-    ) -> TileShape {
-        let software = adapter.is_software;
+    pub(crate) fn choose(tuning: &Tuning, fmt: GpuFormat, k: usize, x_offset: usize) -> TileShape {
         let x4 = k % 4 == 0 && x_offset % 4 == 0;
-        let vec = software && x4 && k % fmt.vec_step() as usize == 0;
-        let (tn, form) = match (software, vec, adapter.is_llvmpipe()) {
-            (false, ..) => (TILE_N, RowForm::Loop),
-            (true, false, _) => (32, RowForm::Loop),
-            (true, true, true) => (32, RowForm::Unrolled),
-            (true, true, false) => (16, RowForm::Flat),
+        let (tn, form, vec) = match tuning.chunked_tile {
+            Some((tn, form)) if x4 && k % fmt.vec_step() as usize == 0 => (tn, form, true),
+            _ => (tuning.tile_rows, RowForm::Loop, false),
         };
         TileShape {
             tn,
