@@ -5,6 +5,7 @@ pub mod context;
 mod device_memory;
 pub mod error;
 mod fault;
+pub mod params;
 pub mod pipeline;
 pub(crate) mod pipeline_batch;
 pub mod profile;

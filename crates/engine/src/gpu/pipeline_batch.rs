@@ -171,8 +171,8 @@ mod tests {
     use std::borrow::Cow;
 
     use super::*;
+    use crate::gpu::params::{kernel_params, KernelParams};
     use crate::gpu::{Access, Recorder};
-    use crate::kernels::params::{kernel_params, KernelParams};
     use crate::testutil::ctx;
 
     kernel_params! {

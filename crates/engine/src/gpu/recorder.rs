@@ -16,6 +16,7 @@ use std::sync::{Arc, MutexGuard};
 use super::buffer::GpuBuffer;
 use super::context::{GpuContext, GpuCounters};
 use super::error::GpuError;
+use super::params::KernelParams;
 use super::pipeline::{
     CachedPipeline, CompileCheck, KernelSpec, OwnedSpec, VariantKey, MAX_STORAGE_BINDINGS,
     PARAMS_BYTES,
@@ -23,7 +24,6 @@ use super::pipeline::{
 use super::pipeline_batch::PendingSet;
 use super::profile::StepTimer;
 use super::residency::{Residency, Tracked};
-use crate::kernels::params::KernelParams;
 
 /// The per-step parameter storage: a uniform buffer of fixed slots and its CPU
 /// mirror. One exists per context; a recorder holds it while it records.

@@ -6,7 +6,7 @@
 //! by the last part): a bad token id must not read out of bounds, and zeros
 //! are the least surprising value to carry on with.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use super::check_elems;
 use super::weights::{QuantMatrix, QUANT_WGSL, UNIT};

@@ -23,15 +23,16 @@ pub mod attention;
 pub mod bench;
 pub mod elementwise;
 pub mod embed;
-
 pub mod encoder;
 pub mod matmul;
 pub mod moe;
 pub mod norm;
-pub mod params;
 pub mod rope;
 pub mod sample;
 pub mod weights;
+
+#[cfg(test)]
+mod params_tests;
 
 use crate::gpu::{error::shape_err, GpuBuffer, GpuError};
 

@@ -1,4 +1,4 @@
-use super::{KernelParams, ParamsField};
+use crate::gpu::params::{KernelParams, ParamsField};
 use crate::kernels::{attention, elementwise, embed, encoder, matmul, moe, norm, rope, sample};
 
 /// Every parameter block a kernel dispatches with: its module and fields.

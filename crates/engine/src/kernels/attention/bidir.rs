@@ -8,7 +8,7 @@
 //! transformers' bidirectional Gemma 3 masks them) are options of the same
 //! kernel. See shaders/attention_bidir.wgsl.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,

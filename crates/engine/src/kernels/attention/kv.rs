@@ -12,7 +12,7 @@
 //! Slots at positions not yet written hold whatever was there (zeros, or
 //! garbage after a reset); attention never reads past the query's position.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 use std::borrow::Cow;
 
 use crate::gpu::{

@@ -25,7 +25,7 @@
 pub mod bidir;
 pub mod kv;
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 use std::borrow::Cow;
 
 use crate::gpu::tuning::SplitTarget;

@@ -5,7 +5,7 @@
 //! usual use), over up, or all three in one scratch buffer. The output's
 //! buffer is then bound once, read_write (see shaders/activation.wgsl for why).
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

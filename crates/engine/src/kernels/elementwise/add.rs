@@ -3,7 +3,7 @@
 //! In place because that is how a decoder uses it (the residual stream absorbs
 //! each block's output), and it saves binding a third buffer.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder};
 use crate::kernels::check_elems;

@@ -1,6 +1,6 @@
 //! Bias add over rows, in place: `x[r, c] += bias[c]` (Qwen2's q/k/v biases).
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

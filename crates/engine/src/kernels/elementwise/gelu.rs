@@ -2,7 +2,7 @@
 //! (BERT's `hidden_act: "gelu"`, PyTorch's default `nn.GELU()`). See
 //! shaders/gelu.wgsl for the erf it computes.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

@@ -2,7 +2,7 @@
 //! token type, summed (the LayerNorm after it is `layer_norm`). See
 //! shaders/encoder_embed.wgsl.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

@@ -2,7 +2,7 @@
 //! the mean of its unpadded rows, its first row (CLS) or its last unpadded
 //! row (sentence-transformers' `Pooling` modes). See shaders/pool.wgsl.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

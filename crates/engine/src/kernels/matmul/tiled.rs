@@ -10,7 +10,7 @@
 //! the kernel, and all record one dispatch per matrix part. Their sources
 //! and shapes live in `matmul_variants`.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
 use crate::kernels::check_elems;

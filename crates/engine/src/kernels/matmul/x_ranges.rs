@@ -5,7 +5,7 @@
 //! its columns of the weights whose rows fit a window, adding into out
 //! (kernels::matmul::linear).
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

@@ -17,7 +17,7 @@
 //! `combine` then sums each token's slots weighted by the router (plus a
 //! gated shared expert where the model has one).
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

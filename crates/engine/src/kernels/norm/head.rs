@@ -5,7 +5,7 @@
 //! token's q heads, k head and v head lie side by side with different norm
 //! weights. See shaders/head_norm.wgsl.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

@@ -3,7 +3,7 @@
 //! w + b`, the variance the biased one (divided by `cols`), as PyTorch's
 //! `nn.LayerNorm`. See shaders/layer_norm.wgsl.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

@@ -9,7 +9,7 @@
 //! In place (out in x's buffer at the same offset) is supported: x is then
 //! bound once, read_write (see shaders/rmsnorm.wgsl for why).
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

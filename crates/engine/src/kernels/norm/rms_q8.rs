@@ -1,7 +1,7 @@
 //! RMSNorm into f32 and into 8-bit blocks: the input of the decode
 //! projections on CPU adapters (see `Q8Rows` and shaders/rmsnorm_q8.wgsl).
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

@@ -5,7 +5,7 @@
 //! a row stride and positions that restart per sequence, so this is a kernel
 //! of its own rather than a change to that one. See shaders/rope_bidir.wgsl.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,

@@ -6,7 +6,7 @@
 //! per head, `rope`, `kv_write`; each tested against a CPU reference), which
 //! is what its test checks.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 use std::borrow::Cow;
 
 use crate::gpu::{

@@ -8,7 +8,7 @@ pub mod bidir;
 pub mod kv;
 pub mod yarn;
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 use std::borrow::Cow;
 
 use crate::gpu::{

@@ -18,7 +18,7 @@
 //!   while `set_mask` has turned it on; the CPU computes it each step and
 //!   uploads these few words, never reading the logits back.
 
-use crate::kernels::params::kernel_params;
+use crate::gpu::params::kernel_params;
 use bytemuck::Zeroable;
 
 use crate::gpu::{

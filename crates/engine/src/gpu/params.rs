@@ -4,13 +4,13 @@
 //! into the step's uniform arena and, from the same field list, the WGSL
 //! `struct Params` its shader reads (`KernelParams::WGSL`), which the
 //! kernel's sources start with. No shader declares its own `Params`
-//! (`shaders_declare_no_params_of_their_own` checks), so the two cannot
+//! (`kernels::params_tests` checks), so the two cannot
 //! disagree: a field added, renamed, retyped or moved in Rust is what the
 //! WGSL reads.
 //!
 //! Fields are 32-bit scalars (`u32`, `i32`, `f32`), each 4 bytes at a
 //! 4-byte alignment both in `repr(C)` and in WGSL's uniform layout, so the
-//! offsets agree by construction; `params_layouts_match_naga` checks each
+//! offsets agree by construction; `kernels::params_tests` checks each
 //! generated struct against naga's layout anyway. A uniform binding needs
 //! no padding to 16 bytes: each block has a 256-byte slot of its own.
 
@@ -59,14 +59,14 @@ macro_rules! kernel_params {
             )*
         }
 
-        impl $crate::kernels::params::KernelParams for $name {
+        impl $crate::gpu::params::KernelParams for $name {
             const WGSL: &'static str = concat!(
                 "struct Params {\n",
                 $("    ", stringify!($field), ": ", stringify!($ty), ",\n",)*
                 "}\n"
             );
-            const FIELDS: &'static [$crate::kernels::params::ParamsField] = &[$(
-                $crate::kernels::params::ParamsField {
+            const FIELDS: &'static [$crate::gpu::params::ParamsField] = &[$(
+                $crate::gpu::params::ParamsField {
                     name: stringify!($field),
                     offset: ::core::mem::offset_of!($name, $field),
                     size: ::core::mem::size_of::<$ty>(),
@@ -75,13 +75,9 @@ macro_rules! kernel_params {
         }
 
         const _: () = {
-            const fn scalar<T: $crate::kernels::params::WgslScalar>() {}
+            const fn scalar<T: $crate::gpu::params::WgslScalar>() {}
             $(scalar::<$ty>();)*
         };
     };
 }
 pub(crate) use kernel_params;
-
-#[cfg(test)]
-#[path = "params_tests.rs"]
-mod tests;
