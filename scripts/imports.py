@@ -7,9 +7,10 @@ Reads crates/engine/src (test files and `#[cfg(test)]` modules left out),
 takes each `crate::a::b` and `super::` path a file names, and prints:
 
 - the edges that go up the layers, which run, bottom to top:
-  format, tokenizer -> gpu -> kernels -> model, embedding -> preflight
-  -> constrain -> pipeline -> engine -> completion, tools, hf_folder;
-  `error` (WickError) sits on top and `testutil` beside the tests;
+  format, tokenizer -> gpu -> kernels -> model -> constrain, tools ->
+  pipeline -> preflight -> engine, embedding (the encoders' engine) ->
+  completion, hf_folder;
+  `error` (WickError) is the engine's, and `testutil` beside the tests;
 - the cycles between the top-level modules, and between the files of each
   folder (strongly connected components of more than one node);
 - with --edges, every edge between top-level modules.
@@ -30,15 +31,15 @@ LAYERS = {
     "gpu": 1,
     "kernels": 2,
     "model": 3,
-    "embedding": 3,
-    "preflight": 4,
-    "constrain": 5,
-    "pipeline": 6,
+    "constrain": 4,
+    "tools": 4,
+    "pipeline": 5,
+    "preflight": 6,
     "engine": 7,
+    "embedding": 7,
     "completion": 8,
-    "tools": 8,
     "hf_folder": 8,
-    "error": 9,
+    "error": 7,
 }
 
 PATH = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")

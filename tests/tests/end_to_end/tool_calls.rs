@@ -7,10 +7,11 @@
 //! tokens: the emulated GPU is slow, so one test loads the model once.
 
 use serde_json::{json, Value};
+use wick::completion::ToolCompletion;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stopping::StopCriteria;
 use wick::tokenizer::chat_template::ChatTemplate;
-use wick::tools::{messages_for_template, ToolChoice, ToolCompletion, ToolSet};
+use wick::tools::{messages_for_template, ToolChoice, ToolSet};
 use wick::Engine;
 use wick_tests::load_engine;
 

@@ -5,8 +5,9 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use wick::completion::ToolCompletion;
 use wick::pipeline::stopping::FinishReason;
-use wick::tools::{ToolCall, ToolCompletion};
+use wick::tools::ToolCall;
 
 use super::session::{ChatError, ChatSession};
 use crate::CliResult;

@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use wick::tools::ToolCompletion;
+use wick::completion::ToolCompletion;
 
 /// `model` names the loaded model as the user gave it (its file name).
 /// The message carries `tool_calls` (and a null `content` when the reply is

@@ -5,12 +5,13 @@
 //! framing around it).
 
 use serde_json::Value;
+use wick::completion::ToolCompletion;
 use wick::constrain::GrammarCompiler;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stats::GenerationStats;
 use wick::pipeline::stopping::StopCriteria;
 use wick::tokenizer::chat_template::ChatTemplate;
-use wick::tools::{messages_for_template, ToolChoice, ToolCompletion, ToolEvent, ToolSet};
+use wick::tools::{messages_for_template, ToolChoice, ToolEvent, ToolSet};
 use wick::{Engine, WickError};
 
 use super::messages::message;

@@ -6,6 +6,7 @@ use super::*;
 use crate::format::gguf::{GgufFile, MetaValue};
 use crate::format::gguf_write::GgufWriter;
 use crate::format::quant::GgmlType;
+use crate::model::config_check::check;
 use crate::model::Plan;
 use crate::pipeline::KvDtype;
 

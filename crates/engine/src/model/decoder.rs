@@ -55,13 +55,6 @@ pub struct DenseMlp {
     pub down: QuantMatrix,
 }
 
-/// Three separate matrices of a gated MLP (qwen2moe's shared expert).
-pub struct MlpWeights {
-    pub gate: QuantMatrix,
-    pub up: QuantMatrix,
-    pub down: QuantMatrix,
-}
-
 /// A block's MLP: one gated MLP, or a mixture of experts (`moe.rs`).
 pub enum Mlp {
     Dense(DenseMlp),

@@ -7,6 +7,7 @@
 pub mod activations;
 pub mod bounds;
 pub mod config;
+pub mod config_check;
 pub mod decoder;
 pub mod fusion;
 pub mod gemma3;
@@ -85,7 +86,7 @@ impl Plan {
             other => return Err(ModelError::UnsupportedArchitecture(other.to_string())),
         };
         // Before `needs` lists a tensor per layer and anything is sized.
-        bounds::check(&config)?;
+        config_check::check(&config)?;
         // Every architecture here names its tensors as Llama does.
         let needs = llama::needs(&config, file);
         let fusions = fusion::decoder_fusions(file, config.n_layers, config.moe.is_none());

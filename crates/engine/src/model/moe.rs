@@ -17,8 +17,14 @@ use crate::kernels::moe::{
 };
 use crate::kernels::weights::{ExpertStack, QuantMatrix};
 
+/// Three separate matrices of a gated MLP (qwen2moe's shared expert).
+pub struct MlpWeights {
+    pub gate: QuantMatrix,
+    pub up: QuantMatrix,
+    pub down: QuantMatrix,
+}
+
 use super::config::{ModelConfig, MoeConfig};
-use super::decoder::MlpWeights;
 use super::loader::{Need, TensorStore};
 use super::ModelError;
 

@@ -2,7 +2,8 @@
 //! A decode step is memory bound, so tokens/s times these bytes against the
 //! adapter's copy bandwidth says how close the engine gets to the memory's speed.
 
-use super::decoder::{Block, Decoder, DenseMlp, GateUp, Mlp, MlpWeights};
+use super::decoder::{Block, Decoder, DenseMlp, GateUp, Mlp};
+use super::moe::MlpWeights;
 use super::moe::MoeWeights;
 use crate::kernels::weights::ExpertStack;
 

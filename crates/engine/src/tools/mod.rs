@@ -13,7 +13,6 @@
 //!   arguments valid under its `parameters` schema; no content.
 //! - `{"type": "function", "function": {"name": N}}`: exactly one call of N.
 
-mod complete;
 mod format;
 mod grammar;
 mod reply;
@@ -24,7 +23,6 @@ mod stream;
 #[cfg(test)]
 mod stream_tests;
 
-pub use complete::ToolCompletion;
 pub use format::ToolFormat;
 pub use reply::ToolReply;
 pub use stream::{ToolCallDelta, ToolCallStream, ToolEvent};

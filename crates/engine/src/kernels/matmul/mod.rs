@@ -9,6 +9,7 @@
 
 pub mod linear;
 pub(crate) mod matvec_tile;
+pub(crate) mod sources;
 pub(crate) mod tile_shape;
 pub mod tiled;
 pub(crate) mod variants;

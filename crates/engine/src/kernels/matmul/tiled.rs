@@ -14,15 +14,16 @@ use crate::gpu::params::kernel_params;
 
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
 use crate::kernels::check_elems;
+pub use crate::kernels::matmul::sources::vec_core_step;
+pub(crate) use crate::kernels::matmul::sources::{
+    quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, COMMON_WGSL, GEMV_WGSL,
+    MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
+};
 pub(crate) use crate::kernels::matmul::tile_shape::{
     tiled_rows, tiled_token_tiles, tiled_tokens, EXPERT_TILE, TILE_M,
 };
 pub use crate::kernels::matmul::tile_shape::{RowForm, TileShape};
-pub use crate::kernels::matmul::variants::vec_core_step;
-pub(crate) use crate::kernels::matmul::variants::{
-    quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Operand, Variant, COMMON_WGSL,
-    GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
-};
+pub(crate) use crate::kernels::matmul::variants::{Operand, Variant};
 pub use crate::kernels::matmul::vec_shape::{Reduce, VecShape, VEC_WORKGROUP};
 use crate::kernels::weights::{MatrixPart, QuantMatrix, UNIT};
 

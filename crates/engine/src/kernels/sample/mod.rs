@@ -18,6 +18,8 @@
 //!   while `set_mask` has turned it on; the CPU computes it each step and
 //!   uploads these few words, never reading the logits back.
 
+pub mod params;
+
 use crate::gpu::params::kernel_params;
 use bytemuck::Zeroable;
 
@@ -25,7 +27,7 @@ use crate::gpu::{
     error::shape_err, Access, BufferRef, GpuBuffer, GpuContext, GpuError, KernelSpec, Recorder,
 };
 use crate::kernels::check_elems;
-use crate::pipeline::sampling::{fixed24, SamplingParams};
+use crate::kernels::sample::params::{fixed24, SamplingParams};
 
 kernel_params! {
     pub(crate) struct Params {

@@ -6,7 +6,6 @@
 //! does not carry (safetensors headers, tensors not loaded) are skipped, and
 //! each tensor is followed by the padding GGUF's alignment asks for.
 
-use crate::error::WickError;
 use crate::format::gguf_write::ALIGNMENT;
 use crate::model::ModelError;
 
@@ -26,8 +25,9 @@ pub struct HfStream {
     forwarded: u64,
 }
 
-/// Where the GGUF bytes go: the engine's `ModelLoader::push`, in practice.
-pub type Sink<'s> = dyn FnMut(&[u8]) -> Result<(), WickError> + 's;
+/// Where the GGUF bytes go: the engine's `ModelLoader::push`, in practice,
+/// whose error (`E`) a failure here becomes.
+pub type Sink<'s, E> = dyn FnMut(&[u8]) -> Result<(), E> + 's;
 
 impl HfStream {
     pub(super) fn new(ckpt: HfCheckpoint) -> HfStream {
@@ -48,7 +48,12 @@ impl HfStream {
 
     /// Takes the next `chunk` of shard `shard` (shards in order, each from
     /// its first byte) and sends every GGUF byte it completes to `sink`.
-    pub fn push(&mut self, shard: usize, chunk: &[u8], sink: &mut Sink) -> Result<(), WickError> {
+    pub fn push<E: From<ModelError>>(
+        &mut self,
+        shard: usize,
+        chunk: &[u8],
+        sink: &mut Sink<E>,
+    ) -> Result<(), E> {
         if !self.header_sent {
             sink(&self.ckpt.header)?;
             self.header_sent = true;

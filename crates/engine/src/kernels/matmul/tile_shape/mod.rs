@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use crate::gpu::Tuning;
-use crate::kernels::matmul::variants::{
+use crate::kernels::matmul::sources::{
     quant_vec_wgsl, vec_core_fits, COMMON_WGSL, COMMON_X4_WGSL, TILED_WGSL, X_STORAGE,
 };
 use crate::kernels::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};

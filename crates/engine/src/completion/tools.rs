@@ -3,7 +3,6 @@
 
 use serde_json::{json, Value};
 
-use super::{ToolEvent, ToolReply, ToolSet};
 use crate::completion::Completion;
 use crate::constrain::GrammarCompiler;
 use crate::engine::Engine;
@@ -11,6 +10,7 @@ use crate::error::WickError;
 use crate::pipeline::sampling::SamplingParams;
 use crate::pipeline::stopping::{FinishReason, StopCriteria};
 use crate::tokenizer::StreamDecoder;
+use crate::tools::{ToolEvent, ToolReply, ToolSet};
 
 pub struct ToolCompletion {
     /// The generation: ids, the raw text (calls in the model's syntax),

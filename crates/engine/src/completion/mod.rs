@@ -3,6 +3,9 @@
 //! stop strings (`StopStrings`: never emitted, even in part). The ids and the
 //! stop tokens work as in `Pipeline::generate`; this adds the text.
 
+mod tools;
+pub use tools::ToolCompletion;
+
 use crate::engine::Engine;
 use crate::error::WickError;
 use crate::pipeline::sampling::SamplingParams;
