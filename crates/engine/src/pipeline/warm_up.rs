@@ -60,10 +60,7 @@ impl Pipeline {
         let sources = collect.into_pending().into_sources();
         Ok(sources
             .into_iter()
-            .map(|(name, source)| {
-                let source = store.declare(&source).to_string();
-                (name, source)
-            })
+            .map(|(name, source)| (name, store.declare(&source)))
             .collect())
     }
 

@@ -168,11 +168,9 @@ pub fn matmul(
     out_offset: usize,
     m: usize,
 ) -> Result<(), GpuError> {
-    let subgroups = rec.ctx().features.subgroups;
     let form = if m == 1 && vec_core_fits(w, x_offset) {
         Form::Vec(VecShape::choose(
             &rec.ctx().tuning,
-            subgroups,
             w.format(),
             w.cols,
             w.rows,

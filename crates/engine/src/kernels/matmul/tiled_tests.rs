@@ -340,7 +340,15 @@ fn cpu_groups_waste_the_fewest_lane_steps() {
 #[test]
 fn llvmpipe_takes_whole_rows_a_lane_for_matrices_with_rows_to_spare() {
     let format = |dtype| crate::kernels::weights::GpuFormat::of(dtype).unwrap();
-    let shape = |cpu, dtype, rows| VecShape::for_class(cpu, false, format(dtype), 1024, rows);
+    let shape = |cpu, dtype, rows| {
+        VecShape::for_class(
+            cpu,
+            Reduce::choose(cpu.is_some(), false),
+            format(dtype),
+            1024,
+            rows,
+        )
+    };
     // 8 workgroups of 8 lanes x 16 rows need more than 896 rows; smaller
     // matrices take one lane a scale tile in the formats that have tiles.
     for (rows, whole_rows) in [

@@ -82,14 +82,8 @@ impl VecShape {
     /// The shape for `fmt` rows of `k` elements, in a matrix of `rows` rows,
     /// on `adapter` (`for_class` with its CPU lanes). `subgroups`: whether
     /// the device has them.
-    pub(crate) fn choose(
-        tuning: &Tuning,
-        subgroups: bool,
-        fmt: GpuFormat,
-        k: usize,
-        rows: usize,
-    ) -> VecShape {
-        Self::for_class(tuning.cpu_lanes, subgroups, fmt, k, rows)
+    pub(crate) fn choose(tuning: &Tuning, fmt: GpuFormat, k: usize, rows: usize) -> VecShape {
+        Self::for_class(tuning.cpu_lanes, tuning.gemv_reduce, fmt, k, rows)
     }
 
     /// The shape for `fmt` rows of `k` elements in a matrix of `rows` rows.
@@ -110,16 +104,15 @@ impl VecShape {
     /// lanes (`cpu_group_lanes`) over contiguous steps, their rows and count
     /// from `cpu_group_rows`. GPUs (None): as many lanes as the row has
     /// steps (8 to 64), about 4 rows a workgroup of 64, interleaved steps.
-    /// `bench-kernels --sweep` times the alternatives. `subgroups`: whether
-    /// the device has them (`Reduce::choose`).
+    /// `bench-kernels --sweep` times the alternatives. `reduce`: the
+    /// adapter's (`Tuning::gemv_reduce`).
     pub(crate) fn for_class(
         cpu_lanes: Option<u32>,
-        subgroups: bool,
+        reduce: Reduce,
         fmt: GpuFormat,
         k: usize,
         rows: usize,
     ) -> VecShape {
-        let reduce = Reduce::choose(cpu_lanes.is_some(), subgroups);
         let steps = (k / fmt.vec_step() as usize).max(1) as u32;
         match cpu_lanes {
             Some(batch) if batch >= 8 => {

@@ -118,20 +118,13 @@ fn bindings(vec_core: bool, uniform: bool, q8: bool, norm: bool, bias: bool) -> 
 /// Records `op` (one token row) in the matrix-vector form, on the core and
 /// x reader the adapter takes, or those `forced` names.
 pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<(), GpuError> {
-    let subgroups = rec.ctx().features.subgroups;
     let core = if vec_core_fits(op.w, op.x_offset) {
         GemvCore::Vec(match forced.vec_shape {
             Some(shape) => {
                 shape.check().map_err(|e| shape_err("linear", e))?;
                 shape
             }
-            None => VecShape::choose(
-                &rec.ctx().tuning,
-                subgroups,
-                op.w.format(),
-                op.w.cols,
-                op.w.rows,
-            ),
+            None => VecShape::choose(&rec.ctx().tuning, op.w.format(), op.w.cols, op.w.rows),
         })
     } else {
         GemvCore::Unit {

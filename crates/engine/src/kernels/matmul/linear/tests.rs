@@ -382,7 +382,13 @@ fn vec_shapes(dtype: GgmlType, k: usize, n: usize) -> Vec<Option<VecShape>> {
     let classes = [(Some(8), n), (Some(8), 1 << 20), (Some(4), n), (None, n)];
     for (cpu_lanes, rows) in classes {
         for reduce in vec_reductions() {
-            let shape = VecShape::for_class(cpu_lanes, false, fmt, k, rows);
+            let shape = VecShape::for_class(
+                cpu_lanes,
+                crate::kernels::matmul::vec_shape::Reduce::choose(cpu_lanes.is_some(), false),
+                fmt,
+                k,
+                rows,
+            );
             let shape = VecShape { reduce, ..shape };
             if shape.check().is_ok() && !shapes.contains(&Some(shape)) {
                 shapes.push(Some(shape));
