@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the tests. Two tiers:
 #
-#   scripts/test.sh           the whole suite, as CI runs it: formatting,
+#   scripts/test.sh           the whole suite, as CI runs it: formatting, the
+#                             import graph (scripts/imports.py),
 #                             clippy, every native test in release on
 #                             lavapipe, a minute of fuzzing, and the browser
 #                             tests (wasm build, npm package, headless
@@ -101,8 +102,9 @@ wait_models() {
 }
 
 if [ "$quick" = 1 ]; then
-  phase "formatting, building the native tests"
+  phase "formatting, the import graph, building the native tests"
   cargo fmt --all --check
+  python3 scripts/imports.py
   "${test_cmd[@]}" --no-run -q
   wait_models
   # The tests see the quick tier's models alone (links in a folder of their
@@ -135,8 +137,9 @@ fi
 logs="$(mktemp -d)"
 ( WICK_NATIVE_BUILT=1 scripts/test-web.sh --prepare 2>&1 | sed -u 's/^/[web] /' | tee "$logs/web-prepare" ) &
 web_prepare=$!
-phase "formatting, clippy, building the native tests (the browser's build beside them)"
+phase "formatting, the import graph, clippy, building the native tests (the browser's build beside them)"
 cargo fmt --all --check
+python3 scripts/imports.py
 cargo clippy --workspace --all-targets --release -- -D warnings
 "${test_cmd[@]}" --no-run
 phase "finishing the browser's build"

@@ -296,8 +296,8 @@ impl WasmEmbedder {
 
 /// An input past the model's length is `context_window_exceeded` with the
 /// numbers and the input's index; the rest as every engine error.
-fn embed_err(e: WickError) -> JsValue {
-    match e {
+fn embed_err(e: impl Into<WickError>) -> JsValue {
+    match e.into() {
         WickError::Embed(EmbedError::InputTooLong { index, tokens, max }) => {
             let message = EmbedError::InputTooLong { index, tokens, max }.to_string();
             js_coded(

@@ -121,7 +121,8 @@ pub(crate) fn js_coded(message: &str, code: &str, details: &[(&str, usize)]) -> 
 /// validation error (`gpu_validation`), a prompt past the context
 /// (`context_window_exceeded`, with the numbers); others keep the plain
 /// `Error` with the message.
-pub(crate) fn js_wick_err(e: WickError) -> JsValue {
+pub(crate) fn js_wick_err(e: impl Into<WickError>) -> JsValue {
+    let e: WickError = e.into();
     let message = e.to_string();
     match e {
         WickError::Gpu(GpuError::NoAdapter { .. } | GpuError::RequestDevice { .. }) => {
@@ -150,8 +151,8 @@ pub(crate) fn js_wick_err(e: WickError) -> JsValue {
 /// A load that failed: the typed `ModelLoadError`, or where the GPU and not
 /// the file is the cause `WebGPUUnavailableError`, `OutOfMemoryError` or
 /// `GpuValidationError`.
-pub(crate) fn js_load_err(e: WickError) -> JsValue {
-    js_load_err_in(None, e)
+pub(crate) fn js_load_err(e: impl Into<WickError>) -> JsValue {
+    js_load_err_in(None, e.into())
 }
 
 /// `js_load_err` for a model of several files: a `ModelLoadError` about

@@ -68,7 +68,7 @@ impl LoadOptions {
 pub(crate) async fn open_gpu() -> Result<Arc<GpuContext>, JsValue> {
     let ctx = GpuContext::new().await.map_err(|e| match e {
         GpuError::NoAdapter { .. } => js_coded(NO_WEBGPU, "webgpu_unavailable", &[]),
-        e => js_wick_err(e.into()),
+        e => js_wick_err(e),
     })?;
     // The engine's API takes an Arc; on wasm32 (one thread) wgpu's types are not Send.
     #[allow(clippy::arc_with_non_send_sync)]

@@ -5,8 +5,7 @@ use wick::pipeline::constrained::ConstrainedGeneration;
 use wick::pipeline::generate::Generation;
 use wick::pipeline::stats::GenerationStats;
 use wick::pipeline::stopping::FinishReason;
-use wick::pipeline::Pipeline;
-use wick::WickError;
+use wick::pipeline::{Pipeline, PipelineError};
 
 // One per generation, held in its RefCell: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
@@ -17,7 +16,10 @@ pub(crate) enum Run {
 
 impl Run {
     /// The next token, or `None` once finished.
-    pub async fn next_token(&mut self, pipeline: &mut Pipeline) -> Result<Option<u32>, WickError> {
+    pub async fn next_token(
+        &mut self,
+        pipeline: &mut Pipeline,
+    ) -> Result<Option<u32>, PipelineError> {
         match self {
             Run::Free(g) => pipeline.next_token(g).await,
             Run::Constrained(g) => pipeline.next_constrained_token(g).await,

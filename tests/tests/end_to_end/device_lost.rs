@@ -29,6 +29,7 @@ fn generate(engine: &mut wick::Engine) -> Result<Vec<u32>, WickError> {
             .generate(&prompt, &params, &stop, &mut |_| true),
     )
     .map(|out| out.ids)
+    .map_err(WickError::from)
 }
 
 #[test]

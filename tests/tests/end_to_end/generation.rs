@@ -4,7 +4,7 @@
 use wick::pipeline::sampling::{argmax, reference, Sampler, SamplingParams};
 use wick::pipeline::stopping::FinishReason;
 use wick::pipeline::stopping::StopCriteria;
-use wick::pipeline::{PipelineOptions, MAX_LOGIT_ROWS};
+use wick::pipeline::{PipelineError, PipelineOptions, MAX_LOGIT_ROWS};
 use wick::WickError;
 use wick_tests::{load_engine, load_engine_on};
 
@@ -242,7 +242,7 @@ fn prompt_over_the_context_is_a_typed_error() {
     assert!(
         matches!(
             err,
-            WickError::ContextOverflow {
+            PipelineError::ContextOverflow {
                 tokens: 17,
                 ctx_len: 16,
                 ..
@@ -250,6 +250,11 @@ fn prompt_over_the_context_is_a_typed_error() {
         ),
         "{err}"
     );
+    // The engine's error is the same variant, not a wrapper around it.
+    assert!(matches!(
+        WickError::from(err),
+        WickError::ContextOverflow { tokens: 17, .. }
+    ));
 }
 
 /// One submit, nothing created, and only the sampled row's logits read back,

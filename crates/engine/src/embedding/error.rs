@@ -1,8 +1,15 @@
-//! What can go wrong embedding text, beyond the model's files and the GPU.
+//! What can go wrong embedding text: the model's files, the GPU, or a
+//! request the model cannot serve as given.
 
-/// An embedding request the model cannot serve as given.
+use crate::gpu::GpuError;
+use crate::model::ModelError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    #[error(transparent)]
+    Model(#[from] ModelError),
     #[error("no inputs to embed")]
     NoInputs,
     #[error(

@@ -31,7 +31,6 @@ pub mod wordpiece;
 
 use std::sync::Arc;
 
-use crate::error::WickError;
 use crate::format::gguf::GgufFile;
 use crate::format::quant::GgmlType;
 use crate::format::safetensors::SafetensorsHeader;
@@ -173,8 +172,8 @@ pub struct Embedder {
     sentence: SentenceConfig,
 }
 
-fn tok_err(e: impl std::fmt::Display) -> WickError {
-    EmbedError::Tokenizer(e.to_string()).into()
+fn tok_err(e: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Tokenizer(e.to_string())
 }
 
 fn safetensors(bytes: &[u8]) -> Result<SafetensorsHeader, ModelError> {
@@ -238,7 +237,7 @@ fn upload_dense(
 
 impl Embedder {
     /// Checks the config and every tensor, then uploads the weights.
-    pub fn load_hf(ctx: Arc<GpuContext>, files: &EmbedFiles) -> Result<Embedder, WickError> {
+    pub fn load_hf(ctx: Arc<GpuContext>, files: &EmbedFiles) -> Result<Embedder, EmbedError> {
         // The architecture first, so that a model wick does not run is
         // refused before the tokenizer and weights are read.
         enum Arch {
@@ -282,7 +281,7 @@ impl Embedder {
     /// vocabulary in it, then uploads the weights. Pooling as the file's
     /// `pooling_type` says, then L2 normalisation (as llama.cpp's embedding
     /// output and sentence-transformers' Normalize module).
-    pub fn load_gguf(ctx: Arc<GpuContext>, gguf: &[u8]) -> Result<Embedder, WickError> {
+    pub fn load_gguf(ctx: Arc<GpuContext>, gguf: &[u8]) -> Result<Embedder, EmbedError> {
         let file = GgufFile::parse(gguf).map_err(ModelError::from)?;
         file.check_file_len(gguf.len() as u64)
             .map_err(ModelError::from)?;
@@ -344,7 +343,11 @@ impl Embedder {
     /// Each text's token ids, with the tokenizer's special tokens (`[CLS]`
     /// ... `[SEP]`, `<bos>` ... `<eos>`); an input over `max_tokens` is
     /// refused naming it, or cut when `opts.truncate`.
-    pub fn tokenize(&self, texts: &[&str], opts: EmbedOptions) -> Result<Vec<Vec<u32>>, WickError> {
+    pub fn tokenize(
+        &self,
+        texts: &[&str],
+        opts: EmbedOptions,
+    ) -> Result<Vec<Vec<u32>>, EmbedError> {
         let max = self.max_tokens();
         let mut out = Vec::with_capacity(texts.len());
         for (index, text) in texts.iter().enumerate() {
@@ -356,8 +359,7 @@ impl Embedder {
                         index,
                         tokens: ids.len(),
                         max,
-                    }
-                    .into());
+                    });
                 }
                 // The last token is the closing special token ([SEP], <eos>): keep it.
                 let last = ids[ids.len() - 1];
@@ -374,16 +376,16 @@ impl Embedder {
         &self,
         texts: &[&str],
         opts: EmbedOptions,
-    ) -> Result<Vec<Embedding>, WickError> {
+    ) -> Result<Vec<Embedding>, EmbedError> {
         let ids = self.tokenize(texts, opts)?;
         self.embed_ids(&ids).await
     }
 
     /// Embeds inputs given as token ids (special tokens included), many in
     /// one step where they fit (`batching::batches`), the vectors in the inputs' order.
-    pub async fn embed_ids(&self, inputs: &[Vec<u32>]) -> Result<Vec<Embedding>, WickError> {
+    pub async fn embed_ids(&self, inputs: &[Vec<u32>]) -> Result<Vec<Embedding>, EmbedError> {
         if inputs.is_empty() {
-            return Err(EmbedError::NoInputs.into());
+            return Err(EmbedError::NoInputs);
         }
         let max = self.max_tokens();
         for (index, ids) in inputs.iter().enumerate() {
@@ -392,12 +394,11 @@ impl Embedder {
                     index,
                     tokens: ids.len(),
                     max,
-                }
-                .into());
+                });
             }
             let vocab = self.encoder.vocab();
             if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
-                return Err(EmbedError::TokenOutOfRange { index, id, vocab }.into());
+                return Err(EmbedError::TokenOutOfRange { index, id, vocab });
             }
         }
         let max_elems = (self.ctx.max_binding_bytes() / 4) as usize;
@@ -412,7 +413,7 @@ impl Embedder {
         Ok(out.into_iter().map(|(_, e)| e).collect())
     }
 
-    async fn run_batch(&self, inputs: &[Vec<u32>]) -> Result<Vec<Embedding>, WickError> {
+    async fn run_batch(&self, inputs: &[Vec<u32>]) -> Result<Vec<Embedding>, EmbedError> {
         let ctx = &*self.ctx;
         let seqs = inputs.len();
         let mut rec = Recorder::new(ctx);

@@ -35,9 +35,7 @@ fn original_piece(piece: &str) -> String {
 }
 
 /// The tokenizer, and its vocabulary size.
-pub fn from_gguf(
-    file: &GgufFile,
-) -> Result<(tokenizers::Tokenizer, usize), crate::error::WickError> {
+pub fn from_gguf(file: &GgufFile) -> Result<(tokenizers::Tokenizer, usize), EmbedError> {
     let model = file
         .meta_str_opt("tokenizer.ggml.model")
         .map_err(ModelError::from)?
@@ -45,8 +43,7 @@ pub fn from_gguf(
     if model != "bert" {
         return Err(meta_err(format!(
             "tokenizer.ggml.model '{model}' (an embedding GGUF needs 'bert', WordPiece)"
-        ))
-        .into());
+        )));
     }
     let tokens = file
         .meta_str_array("tokenizer.ggml.tokens")
@@ -70,7 +67,9 @@ pub fn from_gguf(
     for (i, piece) in tokens.iter().enumerate() {
         let p = original_piece(piece);
         if vocab.insert(p.clone(), json!(i)).is_some() {
-            return Err(meta_err(format!("token {i} '{piece}' repeats an earlier piece")).into());
+            return Err(meta_err(format!(
+                "token {i} '{piece}' repeats an earlier piece"
+            )));
         }
         pieces.push(p);
     }

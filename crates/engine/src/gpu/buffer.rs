@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::context::{GpuContext, GpuCounters};
+use super::context::GpuContext;
+use super::counters::GpuCounters;
 use super::error::GpuError;
 use super::fault::scoped_oom;
 use super::residency::Tracked;

@@ -4,14 +4,14 @@
 //! timestamps can be taken) reads the `GpuFeatures` and `wgpu::Limits` recorded
 //! here, once, at start-up.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::counters::GpuCounters;
 use super::error::GpuError;
 use super::pipeline::PipelineCache;
-use super::recorder::UniformArena;
-use super::residency::Residency;
+use super::residency::{LiveMemory, Residency};
 use super::tuning::{AdapterClass, Tuning};
+use super::uniform_arena::UniformArena;
 use super::weight_store::{WeightStore, WEIGHT_STORE_ENV};
 
 /// What the adapter is, as reported to users (`wick info`, `engine.info()`).
@@ -38,59 +38,6 @@ pub struct GpuFeatures {
     /// feature): decode's GEMV dots 8-bit x with 8-bit weights four at a
     /// time (`linear_x_q8_dot4.wgsl`).
     pub packed_dot4: bool,
-}
-
-/// Counters that tests and benchmarks read: they prove "one submit per step"
-/// and "nothing allocated per token" instead of trusting it.
-#[derive(Debug, Default)]
-pub struct GpuCounters {
-    pub submits: AtomicU64,
-    pub dispatches: AtomicU64,
-    pub buffers_created: AtomicU64,
-    pub bind_groups_created: AtomicU64,
-    pub pipelines_created: AtomicU64,
-    pub bytes_read_back: AtomicU64,
-}
-
-/// A plain copy of `GpuCounters` at one moment; subtract two to measure a step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CounterSnapshot {
-    pub submits: u64,
-    pub dispatches: u64,
-    pub buffers_created: u64,
-    pub bind_groups_created: u64,
-    pub pipelines_created: u64,
-    pub bytes_read_back: u64,
-}
-
-impl CounterSnapshot {
-    pub fn since(self, earlier: CounterSnapshot) -> CounterSnapshot {
-        CounterSnapshot {
-            submits: self.submits - earlier.submits,
-            dispatches: self.dispatches - earlier.dispatches,
-            buffers_created: self.buffers_created - earlier.buffers_created,
-            bind_groups_created: self.bind_groups_created - earlier.bind_groups_created,
-            pipelines_created: self.pipelines_created - earlier.pipelines_created,
-            bytes_read_back: self.bytes_read_back - earlier.bytes_read_back,
-        }
-    }
-}
-
-impl GpuCounters {
-    pub fn snapshot(&self) -> CounterSnapshot {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        CounterSnapshot {
-            submits: get(&self.submits),
-            dispatches: get(&self.dispatches),
-            buffers_created: get(&self.buffers_created),
-            bind_groups_created: get(&self.bind_groups_created),
-            pipelines_created: get(&self.pipelines_created),
-            bytes_read_back: get(&self.bytes_read_back),
-        }
-    }
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
 }
 
 pub struct GpuContext {
@@ -311,5 +258,14 @@ impl GpuContext {
         });
         #[cfg(target_arch = "wasm32")]
         let _ = submission;
+    }
+}
+
+impl GpuContext {
+    /// What the engine holds on this context now: live buffers, their bytes
+    /// and cached bind groups. After `Engine::dispose` it is back to what it
+    /// was before the load.
+    pub fn live_memory(&self) -> LiveMemory {
+        self.residency.live()
     }
 }

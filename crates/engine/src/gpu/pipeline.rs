@@ -12,9 +12,6 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::context::{GpuContext, GpuCounters};
-use super::weight_store::WeightStore;
-
 /// How a kernel uses one binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
@@ -115,8 +112,7 @@ impl PipelineCache {
     }
 
     /// Caches a pipeline made elsewhere (`pipeline_batch`) by its name and,
-    /// for a variant, its key, as `get_variant` would have.
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    /// for a variant, its key.
     pub(crate) fn insert(&self, key: Option<VariantKey>, pipeline: Arc<CachedPipeline>) {
         if let Some(key) = key {
             self.variants.lock().unwrap().insert(key, pipeline.clone());
@@ -132,44 +128,14 @@ impl PipelineCache {
         self.variants.lock().unwrap().retain(|_, p| p.name != name);
     }
 
-    /// The pipeline of a variant, building its spec only when the variant is new.
-    pub(crate) fn get_variant(
-        &self,
-        ctx: &GpuContext,
-        key: &VariantKey,
-        make: impl FnOnce() -> OwnedSpec,
-        params_wgsl: &str,
-    ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
-        if let Some(p) = self.variants.lock().unwrap().get(key) {
-            return (p.clone(), None);
-        }
-        let owned = make();
-        let (pipeline, check) = self.get_or_create(ctx, &owned.spec(), params_wgsl);
-        self.variants.lock().unwrap().insert(*key, pipeline.clone());
-        (pipeline, check)
+    /// The cached pipeline of that name.
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<CachedPipeline>> {
+        self.pipelines.lock().unwrap().get(name).cloned()
     }
 
-    /// Returns the cached pipeline for `spec`, creating it if needed (its
-    /// WGSL led by `params_wgsl`, the dispatch's `KernelParams::WGSL`); a new
-    /// pipeline comes with the future of its compile/validation errors.
-    pub(crate) fn get_or_create(
-        &self,
-        ctx: &GpuContext,
-        spec: &KernelSpec,
-        params_wgsl: &str,
-    ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
-        if let Some(p) = self.pipelines.lock().unwrap().get(spec.name) {
-            return (p.clone(), None);
-        }
-        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let created = Arc::new(create_pipeline(ctx, spec, params_wgsl));
-        let check: CompileCheck = Box::pin(scope.pop());
-        GpuCounters::add(&ctx.counters.pipelines_created, 1);
-        self.pipelines
-            .lock()
-            .unwrap()
-            .insert(spec.name.to_string(), created.clone());
-        (created, Some(check))
+    /// The cached pipeline of that variant.
+    pub(crate) fn get_variant(&self, key: &VariantKey) -> Option<Arc<CachedPipeline>> {
+        self.variants.lock().unwrap().get(key).cloned()
     }
 }
 
@@ -183,98 +149,6 @@ pub fn kernel_source(params_wgsl: &str, spec: &KernelSpec) -> String {
         text = text.replace(&format!("{{{{{name}}}}}"), value.as_ref());
     }
     text
-}
-
-fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec, params_wgsl: &str) -> CachedPipeline {
-    create_from_source(
-        ctx,
-        spec.name,
-        &kernel_source(params_wgsl, spec),
-        spec.entry,
-        spec.storage,
-    )
-}
-
-/// A pipeline from its WGSL text (`kernel_source`), entry point and storage
-/// bindings, with the explicit layout every kernel shares.
-pub(crate) fn create_from_source(
-    ctx: &GpuContext,
-    name: &str,
-    source: &str,
-    entry: &str,
-    storage: &[Access],
-) -> CachedPipeline {
-    static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let device = &ctx.device;
-    let source = ctx.weight_store.declare(source);
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(name),
-        source: wgpu::ShaderSource::Wgsl(source.into()),
-    });
-    let mut entries = vec![wgpu::BindGroupLayoutEntry {
-        binding: 0,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Uniform,
-            has_dynamic_offset: true,
-            min_binding_size: None,
-        },
-        count: None,
-    }];
-    for (i, &access) in storage.iter().enumerate() {
-        let texture = access == Access::Weights && ctx.weight_store == WeightStore::Textures;
-        let ty = if texture {
-            wgpu::BindingType::Texture {
-                sample_type: wgpu::TextureSampleType::Uint,
-                view_dimension: wgpu::TextureViewDimension::D2,
-                multisampled: false,
-            }
-        } else if matches!(access, Access::Uniform | Access::UniformWindow) {
-            wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Uniform,
-                has_dynamic_offset: access == Access::UniformWindow,
-                min_binding_size: None,
-            }
-        } else {
-            wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage {
-                    read_only: access != Access::ReadWrite,
-                },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            }
-        };
-        entries.push(wgpu::BindGroupLayoutEntry {
-            binding: i as u32 + 1,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty,
-            count: None,
-        });
-    }
-    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some(name),
-        entries: &entries,
-    });
-    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some(name),
-        bind_group_layouts: &[Some(&layout)],
-        immediate_size: 0,
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(name),
-        layout: Some(&pipeline_layout),
-        module: &module,
-        entry_point: Some(entry),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    CachedPipeline {
-        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        name: name.to_string(),
-        pipeline,
-        layout,
-        access: storage.to_vec(),
-    }
 }
 
 /// Shape of a 1-D dispatch: enough workgroups of `group` invocations to cover

@@ -15,10 +15,8 @@ use std::collections::HashSet;
 use super::pipeline::{kernel_source, Access, KernelSpec, OwnedSpec, PipelineCache, VariantKey};
 #[cfg(not(target_arch = "wasm32"))]
 use {
-    super::context::{GpuContext, GpuCounters},
-    super::error::GpuError,
-    super::pipeline::{create_from_source, CachedPipeline},
-    std::sync::Arc,
+    super::context::GpuContext, super::counters::GpuCounters, super::error::GpuError,
+    super::pipeline::CachedPipeline, super::pipeline_create::create_from_source, std::sync::Arc,
 };
 
 /// A pipeline to create, owning all it needs, so any thread can make it.

@@ -5,7 +5,8 @@
 //! token. `GpuContext::read_*` are the convenient, allocating forms for tests.
 
 use super::buffer::GpuBuffer;
-use super::context::{GpuContext, GpuCounters};
+use super::context::GpuContext;
+use super::counters::GpuCounters;
 use super::error::GpuError;
 use super::recorder::Recorder;
 use super::residency::Tracked;

@@ -14,7 +14,8 @@
 use std::sync::{Arc, MutexGuard};
 
 use super::buffer::GpuBuffer;
-use super::context::{GpuContext, GpuCounters};
+use super::context::GpuContext;
+use super::counters::GpuCounters;
 use super::error::GpuError;
 use super::params::KernelParams;
 use super::pipeline::{
@@ -22,44 +23,8 @@ use super::pipeline::{
     PARAMS_BYTES,
 };
 use super::pipeline_batch::PendingSet;
-use super::profile::StepTimer;
-use super::residency::{Residency, Tracked};
-
-/// The per-step parameter storage: a uniform buffer of fixed slots and its CPU
-/// mirror. One exists per context; a recorder holds it while it records.
-pub(crate) struct UniformArena {
-    buffer: wgpu::Buffer,
-    _live: Tracked,
-    stride: u64,
-    capacity: usize,
-    staging: Vec<u8>,
-}
-
-/// Slots per step: a decode step of a 30-layer model uses ~20 per layer.
-const ARENA_SLOTS: usize = 8192;
-
-impl UniformArena {
-    pub(crate) fn new(
-        device: &wgpu::Device,
-        limits: &wgpu::Limits,
-        residency: &Arc<Residency>,
-    ) -> UniformArena {
-        let stride = PARAMS_BYTES.max(limits.min_uniform_buffer_offset_alignment as u64);
-        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("uniform arena"),
-            size: stride * ARENA_SLOTS as u64,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        UniformArena {
-            _live: residency.track(buffer.size()),
-            buffer,
-            stride,
-            capacity: ARENA_SLOTS,
-            staging: Vec::with_capacity(stride as usize * 64),
-        }
-    }
-}
+use super::profile_timer::StepTimer;
+use super::uniform_arena::UniformArena;
 
 /// What `submit_indexed` submitted.
 #[derive(Default)]
@@ -193,7 +158,7 @@ impl<'c> Recorder<'c> {
             return;
         }
         self.dispatch_with(params, buffers, workgroups, None, spec.name, || {
-            ctx.pipelines.get_or_create(ctx, spec, P::WGSL)
+            ctx.pipeline(spec, P::WGSL)
         });
     }
 
@@ -236,7 +201,7 @@ impl<'c> Recorder<'c> {
             workgroups,
             window_offset,
             key.family,
-            || ctx.pipelines.get_variant(ctx, key, make, P::WGSL),
+            || ctx.variant_pipeline(key, make, P::WGSL),
         );
     }
 
@@ -284,10 +249,7 @@ impl<'c> Recorder<'c> {
         if let Some(check) = check {
             self.compile_checks.push((pipeline.name.clone(), check));
         }
-        let group = self
-            .ctx
-            .residency
-            .bind_group(self.ctx, &pipeline, buffers, &self.arena.buffer);
+        let group = self.ctx.bind_group(&pipeline, buffers, &self.arena.buffer);
         if self.compile_only {
             return;
         }

@@ -14,12 +14,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::buffer::GpuBuffer;
-use super::context::{GpuContext, GpuCounters};
-use super::pipeline::{Access, CachedPipeline, MAX_STORAGE_BINDINGS, PARAMS_BYTES};
+use super::pipeline::MAX_STORAGE_BINDINGS;
 
 /// A bind group's identity: the pipeline and its buffers' ids (0-padded).
-type BindKey = (u64, [u64; MAX_STORAGE_BINDINGS]);
+pub(crate) type BindKey = (u64, [u64; MAX_STORAGE_BINDINGS]);
 
 #[derive(Default)]
 struct BindGroupCache {
@@ -123,69 +121,26 @@ impl Residency {
         }
     }
 
-    /// The bind group of `pipeline` over `buffers` (binding 0: the uniform
-    /// arena), created the first time those buffers are bound together.
-    pub(crate) fn bind_group(
-        &self,
-        ctx: &GpuContext,
-        pipeline: &CachedPipeline,
-        buffers: &[&GpuBuffer],
-        uniform: &wgpu::Buffer,
-    ) -> wgpu::BindGroup {
-        let mut ids = [0; MAX_STORAGE_BINDINGS];
-        for (id, b) in ids.iter_mut().zip(buffers) {
-            *id = b.id();
-        }
-        let key = (pipeline.id, ids);
+    /// The cached bind group of that key.
+    pub(crate) fn cached_bind_group(&self, key: &BindKey) -> Option<wgpu::BindGroup> {
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.groups.get(key).cloned()
+    }
+
+    /// Caches `group` under `key`, indexed by each buffer it binds.
+    pub(crate) fn cache_bind_group(&self, key: BindKey, bound: usize, group: wgpu::BindGroup) {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(group) = cache.groups.get(&key) {
-            return group.clone();
+        if cache.groups.insert(key, group).is_some() {
+            return;
         }
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: uniform,
-                offset: 0,
-                size: wgpu::BufferSize::new(PARAMS_BYTES),
-            }),
-        }];
-        let max_uniform = ctx.limits.max_uniform_buffer_binding_size;
-        for (i, b) in buffers.iter().enumerate() {
-            let resource = match (pipeline.access.get(i), b.raw()) {
-                // As many of its first bytes as a uniform binding holds:
-                // the shader's array says how many it reads, and the kernel
-                // chose the uniform only where they fit (a window: as many
-                // bytes, from the offset each dispatch gives).
-                (Some(Access::Uniform | Access::UniformWindow), Some(raw)) => {
-                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: raw,
-                        offset: 0,
-                        size: wgpu::BufferSize::new(b.size().min(max_uniform)),
-                    })
-                }
-                _ => b.binding(),
-            };
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource,
-            });
-        }
-        let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(&pipeline.name),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
-        GpuCounters::add(&ctx.counters.bind_groups_created, 1);
         self.bind_groups.fetch_add(1, Ordering::Relaxed);
         ALL_BIND_GROUPS.fetch_add(1, Ordering::Relaxed);
-        let mut distinct = ids[..buffers.len()].to_vec();
+        let mut distinct = key.1[..bound].to_vec();
         distinct.sort_unstable();
         distinct.dedup();
         for id in distinct {
             cache.keys_of.entry(id).or_default().push(key);
         }
-        cache.groups.insert(key, group.clone());
-        group
     }
 
     /// Evicts every cached bind group that binds buffer `id` (which is
@@ -218,15 +173,6 @@ impl Residency {
         ALL_BIND_GROUPS.fetch_sub(evicted.len() as u64, Ordering::Relaxed);
         // Dropped outside the lock: wgpu's drop may take its own locks.
         drop(evicted);
-    }
-}
-
-impl GpuContext {
-    /// What the engine holds on this context now: live buffers, their bytes
-    /// and cached bind groups. After `Engine::dispose` it is back to what it
-    /// was before the load.
-    pub fn live_memory(&self) -> LiveMemory {
-        self.residency.live()
     }
 }
 

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::*;
 use crate::format::quant::GgmlType;
 use crate::gpu::Recorder;
+use crate::gpu::{GpuBuffer, GpuContext};
 use crate::kernels::elementwise::add::add_in_place;
 use crate::model::synthetic::{Arch, SyntheticModel, ARCHS};
 use crate::pipeline::PipelineOptions;

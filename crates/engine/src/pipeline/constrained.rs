@@ -24,8 +24,8 @@ use super::stats::GenerationStats;
 use super::stopping::{FinishReason, StopCriteria};
 use super::Pipeline;
 use crate::constrain::Constraint;
-use crate::error::WickError;
 use crate::gpu::CounterSnapshot;
+use crate::pipeline::error::PipelineError;
 
 pub struct ConstrainedOutput {
     /// Generated ids, sampled and forced, an end token included.
@@ -122,7 +122,7 @@ impl ConstrainedGeneration {
 impl Pipeline {
     /// Restricts the GPU sampler to the tokens `words` allows (see
     /// `kernels::sample::SamplerState::set_mask`) until `configure_sampler`.
-    pub fn set_token_mask(&mut self, words: &[u32]) -> Result<(), WickError> {
+    pub fn set_token_mask(&mut self, words: &[u32]) -> Result<(), PipelineError> {
         let ctx = self.ctx.clone();
         Ok(self.sampler.set_mask(&ctx, words)?)
     }
@@ -136,10 +136,12 @@ impl Pipeline {
         sampling: &SamplingParams,
         stop: StopCriteria,
         mut constraint: Constraint,
-    ) -> Result<ConstrainedGeneration, WickError> {
+    ) -> Result<ConstrainedGeneration, PipelineError> {
         let sampler = Sampler::new(sampling.clone())?;
         if stop.max_tokens == 0 {
-            return Err(WickError::InvalidOption("max tokens must be > 0".into()));
+            return Err(PipelineError::InvalidOption(
+                "max tokens must be > 0".into(),
+            ));
         }
         // The prompt's leading tokens whose K/V the cache holds are kept, as
         // `start_generation` keeps them (a conversation's next turn, or the
@@ -193,7 +195,7 @@ impl Pipeline {
     pub async fn next_constrained_token(
         &mut self,
         g: &mut ConstrainedGeneration,
-    ) -> Result<Option<u32>, WickError> {
+    ) -> Result<Option<u32>, PipelineError> {
         if g.queue.is_empty() && g.reason.is_none() {
             self.constrained_step(g).await?;
         }
@@ -207,7 +209,10 @@ impl Pipeline {
     }
 
     /// One sampled token under the mask, and the tokens forced after it.
-    async fn constrained_step(&mut self, g: &mut ConstrainedGeneration) -> Result<(), WickError> {
+    async fn constrained_step(
+        &mut self,
+        g: &mut ConstrainedGeneration,
+    ) -> Result<(), PipelineError> {
         if self.pos + g.host.len().max(1) > self.ctx_len() {
             g.reason = Some(FinishReason::ContextFull);
             return Ok(());
@@ -279,7 +284,7 @@ impl Pipeline {
         stop: &StopCriteria,
         constraint: Constraint,
         on_token: &mut dyn FnMut(u32) -> bool,
-    ) -> Result<ConstrainedOutput, WickError> {
+    ) -> Result<ConstrainedOutput, PipelineError> {
         let mut g = self.start_constrained(prompt, sampling, stop.clone(), constraint)?;
         while let Some(id) = self.next_constrained_token(&mut g).await? {
             if !on_token(id) {

@@ -10,8 +10,8 @@ use web_time::Instant;
 use super::step::InferenceStep;
 use super::tokens::Ticket;
 use super::{Pipeline, StepIds, StepOutput};
-use crate::error::WickError;
 use crate::gpu::Recorder;
+use crate::pipeline::error::PipelineError;
 
 /// Decode steps submitted and not yet read back.
 pub struct InFlight {
@@ -31,7 +31,7 @@ impl InFlight {
 
 impl Pipeline {
     /// Appends `id` at the current position; returns its logits.
-    pub async fn decode(&mut self, id: u32) -> Result<Vec<f32>, WickError> {
+    pub async fn decode(&mut self, id: u32) -> Result<Vec<f32>, PipelineError> {
         self.check_room(1)?;
         let step = InferenceStep::Decode { pos: self.pos };
         let mut rows = self.run_step(step, &[id], 1).await?;
@@ -42,7 +42,7 @@ impl Pipeline {
     /// (the last one sampled), step `s` drawing with random number `us[s]`
     /// under the parameters `configure_sampler` set. Returns the new ids and
     /// the CPU seconds spent recording and submitting.
-    pub async fn decode_sampled(&mut self, us: &[f32]) -> Result<(Vec<u32>, f64), WickError> {
+    pub async fn decode_sampled(&mut self, us: &[f32]) -> Result<(Vec<u32>, f64), PipelineError> {
         let in_flight = self.launch_decode(us).await?;
         let cpu_seconds = in_flight.cpu_seconds;
         Ok((self.land_decode(in_flight).await?, cpu_seconds))
@@ -52,10 +52,10 @@ impl Pipeline {
     /// and returns without waiting for them, so the caller can record the
     /// next submit while the GPU works (tokens never leave the GPU between
     /// submits). Positions are taken at once; `land_decode` reads the ids.
-    pub async fn launch_decode(&mut self, us: &[f32]) -> Result<InFlight, WickError> {
+    pub async fn launch_decode(&mut self, us: &[f32]) -> Result<InFlight, PipelineError> {
         let n = us.len();
         if n == 0 || n > self.tokens.max_steps() {
-            return Err(WickError::InvalidOption(format!(
+            return Err(PipelineError::InvalidOption(format!(
                 "{n} decode steps in one submit (1..={})",
                 self.tokens.max_steps()
             )));
@@ -86,7 +86,7 @@ impl Pipeline {
     }
 
     /// The ids of a launched submit, once the GPU has run it.
-    pub async fn land_decode(&mut self, in_flight: InFlight) -> Result<Vec<u32>, WickError> {
+    pub async fn land_decode(&mut self, in_flight: InFlight) -> Result<Vec<u32>, PipelineError> {
         let ids = self
             .tokens
             .read(&self.ctx, in_flight.ticket, in_flight.submission)
@@ -107,7 +107,7 @@ impl Pipeline {
         &mut self,
         params: &crate::pipeline::sampling::SamplingParams,
         history: &[u32],
-    ) -> Result<(), WickError> {
+    ) -> Result<(), PipelineError> {
         let ctx = self.ctx.clone();
         Ok(self.sampler.configure(&ctx, params, history)?)
     }

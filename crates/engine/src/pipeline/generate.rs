@@ -20,8 +20,8 @@ use super::sampling::{Sampler, SamplingParams};
 use super::stats::GenerationStats;
 use super::stopping::{FinishReason, StopCriteria};
 use super::Pipeline;
-use crate::error::WickError;
 use crate::gpu::CounterSnapshot;
+use crate::pipeline::error::PipelineError;
 
 /// One generation in progress.
 pub struct Generation {
@@ -82,10 +82,12 @@ impl Pipeline {
         prompt: &[u32],
         sampling: &SamplingParams,
         stop: StopCriteria,
-    ) -> Result<Generation, WickError> {
+    ) -> Result<Generation, PipelineError> {
         let mut sampler = Sampler::new(sampling.clone())?;
         if stop.max_tokens == 0 {
-            return Err(WickError::InvalidOption("max tokens must be > 0".into()));
+            return Err(PipelineError::InvalidOption(
+                "max tokens must be > 0".into(),
+            ));
         }
         let cached = self.held.reusable(prompt);
         self.pos = cached;
@@ -120,7 +122,7 @@ impl Pipeline {
     /// The next token, or `None` once the generation has finished (see
     /// `Generation::finish_reason`). A call that finds no sampled token
     /// waiting runs one submit of decode steps.
-    pub async fn next_token(&mut self, g: &mut Generation) -> Result<Option<u32>, WickError> {
+    pub async fn next_token(&mut self, g: &mut Generation) -> Result<Option<u32>, PipelineError> {
         if g.finish_reason.is_some() {
             self.discard(g);
             return Ok(None);
@@ -167,7 +169,7 @@ impl Pipeline {
         &mut self,
         g: &mut Generation,
         landing: usize,
-    ) -> Result<Option<InFlight>, WickError> {
+    ) -> Result<Option<InFlight>, PipelineError> {
         let running = g.in_flight.as_ref().map_or(0, InFlight::steps);
         let left = g.stop.max_tokens - g.ids.len() - g.queue.len() - running - landing;
         let n = self
@@ -204,7 +206,7 @@ impl Pipeline {
         sampling: &SamplingParams,
         stop: &StopCriteria,
         on_token: &mut dyn FnMut(u32) -> bool,
-    ) -> Result<GenerationOutput, WickError> {
+    ) -> Result<GenerationOutput, PipelineError> {
         let mut g = self
             .start_generation(prompt, sampling, stop.clone())
             .await?;

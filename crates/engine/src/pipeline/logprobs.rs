@@ -9,7 +9,7 @@
 //! sampled, up to the summation order of the batched kernels (~1e-5).
 
 use super::Pipeline;
-use crate::error::WickError;
+use crate::pipeline::error::PipelineError;
 
 /// One generated token's log-probability and the most likely alternatives.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,9 +52,9 @@ impl Pipeline {
         &mut self,
         seq: &[u32],
         last: usize,
-    ) -> Result<Vec<Vec<f32>>, WickError> {
+    ) -> Result<Vec<Vec<f32>>, PipelineError> {
         if last == 0 || last > seq.len() {
-            return Err(WickError::InvalidOption(format!(
+            return Err(PipelineError::InvalidOption(format!(
                 "asked for logits of the last {last} positions of a {}-token input",
                 seq.len()
             )));
@@ -72,7 +72,7 @@ impl Pipeline {
         prompt: &[u32],
         generated: &[u32],
         k: usize,
-    ) -> Result<Vec<TokenLogprob>, WickError> {
+    ) -> Result<Vec<TokenLogprob>, PipelineError> {
         if prompt.is_empty() || generated.is_empty() {
             return Ok(Vec::new());
         }

@@ -5,6 +5,7 @@
 pub mod constrained;
 pub mod decode;
 pub mod embed;
+pub mod error;
 pub mod generate;
 pub mod kv_cache;
 pub mod logits;
@@ -22,10 +23,10 @@ pub mod warm_up;
 
 use std::sync::Arc;
 
-use crate::error::WickError;
 use crate::gpu::{GpuContext, Recorder};
 use crate::model::activations::Activations;
 use crate::model::{Decoder, Forward};
+pub use error::PipelineError;
 
 pub use crate::kernels::attention::kv::KvDtype;
 pub use crate::kernels::norm::rms_q8::ActDtype;
@@ -145,17 +146,17 @@ impl Pipeline {
         ctx: Arc<GpuContext>,
         model: Decoder,
         opts: &PipelineOptions,
-    ) -> Result<Pipeline, WickError> {
+    ) -> Result<Pipeline, PipelineError> {
         let cfg = &model.config;
         let fits = KvCache::max_ctx_len(&ctx, cfg, opts.kv_dtype);
         let ctx_len = match opts.ctx_len {
             Some(0) => {
-                return Err(WickError::InvalidOption(
+                return Err(PipelineError::InvalidOption(
                     "context length must be > 0".into(),
                 ))
             }
             Some(n) if n > fits => {
-                return Err(WickError::InvalidOption(format!(
+                return Err(PipelineError::InvalidOption(format!(
                     "context length {n} does not fit the adapter (at most {fits} for this model)"
                 )))
             }
@@ -163,10 +164,12 @@ impl Pipeline {
             None => cfg.ctx_train.min(fits).min(4096),
         };
         if opts.prefill_chunk == 0 {
-            return Err(WickError::InvalidOption("prefill chunk must be > 0".into()));
+            return Err(PipelineError::InvalidOption(
+                "prefill chunk must be > 0".into(),
+            ));
         }
         if !(1..=MAX_TOKENS_PER_SUBMIT).contains(&opts.tokens_per_submit) {
-            return Err(WickError::InvalidOption(format!(
+            return Err(PipelineError::InvalidOption(format!(
                 "tokens per submit must be 1..={MAX_TOKENS_PER_SUBMIT}, got {}",
                 opts.tokens_per_submit
             )));
@@ -175,7 +178,7 @@ impl Pipeline {
         let kv = KvCache::new(&ctx, cfg, ctx_len, opts.kv_dtype)?;
         let q8_input = opts.act_dtype == ActDtype::Q8;
         if q8_input && cfg.d_model % Q8_BLOCK != 0 {
-            return Err(WickError::InvalidOption(format!(
+            return Err(PipelineError::InvalidOption(format!(
                 "8-bit activations need a model width that is a multiple of {Q8_BLOCK}, not {}",
                 cfg.d_model
             )));
@@ -251,7 +254,7 @@ impl Pipeline {
         step: InferenceStep,
         ids: &[u32],
         logit_rows: usize,
-    ) -> Result<Vec<Vec<f32>>, WickError> {
+    ) -> Result<Vec<Vec<f32>>, PipelineError> {
         let rows = step.rows();
         debug_assert!(ids.len() == rows && logit_rows <= rows && step.pos0() == self.pos);
         let ctx = self.ctx.clone();
@@ -277,7 +280,7 @@ impl Pipeline {
         step: InferenceStep,
         ids: StepIds,
         output: StepOutput,
-    ) -> Result<(), WickError> {
+    ) -> Result<(), PipelineError> {
         let rows = step.rows();
         let mut f = Forward {
             rec,
@@ -311,9 +314,9 @@ impl Pipeline {
         Ok(())
     }
 
-    fn check_room(&self, tokens: usize) -> Result<(), WickError> {
+    fn check_room(&self, tokens: usize) -> Result<(), PipelineError> {
         if self.pos + tokens > self.ctx_len() {
-            return Err(WickError::ContextOverflow {
+            return Err(PipelineError::ContextOverflow {
                 tokens,
                 used: self.pos,
                 ctx_len: self.ctx_len(),

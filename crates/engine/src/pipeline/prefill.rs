@@ -2,16 +2,20 @@
 
 use super::step::{plan_prefill, InferenceStep};
 use super::{Pipeline, StepIds, StepOutput};
-use crate::error::WickError;
 use crate::gpu::Recorder;
+use crate::pipeline::error::PipelineError;
 
 impl Pipeline {
     /// Runs `ids` at the current position and returns the logits of the last
     /// `last` of them (teacher forcing; `last` = 1 to start generating).
-    pub async fn prefill(&mut self, ids: &[u32], last: usize) -> Result<Vec<Vec<f32>>, WickError> {
+    pub async fn prefill(
+        &mut self,
+        ids: &[u32],
+        last: usize,
+    ) -> Result<Vec<Vec<f32>>, PipelineError> {
         self.check_prompt(ids)?;
         if last > ids.len() {
-            return Err(WickError::InvalidOption(format!(
+            return Err(PipelineError::InvalidOption(format!(
                 "asked for logits of the last {last} positions of a {}-token input",
                 ids.len()
             )));
@@ -38,7 +42,7 @@ impl Pipeline {
     /// Runs `ids` and samples the token after them on the GPU with random
     /// number `u` (parameters: `configure_sampler`); it lands in the token ring as the next
     /// decode step's input, and only its id is read back.
-    pub async fn prefill_sampled(&mut self, ids: &[u32], u: f32) -> Result<u32, WickError> {
+    pub async fn prefill_sampled(&mut self, ids: &[u32], u: f32) -> Result<u32, PipelineError> {
         self.check_prompt(ids)?;
         let start = self.pos;
         let plan = self.plan(ids.len());
@@ -64,9 +68,11 @@ impl Pipeline {
         Ok(self.tokens.read(&ctx, ticket, submitted.index).await?[0])
     }
 
-    fn check_prompt(&self, ids: &[u32]) -> Result<(), WickError> {
+    fn check_prompt(&self, ids: &[u32]) -> Result<(), PipelineError> {
         if ids.is_empty() {
-            return Err(WickError::InvalidOption("the prompt has no tokens".into()));
+            return Err(PipelineError::InvalidOption(
+                "the prompt has no tokens".into(),
+            ));
         }
         self.check_room(ids.len())
     }

@@ -4,7 +4,7 @@
 //! never emitted, and text that could still turn out to be the start of a
 //! stop string is held back until it cannot.
 
-use crate::error::WickError;
+use crate::pipeline::error::PipelineError;
 
 /// OpenAI's limit on `stop`.
 pub const MAX_STOP_STRINGS: usize = 4;
@@ -23,15 +23,15 @@ pub struct StopStrings {
 impl StopStrings {
     /// Refuses more than [`MAX_STOP_STRINGS`] strings, and empty ones (an
     /// empty string would stop before the first token).
-    pub fn new(stops: &[String]) -> Result<StopStrings, WickError> {
+    pub fn new(stops: &[String]) -> Result<StopStrings, PipelineError> {
         if stops.len() > MAX_STOP_STRINGS {
-            return Err(WickError::InvalidOption(format!(
+            return Err(PipelineError::InvalidOption(format!(
                 "{} stop strings given; at most {MAX_STOP_STRINGS}",
                 stops.len()
             )));
         }
         if stops.iter().any(String::is_empty) {
-            return Err(WickError::InvalidOption(
+            return Err(PipelineError::InvalidOption(
                 "a stop string must not be empty".into(),
             ));
         }
@@ -160,7 +160,7 @@ mod tests {
         let five: Vec<String> = (0..5).map(|i| i.to_string()).collect();
         assert!(matches!(
             StopStrings::new(&five),
-            Err(WickError::InvalidOption(_))
+            Err(PipelineError::InvalidOption(_))
         ));
         assert!(StopStrings::new(&five[..4]).is_ok());
         assert!(StopStrings::new(&[String::new()]).is_err());

@@ -7,8 +7,8 @@
 use super::sampling::SamplingParams;
 use super::step::InferenceStep;
 use super::{Pipeline, StepIds, StepOutput};
-use crate::error::WickError;
 use crate::gpu::Recorder;
+use crate::pipeline::error::PipelineError;
 
 /// Row counts that select every kernel variant a prefill chunk can use: the
 /// matrix-vector form (1 row) and the prefill form's three widths (2..=8,
@@ -24,7 +24,7 @@ impl Pipeline {
     /// Prepares every kernel a prompt and sampled decoding will record (reading
     /// logits of many rows, for teacher forcing, may still compile its head on
     /// first use), then runs a one-token step and forgets it.
-    pub async fn warm_up(&mut self) -> Result<(), WickError> {
+    pub async fn warm_up(&mut self) -> Result<(), PipelineError> {
         let ctx = self.ctx.clone();
         #[cfg(not(target_arch = "wasm32"))]
         {
@@ -53,7 +53,7 @@ impl Pipeline {
     /// this model on its context's adapter, each once: what the engine asks
     /// the adapter to compile (a test validates them all with naga, on
     /// every adapter class).
-    pub fn kernel_sources(&self) -> Result<Vec<(String, String)>, WickError> {
+    pub fn kernel_sources(&self) -> Result<Vec<(String, String)>, PipelineError> {
         let mut collect = Recorder::collect_all_pipelines(&self.ctx);
         self.record_warm_up_steps(&mut collect)?;
         let store = self.ctx.weight_store;
@@ -65,7 +65,7 @@ impl Pipeline {
     }
 
     /// Every step shape `warm_up` prepares, recorded into `rec`.
-    fn record_warm_up_steps(&self, rec: &mut Recorder) -> Result<(), WickError> {
+    fn record_warm_up_steps(&self, rec: &mut Recorder) -> Result<(), PipelineError> {
         // A step longer than the context would not fit the KV cache.
         let chunk = self.act.max_rows.min(self.ctx_len());
         let zeros = vec![0u32; chunk];
@@ -80,7 +80,7 @@ impl Pipeline {
 
     /// Records one sampled decode step into `rec` (tests count what the
     /// recording allocates through a compile-only recorder).
-    pub fn record_decode_step(&self, rec: &mut Recorder) -> Result<(), WickError> {
+    pub fn record_decode_step(&self, rec: &mut Recorder) -> Result<(), PipelineError> {
         let decode = InferenceStep::Decode { pos: 0 };
         let sample = StepOutput::Sample { step: 0, slot: 1 };
         self.record_step(rec, decode, StepIds::Ring(0), sample)
