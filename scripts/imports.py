@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The engine crate's import graph: upward edges between layers and cycles.
+"""The crates' import graphs: upward edges between the engine's layers, and
+cycles in every crate.
 
 usage: scripts/imports.py [--edges]
 
-Reads crates/engine/src (test files and `#[cfg(test)]` modules left out),
+Reads each crate's src (test files and `#[cfg(test)]` modules left out),
 takes each `crate::a::b` and `super::` path a file names, and prints:
 
 - the edges that go up the layers, which run, bottom to top:
@@ -12,7 +13,8 @@ takes each `crate::a::b` and `super::` path a file names, and prints:
   completion, hf_folder;
   `error` (WickError) is the engine's, and `testutil` beside the tests;
 - the cycles between the top-level modules, and between the files of each
-  folder (strongly connected components of more than one node);
+  folder, of the engine, the CLI, the wasm crate and the fuzzer (strongly
+  connected components of more than one node);
 - with --edges, every edge between top-level modules.
 
 Exits 1 when it finds an upward edge or a cycle.
@@ -23,7 +25,9 @@ import re
 import sys
 from collections import defaultdict
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "engine", "src")
+CRATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates")
+ENGINE = "engine"
+OTHERS = ("cli", "web", "fuzz")
 
 LAYERS = {
     "format": 0,
@@ -46,10 +50,10 @@ PATH = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 GROUP = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^;]*?)\}", re.S)
 
 
-def module_of(path):
+def module_of(root, path):
     """`kernels/matmul/linear/mod.rs` -> ["kernels", "matmul", "linear"]."""
-    rel = os.path.relpath(path, ROOT)[:-3].split(os.sep)
-    if rel[-1] in ("mod", "lib"):
+    rel = os.path.relpath(path, root)[:-3].split(os.sep)
+    if rel[-1] in ("mod", "lib", "main"):
         rel = rel[:-1]
     return rel
 
@@ -139,13 +143,16 @@ def sccs(graph):
     return out
 
 
-def main(argv):
+def graph(crate):
+    """The crate's edges between top-level modules, and between the files
+    of each folder."""
+    root = os.path.join(CRATES, crate, "src")
     files = {}
-    for dirpath, _, names in os.walk(ROOT):
+    for dirpath, _, names in os.walk(root):
         for n in names:
             p = os.path.join(dirpath, n)
             if n.endswith(".rs") and not is_test_file(p):
-                files[tuple(module_of(p))] = p
+                files[tuple(module_of(root, p))] = p
     modules = set(files)
     top = defaultdict(set)
     folder = defaultdict(lambda: defaultdict(set))
@@ -169,6 +176,11 @@ def main(argv):
                 a, b = module[: n + 1], t[: n + 1]
                 if a != b and parent:
                     folder[parent][a[-1]].add(b[-1])
+    return top, folder
+
+
+def main(argv):
+    top, folder = graph(ENGINE)
     bad = 0
     print("upward edges between layers:")
     for a in sorted(top):
@@ -194,6 +206,20 @@ def main(argv):
     if not found:
         print("  none")
     bad += found
+    for crate in OTHERS:
+        other_top, other_folder = graph(crate)
+        print(f"cycles in crates/{crate}:")
+        found = 0
+        for c in sccs(dict(other_top)):
+            print("  " + ", ".join(c))
+            found += 1
+        for parent in sorted(other_folder):
+            for c in sccs(other_folder[parent]):
+                print(f"  {'/'.join(parent)}/: " + ", ".join(c))
+                found += 1
+        if not found:
+            print("  none")
+        bad += found
     if "--edges" in argv:
         print("edges between top-level modules:")
         for a in sorted(top):

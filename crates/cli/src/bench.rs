@@ -155,11 +155,16 @@ pub fn run(args: BenchArgs) -> CliResult {
         // The process's CPU seconds at the start and at the first token.
         let start_cpu = cpu_time::process_seconds();
         let mut first_cpu = None;
-        let out =
-            pollster::block_on(engine.pipeline.generate(&prompt, &greedy, &stop, &mut |_| {
+        let out = pollster::block_on(engine.pipeline.generate(
+            &prompt,
+            &greedy,
+            &stop,
+            None,
+            &mut |_| {
                 first_cpu = first_cpu.or_else(cpu_time::process_seconds);
                 true
-            }))?;
+            },
+        ))?;
         let end_cpu = cpu_time::process_seconds();
         let cpu = match (start_cpu, first_cpu, end_cpu) {
             (Some(a), Some(b), Some(c)) => Some((b - a, c - b)),
@@ -284,11 +289,12 @@ fn profile_run(
     let greedy = SamplingParams::default();
     engine.pipeline.reset();
     engine.pipeline.ctx().start_profile()?;
-    let out = pollster::block_on(
-        engine
-            .pipeline
-            .generate(prompt, &greedy, stop, &mut |_| true),
-    );
+    let out =
+        pollster::block_on(
+            engine
+                .pipeline
+                .generate(prompt, &greedy, stop, None, &mut |_| true),
+        );
     let profile = engine
         .pipeline
         .ctx()

@@ -53,7 +53,7 @@ fn optional(path: &Path) -> Result<Option<Vec<u8>>, String> {
 /// The folder's files, read (the weights mapped), or the GGUF file mapped.
 fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
     if dir.is_file() {
-        let gguf = crate::load::map_file(dir)?;
+        let gguf = crate::map_file::map_file(dir)?;
         let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
         return Ok(Embedder::load_gguf(ctx, &gguf)?);
     }
@@ -79,7 +79,7 @@ fn load(dir: &Path) -> Result<Embedder, Box<dyn std::error::Error>> {
             let sub = dir.join(sub);
             dense_files.push((
                 read(&sub.join("config.json"))?,
-                crate::load::map_file(&sub.join("model.safetensors"))?,
+                crate::map_file::map_file(&sub.join("model.safetensors"))?,
             ));
         }
     }

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use serde_json::json;
+use wick::constrain::GrammarCompiler;
 use wick::pipeline::stopping::StopCriteria;
 
 use crate::load::ModelInput;
@@ -25,7 +26,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub constraint: crate::constrained::ConstraintArgs,
+    pub constraint: crate::constraint::ConstraintArgs,
 }
 
 /// OpenAI's limit on `top_logprobs`.
@@ -39,23 +40,24 @@ pub fn run(args: GenerateArgs) -> CliResult {
     if args.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
         return Err(format!("--logprobs must be 0..={MAX_TOP_LOGPROBS}").into());
     }
-    if let Some(grammar) = args.constraint.grammar()? {
-        // The constrained loop samples one token per submit on its own path:
-        // it has neither stop strings nor logprobs yet.
-        if !args.sampling.stop.is_empty() || args.logprobs.is_some() {
-            return Err(
-                "--stop and --logprobs do not combine with --json-schema, --regex or --grammar yet"
-                    .into(),
-            );
-        }
-        return crate::constrained::run(&args, &sampling, grammar);
-    }
+    let grammar = args.constraint.grammar()?;
     let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;
     let prompt = args.input.ids(&engine)?;
     let stop = StopCriteria {
         stop_ids: engine.tokenizer.stop_ids(),
         max_tokens: args.max_tokens,
+    };
+    let mut grammar_compile_seconds = None;
+    let constraint = match grammar {
+        Some(grammar) => {
+            let start = std::time::Instant::now();
+            let vocab = engine.pipeline.model().config.vocab_size;
+            let constraint = GrammarCompiler::new(&engine.tokenizer, vocab)?.compile(&grammar)?;
+            grammar_compile_seconds = Some(start.elapsed().as_secs_f64());
+            Some(constraint)
+        }
+        None => None,
     };
     let mut stdout = std::io::stdout();
     let mut on_text = |text: &str| {
@@ -70,6 +72,7 @@ pub fn run(args: GenerateArgs) -> CliResult {
         &sampling,
         stop,
         &args.sampling.stop,
+        constraint,
         &mut on_text,
     ))?;
     if !args.json {
@@ -94,6 +97,12 @@ pub fn run(args: GenerateArgs) -> CliResult {
             "submits_per_decode_step": s.per_decode_step(s.decode_counters.submits),
         },
     });
+    if let (Some(compile_seconds), Some(grammar)) = (grammar_compile_seconds, &s.grammar) {
+        let stats = &mut report["stats"];
+        stats["grammar_compile_seconds"] = json!(compile_seconds);
+        stats["forced_tokens"] = json!(grammar.forced_tokens);
+        stats["mask_ms_per_token"] = json!(grammar.mask_ms_per_token());
+    }
     if let Some(k) = args.logprobs {
         let logprobs = pollster::block_on(engine.pipeline.logprobs_of(&prompt, &out.ids, k))?;
         // As OpenAI writes each entry: the token's text (lossy where it holds

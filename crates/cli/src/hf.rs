@@ -10,7 +10,7 @@ use wick::format::ShardIndex;
 use wick::hf_folder::{hf_tokenizer, HfConfigFiles, HfFiles};
 use wick::tokenizer::Tokenizer;
 
-use crate::load::map_file;
+use crate::map_file::map_file;
 
 const INDEX: &str = "model.safetensors.index.json";
 const SINGLE: &str = "model.safetensors";

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::map_file::map_file;
 use indicatif::{ProgressBar, ProgressStyle};
-use memmap2::Mmap;
 use wick::engine::ModelLoader;
 use wick::format::quant::GgmlType;
 use wick::gpu::GpuContext;
@@ -18,16 +18,6 @@ use wick::Engine;
 pub struct Loaded {
     pub engine: Engine,
     pub load_seconds: f64,
-}
-
-/// Maps the file read-only: the weights are copied to the GPU once and the
-/// mapping is dropped after, so a model is never held twice in memory.
-pub fn map_file(path: &Path) -> Result<Mmap, String> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("cannot open model file '{}': {e}", path.display()))?;
-    // SAFETY: the file is opened read-only and only read while mapped; a
-    // concurrent truncation by another process is outside what we guard.
-    unsafe { Mmap::map(&file) }.map_err(|e| format!("cannot map '{}': {e}", path.display()))
 }
 
 /// Loads a GGUF file, or the Hugging Face checkpoint in the folder `path`.

@@ -4,7 +4,7 @@
 mod bench;
 mod bench_kernels;
 mod chat;
-mod constrained;
+mod constraint;
 mod cpu_time;
 mod embed;
 mod generate;
@@ -12,6 +12,7 @@ mod hf;
 mod info;
 mod load;
 mod logits;
+mod map_file;
 mod sampling;
 mod template;
 mod tokenize;

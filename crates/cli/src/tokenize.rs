@@ -6,7 +6,7 @@ use serde_json::json;
 use wick::format::gguf::GgufFile;
 use wick::tokenizer::Tokenizer;
 
-use crate::load::map_file;
+use crate::map_file::map_file;
 use crate::CliResult;
 
 #[derive(clap::Args)]

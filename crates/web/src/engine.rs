@@ -6,65 +6,22 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
-use wick::constrain::{Constraint, Grammar, GrammarCompiler};
+use wick::constrain::Grammar;
 use wick::gpu::GpuContext;
 use wick::pipeline::reasoning::ReasoningSplit;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::StopCriteria;
-use wick::pipeline::Pipeline;
-use wick::tokenizer::chat_template::{ChatTemplate, ChatTemplateError};
-use wick::tokenizer::Tokenizer;
+use wick::tokenizer::chat_template::ChatTemplate;
 use wick::tools::messages_for_template;
 use wick::Engine;
 
 use crate::generation::{Output, WasmGeneration};
-use crate::info::{self, Info};
+use crate::info;
 use crate::logprobs::MAX_TOP_LOGPROBS;
-use crate::run::Run;
+use crate::shared::Shared;
 use crate::tool_calls::{tool_set, ToolSplit};
-use crate::{from_js, js_coded, js_err, js_wick_err, to_js};
-
-/// What the engine and its generations share. The pipeline is borrowed for
-/// the length of one GPU step; a second step while one runs is refused with
-/// an error ("busy") rather than interleaved.
-pub(crate) struct Shared {
-    pub tokenizer: Tokenizer,
-    pub pipeline: RefCell<Pipeline>,
-    pub template: Result<ChatTemplate, ChatTemplateError>,
-    pub info: Info,
-    /// Bumped by every `start`: an older generation's state is gone.
-    pub epoch: Cell<u64>,
-    pub disposed: Cell<bool>,
-    /// The vocabulary as llguidance sees it, built at the first constrained
-    /// generation (a fraction of a second to a second) and kept.
-    grammars: OnceCell<GrammarCompiler>,
-    ctx: Arc<GpuContext>,
-}
-
-impl Shared {
-    /// The grammar compiler over this model's vocabulary, built once.
-    fn compiler(&self) -> Result<&GrammarCompiler, JsValue> {
-        if let Some(c) = self.grammars.get() {
-            return Ok(c);
-        }
-        let vocab = self.info.model.vocab_size;
-        let c = GrammarCompiler::new(&self.tokenizer, vocab)
-            .map_err(|e| js_err(format!("building the grammar vocabulary: {e}")))?;
-        Ok(self.grammars.get_or_init(|| c))
-    }
-
-    /// `grammar` compiled against this model's vocabulary; a grammar that
-    /// does not compile is an `InvalidRequestError` on `grammar`.
-    fn constraint(&self, grammar: &Grammar) -> Result<Constraint, JsValue> {
-        self.compiler()?.compile(grammar).map_err(|e| {
-            field_err(
-                "grammar",
-                &format!("the {} does not compile: {e}", grammar.kind()),
-            )
-        })
-    }
-}
+use crate::{coded_field_err, field_err, from_js, js_err, js_wick_err, to_js};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -422,22 +379,14 @@ impl WasmEngine {
                 .map_err(|_| js_err("the engine is busy with another generation step"))?;
             let epoch = shared.epoch.get() + 1;
             shared.epoch.set(epoch);
-            let gen = match &grammar {
-                None => Run::Free(
-                    pipeline
-                        .start_generation(&prompt_ids, &sampling, stop)
-                        .await
-                        .map_err(js_wick_err)?,
-                ),
-                Some(g) => {
-                    let constraint = shared.constraint(g)?;
-                    Run::Constrained(
-                        pipeline
-                            .start_constrained(&prompt_ids, &sampling, stop, constraint)
-                            .map_err(js_wick_err)?,
-                    )
-                }
+            let constraint = match &grammar {
+                Some(g) => Some(shared.constraint(g)?),
+                None => None,
             };
+            let gen = pipeline
+                .start_generation(&prompt_ids, &sampling, stop, constraint)
+                .await
+                .map_err(js_wick_err)?;
             drop(pipeline);
             let out = Output {
                 stops,
@@ -478,19 +427,4 @@ fn check_prompt(shared: &Shared, ids: &[u32]) -> Result<(), JsValue> {
         )));
     }
     Ok(())
-}
-
-/// An `InvalidRequestError` naming the request field (errors.js writes the
-/// message as `field: why`).
-pub(crate) fn field_err(field: &str, why: &str) -> JsValue {
-    coded_field_err(field, why, "invalid_request")
-}
-
-/// An error with `code` naming the request field (`invalid_request`,
-/// `unsupported_field`).
-fn coded_field_err(field: &str, why: &str, code: &str) -> JsValue {
-    let e = js_coded(why, code, &[]);
-    // Setting a property on a fresh Error object cannot fail.
-    let _ = js_sys::Reflect::set(&e, &JsValue::from_str("field"), &JsValue::from_str(field));
-    e
 }

@@ -6,15 +6,15 @@ use std::rc::Rc;
 
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
+use wick::pipeline::generate::Generation;
 use wick::pipeline::reasoning::{ReasoningSplit, Split};
 use wick::pipeline::stats::GenerationStats;
 use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::FinishReason;
 use wick::tokenizer::StreamState;
 
-use crate::engine::Shared;
 use crate::logprobs::{self, Entry};
-use crate::run::Run;
+use crate::shared::Shared;
 use crate::tool_calls::{CallDelta, ToolSplit};
 use crate::{js_err, js_wick_err, to_js};
 
@@ -25,7 +25,7 @@ pub struct WasmGeneration {
 
 struct State {
     shared: Rc<Shared>,
-    gen: RefCell<Run>,
+    gen: RefCell<Generation>,
     /// The engine's streaming detokenizer, then the stop strings' filter:
     /// text is never emitted before it is whole characters and cannot be
     /// the start of a stop string.
@@ -120,7 +120,12 @@ pub(crate) struct Output {
 }
 
 impl WasmGeneration {
-    pub(crate) fn new(shared: Rc<Shared>, gen: Run, out: Output, epoch: u64) -> WasmGeneration {
+    pub(crate) fn new(
+        shared: Rc<Shared>,
+        gen: Generation,
+        out: Output,
+        epoch: u64,
+    ) -> WasmGeneration {
         let text = StreamState::new(&shared.tokenizer, true);
         WasmGeneration {
             state: Rc::new(State {
@@ -172,7 +177,7 @@ impl WasmGeneration {
                     .pipeline
                     .try_borrow_mut()
                     .map_err(|_| js_err("the engine is busy with another generation step"))?;
-                let token = gen.next_token(&mut pipeline).await.map_err(js_wick_err)?;
+                let token = pipeline.next_token(&mut gen).await.map_err(js_wick_err)?;
                 // Right after the last token, while the cache holds the
                 // generation's K/V: one prefill of the positions that sampled.
                 let logprobs = match (token, st.logprobs) {

@@ -25,7 +25,8 @@ use wick::tokenizer::hf_config::HfTokenizerConfig;
 use wick::tokenizer::Tokenizer;
 use wick::WickError;
 
-use crate::engine::{field_err, WasmEngine};
+use crate::engine::WasmEngine;
+use crate::field_err;
 use crate::js_load_err_in;
 use crate::loader::{open_gpu, LoadOptions};
 use crate::{from_js, js_err};

@@ -32,7 +32,7 @@ mod hf_loader;
 mod info;
 mod loader;
 mod logprobs;
-mod run;
+mod shared;
 mod tool_calls;
 
 pub use embedder::{WasmEmbedLoader, WasmEmbedder};
@@ -203,4 +203,19 @@ pub(crate) fn from_js<T: serde::de::DeserializeOwned + Default>(
 pub(crate) fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
     v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
         .map_err(js_err)
+}
+
+/// An `InvalidRequestError` naming the request field (errors.js writes the
+/// message as `field: why`).
+pub(crate) fn field_err(field: &str, why: &str) -> JsValue {
+    coded_field_err(field, why, "invalid_request")
+}
+
+/// An error with `code` naming the request field (`invalid_request`,
+/// `unsupported_field`).
+pub(crate) fn coded_field_err(field: &str, why: &str, code: &str) -> JsValue {
+    let e = js_coded(why, code, &[]);
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = js_sys::Reflect::set(&e, &JsValue::from_str("field"), &JsValue::from_str(field));
+    e
 }

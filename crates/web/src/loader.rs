@@ -8,7 +8,8 @@ use wick::engine::ModelLoader;
 use wick::gpu::{GpuContext, GpuError};
 use wick::pipeline::PipelineOptions;
 
-use crate::engine::{field_err, WasmEngine};
+use crate::engine::WasmEngine;
+use crate::field_err;
 use crate::{from_js, js_coded, js_err, js_load_err, js_wick_err, to_js};
 
 /// The message a page without WebGPU gets.

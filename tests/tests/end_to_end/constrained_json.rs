@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 use wick::constrain::{Grammar, GrammarCompiler};
-use wick::pipeline::constrained::ConstrainedOutput;
+use wick::pipeline::generate::GenerationOutput;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stopping::{FinishReason, StopCriteria};
 use wick::tokenizer::chat_template::{ChatMessage, ChatTemplate};
@@ -195,17 +195,17 @@ fn generate(
     grammar: &Grammar,
     prompt: &[u32],
     sampling: &SamplingParams,
-) -> (String, ConstrainedOutput) {
+) -> (String, GenerationOutput) {
     let constraint = compiler.compile(grammar).unwrap();
     let stop = StopCriteria {
         stop_ids: engine.tokenizer.stop_ids(),
         max_tokens: MAX_TOKENS,
     };
-    let out = pollster::block_on(engine.pipeline.generate_constrained(
+    let out = pollster::block_on(engine.pipeline.generate(
         prompt,
         sampling,
         &stop,
-        constraint,
+        Some(constraint),
         &mut |_| true,
     ))
     .unwrap();
@@ -233,9 +233,10 @@ fn check_schemas(model: &str, sampling: &SamplingParams, which: impl Fn(usize) -
             .collect();
         assert!(errors.is_empty(), "{what}: {errors:?}");
         eprintln!("{i:2} {request}: {text}");
-        forced += out.forced_tokens;
+        let grammar = out.stats.grammar.as_ref().expect("a grammar's stats");
+        forced += grammar.forced_tokens;
         total += out.ids.len();
-        mask_ms += out.mask_ms_per_token();
+        mask_ms += grammar.mask_ms_per_token();
         runs += 1;
     }
     let mean_ms = mask_ms / runs.max(1) as f64;
@@ -309,11 +310,11 @@ fn regex_and_lark_grammars_match() {
         stop_ids: engine.tokenizer.stop_ids(),
         max_tokens: 3,
     };
-    let out = pollster::block_on(engine.pipeline.generate_constrained(
+    let out = pollster::block_on(engine.pipeline.generate(
         &ids,
         &seeded(3),
         &stop,
-        constraint,
+        Some(constraint),
         &mut |_| true,
     ))
     .unwrap();

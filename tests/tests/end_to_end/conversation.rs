@@ -6,7 +6,7 @@
 
 use wick::pipeline::generate::GenerationOutput;
 use wick::pipeline::sampling::SamplingParams;
-use wick::pipeline::stopping::StopCriteria;
+use wick::pipeline::stopping::{FinishReason, StopCriteria};
 use wick::tokenizer::chat_template::{ChatMessage, ChatTemplate};
 use wick::Engine;
 use wick_tests::load_engine;
@@ -38,7 +38,7 @@ fn generate(engine: &mut Engine, prompt: &[u32]) -> GenerationOutput {
     pollster::block_on(
         engine
             .pipeline
-            .generate(prompt, &greedy, &stop, &mut |_| true),
+            .generate(prompt, &greedy, &stop, None, &mut |_| true),
     )
     .unwrap()
 }
@@ -237,14 +237,15 @@ fn gemma3_reuses_and_rolls_back_past_its_sliding_window() {
 /// A constrained generation reuses the cache as a free one does: the same
 /// prompt asked twice under a grammar prefills one token the second time
 /// (the tools prompt under another `tool_choice`; a structured turn after a
-/// free one), and still gives a from-scratch run's ids.
+/// free one), holds its whole reply for the next turn, and still gives a
+/// from-scratch run's ids.
 #[test]
 fn constrained_turns_reuse_the_cached_prefix() {
     use wick::constrain::{Grammar, GrammarCompiler};
     let (mut engine, template) = load_chat(SMOLLM2, 512);
     let vocab = engine.pipeline.model().config.vocab_size;
     let compiler = GrammarCompiler::new(&engine.tokenizer, vocab).unwrap();
-    let grammar = Grammar::Regex("(yes|no), because [a-z ]{1,24}\\.".into());
+    let grammar = Grammar::Regex("(yes|no), because [a-z ]{1,60}\\.".into());
     let messages = [ChatMessage::new(
         "user",
         "Is the sky blue? Answer yes or no.",
@@ -253,14 +254,17 @@ fn constrained_turns_reuse_the_cached_prefix() {
     let constrained = |engine: &mut Engine| {
         let stop = StopCriteria {
             stop_ids: engine.tokenizer.stop_ids(),
-            max_tokens: 12,
+            // Room for the grammar to end where the model chooses: its
+            // last token is then the sampled `.` (one that reached the
+            // 60-letter limit would end on a forced `.`, never run).
+            max_tokens: 40,
         };
         let constraint = compiler.compile(&grammar).unwrap();
-        pollster::block_on(engine.pipeline.generate_constrained(
+        pollster::block_on(engine.pipeline.generate(
             &prompt,
             &SamplingParams::default(),
             &stop,
-            constraint,
+            Some(constraint),
             &mut |_| true,
         ))
         .unwrap()
@@ -270,6 +274,13 @@ fn constrained_turns_reuse_the_cached_prefix() {
     assert_eq!(free.stats.cached_tokens, 0);
     let first = constrained(&mut engine);
     assert_eq!(first.stats.cached_tokens, prompt.len() - 1);
+    // The cache holds the prompt and the whole reply but its last token
+    // (sampled and never run), as after a free turn: the next turn of the
+    // conversation reuses all of it.
+    assert_eq!(first.finish_reason, FinishReason::Stop);
+    let mut held = prompt.clone();
+    held.extend_from_slice(&first.ids[..first.ids.len() - 1]);
+    assert_eq!(engine.pipeline.held_ids(), held.as_slice());
     let again = constrained(&mut engine);
     assert_eq!(again.stats.cached_tokens, prompt.len() - 1);
     engine.pipeline.reset();

@@ -26,7 +26,7 @@ fn generate(engine: &mut wick::Engine) -> Result<Vec<u32>, WickError> {
     pollster::block_on(
         engine
             .pipeline
-            .generate(&prompt, &params, &stop, &mut |_| true),
+            .generate(&prompt, &params, &stop, None, &mut |_| true),
     )
     .map(|out| out.ids)
     .map_err(WickError::from)

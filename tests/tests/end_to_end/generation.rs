@@ -23,7 +23,7 @@ fn generate(
     pollster::block_on(
         engine
             .pipeline
-            .generate(prompt, sampling, &stop, &mut |_| true),
+            .generate(prompt, sampling, &stop, None, &mut |_| true),
     )
     .unwrap()
     .ids
@@ -152,11 +152,16 @@ fn tokens_per_submit_and_stops_keep_the_tokens_exact() {
         };
         let first_stop = runs[0].iter().position(|&t| t == runs[0][2]).unwrap();
         let mut streamed = Vec::new();
-        let out = pollster::block_on(engine.pipeline.generate(&prompt, &params, &stop, &mut |t| {
-            streamed.push(t);
-            true
-        }))
-        .unwrap();
+        let out =
+            pollster::block_on(
+                engine
+                    .pipeline
+                    .generate(&prompt, &params, &stop, None, &mut |t| {
+                        streamed.push(t);
+                        true
+                    }),
+            )
+            .unwrap();
         assert_eq!(out.finish_reason, FinishReason::Stop, "tps {tps}");
         assert_eq!(out.ids, runs[0][..=first_stop], "tps {tps}");
         assert_eq!(streamed, out.ids, "tps {tps}");
@@ -187,6 +192,7 @@ fn sampled_decode_reads_back_ids_only() {
             &prompt,
             &params,
             &stop,
+            None,
             &mut |_| true,
         ))
         .unwrap();

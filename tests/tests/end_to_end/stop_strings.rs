@@ -27,6 +27,7 @@ fn complete(engine: &mut Engine, stops: &[String]) -> (Completion, Vec<String>) 
         &SamplingParams::default(),
         stop,
         stops,
+        None,
         &mut |piece| {
             streamed.push(piece.to_string());
             true
@@ -133,6 +134,7 @@ fn more_than_four_stop_strings_are_refused() {
         &SamplingParams::default(),
         stop,
         &stops,
+        None,
         &mut |_| true,
     ))
     .err()
@@ -154,6 +156,7 @@ fn a_caller_that_says_stop_is_not_called_again() {
         &SamplingParams::default(),
         stop,
         &["never seen \u{2603}".to_string()],
+        None,
         &mut |_| {
             calls += 1;
             false

@@ -190,6 +190,7 @@ impl ChatSession {
                 &s.sampling,
                 stop,
                 &s.stop_strings,
+                None,
                 on_text,
             ))?
             .into(),

@@ -78,6 +78,29 @@ fn generate_ends_at_a_stop_string_without_printing_it() {
     assert_eq!(cut["stop_string"], stop);
 }
 
+/// A grammar and a stop string together, as one generation: the output
+/// matches the grammar, and the stop string (here a character the grammar
+/// forces) ends it unprinted.
+#[test]
+fn generate_under_a_grammar_ends_at_a_stop_string() {
+    let pattern = "[0-9]{3}-[0-9]{4}";
+    let whole = generate_json(&["--regex", pattern]);
+    let text = whole["text"].as_str().unwrap();
+    let shape: Vec<bool> = text.chars().map(|c| c.is_ascii_digit()).collect();
+    assert_eq!(
+        shape,
+        [true, true, true, false, true, true, true, true],
+        "{text:?}"
+    );
+    assert_eq!(&text[3..4], "-", "{text:?}");
+    assert_eq!(whole["finish_reason"], "stop");
+    assert!(whole["stats"]["mask_ms_per_token"].is_number(), "{whole}");
+    let cut = generate_json(&["--regex", pattern, "--stop", "-"]);
+    assert_eq!(cut["text"], &text[..3]);
+    assert_eq!(cut["finish_reason"], "stop");
+    assert_eq!(cut["stop_string"], "-");
+}
+
 /// Each generated token's logprobs against the log-softmax of `wick logits`
 /// over the same positions (its raw dump), in f64.
 #[test]

@@ -6,6 +6,7 @@
 mod tools;
 pub use tools::ToolCompletion;
 
+use crate::constrain::Constraint;
 use crate::engine::Engine;
 use crate::error::WickError;
 use crate::pipeline::sampling::SamplingParams;
@@ -26,17 +27,19 @@ pub struct Completion {
 }
 
 impl Engine {
-    /// Generates from `prompt` (reusing the cached prefix, as
-    /// `Pipeline::start_generation` does) until a stop token, a stop string,
-    /// `stop.max_tokens` or the end of the context. `on_text` sees each
-    /// piece of text as it becomes safe to show (special tokens skipped) and
-    /// returns false to stop early.
+    /// Generates from `prompt`, under `grammar` where one is given (reusing
+    /// the cached prefix, as `Pipeline::start_generation` does), until a stop
+    /// token, a stop string, the grammar's end, `stop.max_tokens` or the end
+    /// of the context. `on_text` sees each piece of text as it becomes safe
+    /// to show (special tokens skipped) and returns false to stop early.
+    #[allow(clippy::too_many_arguments)]
     pub async fn complete(
         &mut self,
         prompt: &[u32],
         sampling: &SamplingParams,
         stop: StopCriteria,
         stop_strings: &[String],
+        grammar: Option<Constraint>,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> Result<Completion, WickError> {
         let mut filter = StopStrings::new(stop_strings)?;
@@ -52,7 +55,9 @@ impl Engine {
             listening
         };
         let pipeline = &mut self.pipeline;
-        let mut g = pipeline.start_generation(prompt, sampling, stop).await?;
+        let mut g = pipeline
+            .start_generation(prompt, sampling, stop, grammar)
+            .await?;
         while let Some(id) = pipeline.next_token(&mut g).await? {
             let piece = filter.push(&decoder.push(id)?);
             if filter.matched().is_some() {

@@ -9,7 +9,6 @@ use crate::engine::Engine;
 use crate::error::WickError;
 use crate::pipeline::sampling::SamplingParams;
 use crate::pipeline::stopping::{FinishReason, StopCriteria};
-use crate::tokenizer::StreamDecoder;
 use crate::tools::{ToolEvent, ToolReply, ToolSet};
 
 pub struct ToolCompletion {
@@ -67,8 +66,8 @@ impl Engine {
     /// `tools.template_tools()`), handing `on_event` its content and call
     /// deltas as they settle; false from it stops. Free decoding runs as
     /// `Engine::complete` (prefix reuse, stop strings). Forced calls run
-    /// under the tools' grammar as `Pipeline::generate_constrained` (prefix
-    /// reuse too; stop strings do not apply, the grammar ends it). `compiler`:
+    /// under the tools' grammar (stop strings do not apply: the grammar
+    /// ends it). `compiler`:
     /// the model's grammar compiler, if the caller keeps one; else one is
     /// built for this call when a grammar is needed.
     #[allow(clippy::too_many_arguments)]
@@ -110,39 +109,13 @@ impl Engine {
                 ));
             };
             let constraint = compiler.compile(&grammar)?;
-            let mut decoder = StreamDecoder::new(&self.tokenizer, true);
-            let mut text = String::new();
-            let mut failed = None;
-            let mut on_token = |id: u32| match decoder.push(id) {
-                Ok(piece) => {
-                    text.push_str(&piece);
-                    hand_on(stream.push(&piece), &mut reply)
-                }
-                Err(e) => {
-                    failed = Some(e);
-                    false
-                }
-            };
-            let out = self
-                .pipeline
-                .generate_constrained(prompt, sampling, &stop, constraint, &mut on_token)
-                .await?;
-            if let Some(e) = failed {
-                return Err(e.into());
-            }
-            let tail = decoder.finish()?;
-            text.push_str(&tail);
-            hand_on(stream.push(&tail), &mut reply);
-            Completion {
-                ids: out.ids,
-                text,
-                finish_reason: out.finish_reason,
-                stop_string: None,
-                stats: out.stats,
-            }
+            // The grammar ends a forced call: a stop string would cut it.
+            let mut on_text = |piece: &str| hand_on(stream.push(piece), &mut reply);
+            self.complete(prompt, sampling, stop, &[], Some(constraint), &mut on_text)
+                .await?
         } else {
             let mut on_text = |piece: &str| hand_on(stream.push(piece), &mut reply);
-            self.complete(prompt, sampling, stop, stop_strings, &mut on_text)
+            self.complete(prompt, sampling, stop, stop_strings, None, &mut on_text)
                 .await?
         };
         hand_on(stream.finish(), &mut reply);

@@ -16,6 +16,8 @@ use crate::pipeline::error::PipelineError;
 /// Decode steps submitted and not yet read back.
 pub struct InFlight {
     ticket: Ticket,
+    /// The position of its first step.
+    pub pos0: usize,
     submission: Option<wgpu::SubmissionIndex>,
     /// CPU seconds spent recording and submitting them (not counting the
     /// driver's submit call, which on software adapters runs the work).
@@ -64,7 +66,7 @@ impl Pipeline {
         let start = Instant::now();
         self.sampler.write_randoms(&self.ctx, 0, us)?;
         // The steps embed tokens not yet read back: their positions are
-        // remembered when `next_token` hands the tokens out.
+        // remembered when the ids land (`Pipeline::next_token`).
         self.held.forget_from(self.pos);
         let ctx = self.ctx.clone();
         let mut rec = Recorder::new(&ctx);
@@ -80,6 +82,7 @@ impl Pipeline {
         self.pos += n;
         Ok(InFlight {
             ticket,
+            pos0: self.pos - n,
             submission: submitted.index,
             cpu_seconds: start.elapsed().as_secs_f64() - submitted.driver_seconds,
         })

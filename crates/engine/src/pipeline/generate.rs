@@ -1,15 +1,29 @@
-//! Generation: prefill the prompt, then sample and decode until a stop.
+//! Generation: one state machine for free text and text under a grammar.
 //!
 //! Step-wise (`start_generation`, then `next_token` until `None`) so a caller
 //! that yields between tokens — a JavaScript async iterator, a chat server —
 //! drives it one token per call; `generate` is the whole loop.
 //!
-//! Sampling runs on the GPU (`kernels::sample`) and the sampled token feeds
-//! the next step there, so one submit decodes `tokens_per_submit` tokens and
-//! reads back only their ids. Tokens are then handed out one per call; those
-//! sampled past a stop are never returned, and their K/V positions are given
-//! back. The CPU `Sampler` draws the random numbers (seeded), so a seed gives
-//! the same tokens whatever the tokens per submit.
+//! Each step runs what the model has not yet seen (the prompt, or tokens a
+//! grammar forced) as a host chunk, or the last sampled token from the GPU's
+//! token ring, and samples on the GPU (`kernels::sample`); only ids are read
+//! back. Tokens are handed out one per call; those sampled past a stop are
+//! never returned, and the positions they took are given back. The CPU
+//! `Sampler` draws the random numbers (seeded), so a seed gives the same
+//! tokens however the steps are grouped into submits.
+//!
+//! Free text is the grammar that allows every token and forces none, so no
+//! step depends on the CPU seeing the token before: one submit decodes
+//! `tokens_per_submit` tokens, and the next submit is recorded while the GPU
+//! runs the current one. Under a grammar (`constrain::Constraint`) the
+//! allowed-token mask depends on the token before, so a step samples one
+//! token: compute the mask (llguidance), upload it (a few kilobytes), sample
+//! under it, advance the grammar. Tokens the grammar forces (a JSON key
+//! after its `{`) are not sampled: they are handed out and run through the
+//! model with the sampled token before them, as the next step's host chunk.
+//! A grammar ends the generation when it is finished (an end token sampled
+//! where it accepts, or nothing more can follow); `max_tokens` or a full
+//! context cut the output short of a match.
 
 use std::collections::VecDeque;
 
@@ -17,9 +31,10 @@ use web_time::Instant;
 
 use super::decode::InFlight;
 use super::sampling::{Sampler, SamplingParams};
-use super::stats::GenerationStats;
+use super::stats::{GenerationStats, GrammarStats};
 use super::stopping::{FinishReason, StopCriteria};
 use super::Pipeline;
+use crate::constrain::Constraint;
 use crate::gpu::CounterSnapshot;
 use crate::pipeline::error::PipelineError;
 
@@ -27,25 +42,52 @@ use crate::pipeline::error::PipelineError;
 pub struct Generation {
     /// The CPU sampler: the random numbers (and the reference's window).
     sampler: Sampler,
+    sampling: SamplingParams,
     stop: StopCriteria,
-    /// Sampled but not yet returned by `next_token`, in order.
+    /// The grammar the output must match; `None` for free text.
+    grammar: Option<Grammar>,
+    /// The prompt, and every token handed out or queued after it.
+    sequence: Vec<u32>,
+    /// Tokens the model has not seen, to run as a host chunk before the
+    /// next sample: the prompt's uncached part at first; under a grammar,
+    /// the last sampled token and the tokens forced after it.
+    host: Vec<u32>,
+    /// Sampled (or forced) but not yet returned by `next_token`, in order.
     queue: VecDeque<u32>,
-    /// The submit after the one `queue` came from, already running.
+    /// Free text: the submit after the one `queue` came from, already running.
     in_flight: Option<InFlight>,
+    /// The token in the ring that the next decode step embeds.
+    ring_token: u32,
+    /// Returned by `next_token`.
     ids: Vec<u32>,
-    finish_reason: Option<FinishReason>,
+    /// The prompt's step has run.
+    prefilled: bool,
+    /// Why no step will run any more; the queue is still handed out.
+    end: Option<FinishReason>,
+    /// Positions taken by tokens dropped unreturned, to give back.
+    dropped_positions: usize,
+    /// `finish` ran: the stats are final and the sampler's mask is off.
+    finished: bool,
     stats: GenerationStats,
+    start: Instant,
     decode_start: Instant,
     counters_before: CounterSnapshot,
 }
 
+/// A grammar being followed: its matcher and the mask buffer it fills.
+struct Grammar {
+    constraint: Constraint,
+    mask: Vec<u32>,
+}
+
 impl Generation {
-    /// Tokens returned so far.
+    /// Tokens returned so far (sampled and, under a grammar, forced).
     pub fn ids(&self) -> &[u32] {
         &self.ids
     }
+    /// Why it finished; `None` while tokens may still come.
     pub fn finish_reason(&self) -> Option<FinishReason> {
-        self.finish_reason
+        self.end.filter(|_| self.queue.is_empty())
     }
     pub fn stats(&self) -> &GenerationStats {
         &self.stats
@@ -53,35 +95,79 @@ impl Generation {
     /// Ends after the tokens already returned because the text reached a
     /// stop string (see `StopStrings`): finishes as `Stop`.
     pub fn stop_at_string(&mut self) {
-        if self.finish_reason.is_none() {
-            self.finish_reason = Some(FinishReason::Stop);
-        }
+        self.end_early(FinishReason::Stop);
     }
     /// Stops after the tokens already returned (an abort).
     pub fn cancel(&mut self) {
-        if self.finish_reason.is_none() {
-            self.finish_reason = Some(FinishReason::Cancelled);
+        self.end_early(FinishReason::Cancelled);
+    }
+    fn end_early(&mut self, reason: FinishReason) {
+        if self.finish_reason().is_none() {
+            self.end = Some(reason);
+            self.drop_queue();
         }
+    }
+
+    /// Drops the tokens not yet returned. Free text: each was sampled by a
+    /// decode step that embedded the token before it, so each holds a
+    /// position. Under a grammar a step runs only once every token is
+    /// returned, and what it queues is not embedded until the next step.
+    fn drop_queue(&mut self) {
+        if self.grammar.is_none() {
+            self.dropped_positions += self.queue.len();
+        }
+        let kept = self.sequence.len() - self.queue.len();
+        self.sequence.truncate(kept);
+        self.queue.clear();
+    }
+
+    /// Queues `tokens` as far as `max_tokens` allows.
+    fn queue(&mut self, tokens: &[u32], forced: bool) {
+        let room = self.stop.max_tokens - self.ids.len() - self.queue.len();
+        let taken = &tokens[..tokens.len().min(room)];
+        self.queue.extend(taken);
+        self.sequence.extend(taken);
+        if forced {
+            if let Some(g) = &mut self.stats.grammar {
+                g.forced_tokens += taken.len();
+            }
+        }
+    }
+
+    /// Tokens sampled or queued, not yet past `max_tokens`.
+    fn room(&self) -> usize {
+        let running = self.in_flight.as_ref().map_or(0, InFlight::steps);
+        self.stop.max_tokens - self.ids.len() - self.queue.len() - running
     }
 }
 
 pub struct GenerationOutput {
+    /// Every token returned (under a grammar, forced ones too).
     pub ids: Vec<u32>,
     pub finish_reason: FinishReason,
     pub stats: GenerationStats,
 }
 
 impl Pipeline {
-    /// Starts a sequence: prefills `prompt` and samples the first token.
-    /// The longest prefix the cache already holds (the last sequence's prompt
-    /// and reply, as a chat's next turn starts) is kept, and only the rest is
-    /// prefilled; where `prompt` differs earlier, the position rolls back to
-    /// the difference and the cache past it is overwritten.
+    /// Restricts the GPU sampler to the tokens `words` allows (see
+    /// `kernels::sample::SamplerState::set_mask`) until `configure_sampler`.
+    pub fn set_token_mask(&mut self, words: &[u32]) -> Result<(), PipelineError> {
+        let ctx = self.ctx.clone();
+        Ok(self.sampler.set_mask(&ctx, words)?)
+    }
+
+    /// Starts a sequence, under `grammar` where one is given: prefills
+    /// `prompt` and samples the first token. The longest prefix the cache
+    /// already holds (the last sequence's prompt and reply, as a chat's next
+    /// turn starts) is kept, and only the rest is prefilled; where `prompt`
+    /// differs earlier, the position rolls back to the difference and the
+    /// cache past it is overwritten.
     pub async fn start_generation(
         &mut self,
         prompt: &[u32],
         sampling: &SamplingParams,
         stop: StopCriteria,
+        grammar: Option<Constraint>,
     ) -> Result<Generation, PipelineError> {
         let mut sampler = Sampler::new(sampling.clone())?;
         if stop.max_tokens == 0 {
@@ -89,77 +175,202 @@ impl Pipeline {
                 "max tokens must be > 0".into(),
             ));
         }
+        if prompt.is_empty() {
+            return Err(PipelineError::InvalidOption(
+                "the prompt has no tokens".into(),
+            ));
+        }
         let cached = self.held.reusable(prompt);
         self.pos = cached;
         self.held.forget_from(cached);
         self.configure_sampler(sampling, prompt)?;
         sampler.accept(prompt);
-        let mut stats = GenerationStats {
-            prompt_tokens: prompt.len(),
-            cached_tokens: cached,
-            tokens_per_submit: self.tokens_per_submit(),
-            weight_bytes_per_token: self.model().weight_bytes_per_token(),
-            ..Default::default()
-        };
         let start = Instant::now();
-        let u = sampler.next_uniform();
-        let first = self.prefill_sampled(&prompt[cached..], u).await?;
-        stats.prefill_seconds = start.elapsed().as_secs_f64();
-        stats.time_to_first_token = stats.prefill_seconds;
-        Ok(Generation {
+        let free = grammar.is_none();
+        let mut g = Generation {
             sampler,
+            sampling: sampling.clone(),
             stop,
-            queue: VecDeque::from([first]),
+            grammar: grammar.map(|constraint| Grammar {
+                constraint,
+                mask: Vec::new(),
+            }),
+            sequence: prompt.to_vec(),
+            host: prompt[cached..].to_vec(),
+            queue: VecDeque::new(),
             in_flight: None,
+            ring_token: 0,
             ids: Vec::new(),
-            finish_reason: None,
-            stats,
-            decode_start: Instant::now(),
+            prefilled: false,
+            end: None,
+            dropped_positions: 0,
+            finished: false,
+            stats: GenerationStats {
+                prompt_tokens: prompt.len(),
+                cached_tokens: cached,
+                tokens_per_submit: if free { self.tokens_per_submit() } else { 1 },
+                weight_bytes_per_token: self.model().weight_bytes_per_token(),
+                grammar: (!free).then(GrammarStats::default),
+                ..Default::default()
+            },
+            start,
+            decode_start: start,
             counters_before: self.ctx.counters.snapshot(),
-        })
+        };
+        if let Some(grammar) = &mut g.grammar {
+            // What the grammar forces before anything is sampled (a JSON
+            // schema's opening brace) is handed out first and prefilled
+            // with the prompt.
+            let t = Instant::now();
+            let forced = grammar.constraint.take_forced()?;
+            let finished = grammar.constraint.is_finished();
+            g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
+            g.queue(&forced, true);
+            g.host.extend(&forced);
+            if finished {
+                g.end = Some(FinishReason::Stop);
+                return Ok(g);
+            }
+        }
+        self.step(&mut g).await?;
+        Ok(g)
     }
 
     /// The next token, or `None` once the generation has finished (see
-    /// `Generation::finish_reason`). A call that finds no sampled token
-    /// waiting runs one submit of decode steps.
+    /// `Generation::finish_reason`). A call that finds no token waiting runs
+    /// a step (free text: a submit of decode steps).
     pub async fn next_token(&mut self, g: &mut Generation) -> Result<Option<u32>, PipelineError> {
-        if g.finish_reason.is_some() {
-            self.discard(g);
+        if g.queue.is_empty() && g.end.is_none() {
+            self.step(g).await?;
+        }
+        let Some(token) = g.queue.pop_front() else {
+            self.finish(g);
             return Ok(None);
-        }
-        if g.queue.is_empty() {
-            let current = match g.in_flight.take() {
-                Some(running) => running,
-                None => self
-                    .launch(g, 0)
-                    .await?
-                    .expect("room for a step: checked at the last token"),
-            };
-            // Record and submit the next steps before waiting for these: the
-            // GPU runs them back to back while the CPU reads and hands out.
-            g.in_flight = self.launch(g, current.steps()).await?;
-            let ids = self.land_decode(current).await?;
-            g.queue.extend(ids);
-        }
-        let token = g.queue.pop_front().expect("a sampled token");
-        // Positions whose K/V hold this token's predecessors (it is not yet in).
-        let running = g.in_flight.as_ref().map_or(0, InFlight::steps);
-        let pos = self.pos - g.queue.len() - running;
-        if let Some(&previous) = g.ids.last() {
-            // `token` was sampled by the step that embedded `previous`, so
-            // that step's K/V is in.
-            self.held.learned(pos - 1, previous);
-        }
+        };
         g.sampler.accept(&[token]);
         g.ids.push(token);
         g.stats.generated_tokens = g.ids.len();
         g.stats.decode_seconds = g.decode_start.elapsed().as_secs_f64();
         g.stats.decode_counters = self.ctx.counters.snapshot().since(g.counters_before);
-        g.finish_reason = g.stop.check(token, g.ids.len(), pos, self.ctx_len());
-        if g.finish_reason.is_some() {
-            self.discard(g);
+        // Free text: the position this token would be embedded at, which
+        // must be inside the context. Under a grammar each step checks the
+        // room for what it embeds.
+        let pos = match g.grammar {
+            None => {
+                let running = g.in_flight.as_ref().map_or(0, InFlight::steps);
+                self.pos - g.queue.len() - running
+            }
+            Some(_) => 0,
+        };
+        if let Some(reason) = g.stop.check(token, g.ids.len(), pos, self.ctx_len()) {
+            g.end = Some(reason);
+            g.drop_queue();
         }
         Ok(Some(token))
+    }
+
+    /// One step: a host chunk or the ring's token through the model, and
+    /// what it samples queued (under a grammar, with what is forced after
+    /// it). Ends the generation where no step can run.
+    async fn step(&mut self, g: &mut Generation) -> Result<(), PipelineError> {
+        if g.grammar.is_some() {
+            return self.grammar_step(g).await;
+        }
+        if !g.host.is_empty() {
+            let u = g.sampler.next_uniform();
+            let first = self.prefill_host(g, u).await?;
+            g.queue(&[first], false);
+            return Ok(());
+        }
+        let current = match g.in_flight.take() {
+            Some(running) => running,
+            None => match self.launch(g, 0).await? {
+                Some(launched) => launched,
+                None => {
+                    g.end = Some(FinishReason::ContextFull);
+                    return Ok(());
+                }
+            },
+        };
+        // Record and submit the next steps before waiting for these: the
+        // GPU runs them back to back while the CPU reads and hands out.
+        g.in_flight = self.launch(g, current.steps()).await?;
+        let ids = self.land(g, current).await?;
+        g.queue(&ids, false);
+        Ok(())
+    }
+
+    /// A step under the grammar: one token sampled under its mask.
+    async fn grammar_step(&mut self, g: &mut Generation) -> Result<(), PipelineError> {
+        if self.pos + g.host.len().max(1) > self.ctx_len() {
+            g.end = Some(FinishReason::ContextFull);
+            return Ok(());
+        }
+        let grammar = g.grammar.as_mut().expect("a grammar step");
+        let t = Instant::now();
+        grammar.constraint.next_mask(&mut grammar.mask)?;
+        g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
+        if let Some(stats) = &mut g.stats.grammar {
+            stats.masks += 1;
+        }
+        let ctx = self.ctx.clone();
+        self.sampler.set_mask(&ctx, &grammar.mask)?;
+        if !g.host.is_empty() && g.sampling.penalties_on() {
+            // Forced tokens were never sampled, so the GPU's penalty window
+            // lacks them: refill it with the whole sequence.
+            self.sampler.write_history(&ctx, &g.sequence);
+        }
+        let u = g.sampler.next_uniform();
+        let id = if g.host.is_empty() {
+            let launched = self.launch_decode(&[u]).await?;
+            g.stats.decode_steps += 1;
+            g.stats.cpu_record_seconds += launched.cpu_seconds;
+            self.land(g, launched).await?[0]
+        } else {
+            self.prefill_host(g, u).await?
+        };
+        let grammar = g.grammar.as_mut().expect("a grammar step");
+        let t = Instant::now();
+        grammar.constraint.consume(id)?;
+        let forced = if grammar.constraint.is_finished() {
+            Vec::new()
+        } else {
+            grammar.constraint.take_forced()?
+        };
+        // Forced tokens may complete it too.
+        let finished = grammar.constraint.is_finished();
+        g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
+        g.queue(&[id], false);
+        g.queue(&forced, true);
+        if forced.is_empty() {
+            g.ring_token = id;
+        } else {
+            g.host.push(id);
+            g.host.extend(&forced);
+        }
+        if finished {
+            g.end = Some(FinishReason::Stop);
+        }
+        Ok(())
+    }
+
+    /// Runs the host chunk and samples the token after it with random
+    /// number `u`; the first such step is the prompt's prefill.
+    async fn prefill_host(&mut self, g: &mut Generation, u: f32) -> Result<u32, PipelineError> {
+        let host = std::mem::take(&mut g.host);
+        let id = self.prefill_sampled(&host, u).await?;
+        if !g.prefilled {
+            g.prefilled = true;
+            g.stats.prefill_seconds = g.start.elapsed().as_secs_f64();
+            g.stats.time_to_first_token = g.stats.prefill_seconds;
+            g.decode_start = Instant::now();
+            g.counters_before = self.ctx.counters.snapshot();
+        } else {
+            // Forced tokens and the sampled one before them: decode positions.
+            g.stats.decode_steps += host.len();
+        }
+        g.ring_token = id;
+        Ok(id)
     }
 
     /// Launches the next submit of decode steps, if any are left: never past
@@ -170,11 +381,9 @@ impl Pipeline {
         g: &mut Generation,
         landing: usize,
     ) -> Result<Option<InFlight>, PipelineError> {
-        let running = g.in_flight.as_ref().map_or(0, InFlight::steps);
-        let left = g.stop.max_tokens - g.ids.len() - g.queue.len() - running - landing;
         let n = self
             .tokens_per_submit()
-            .min(left)
+            .min(g.room() - landing)
             .min(self.ctx_len() - self.pos);
         if n == 0 {
             return Ok(None);
@@ -189,26 +398,57 @@ impl Pipeline {
         Ok(Some(in_flight))
     }
 
-    /// Drops tokens sampled past the end (handed back or still running) and
-    /// gives back their positions.
-    fn discard(&mut self, g: &mut Generation) {
-        let running = g.in_flight.take().map_or(0, |f| f.steps());
-        self.roll_back(g.queue.len() + running);
-        g.queue.clear();
+    /// The ids of a launched submit; the tokens its steps embedded (the
+    /// ring's token, then each id but the last) are now held in the cache.
+    async fn land(
+        &mut self,
+        g: &mut Generation,
+        in_flight: InFlight,
+    ) -> Result<Vec<u32>, PipelineError> {
+        let pos0 = in_flight.pos0;
+        let ids = self.land_decode(in_flight).await?;
+        let mut embedded = Vec::with_capacity(ids.len());
+        embedded.push(g.ring_token);
+        embedded.extend(&ids[..ids.len() - 1]);
+        self.held.wrote(pos0, &embedded);
+        g.ring_token = *ids.last().expect("a launch has a step");
+        Ok(ids)
     }
 
-    /// Generates from `prompt` (reusing the cached prefix, as
-    /// `start_generation` does). `on_token` sees each token
-    /// as it is sampled and returns false to stop early.
+    /// The end: tokens sampled past it dropped (handed back or still
+    /// running) and their positions given back; the mask off; the stats
+    /// final.
+    fn finish(&mut self, g: &mut Generation) {
+        if g.finished {
+            return;
+        }
+        g.finished = true;
+        g.drop_queue();
+        let running = g.in_flight.take().map_or(0, |f| f.steps());
+        self.roll_back(g.dropped_positions + running);
+        g.dropped_positions = 0;
+        if g.grammar.is_some() {
+            self.sampler.clear_mask();
+        }
+        g.end.get_or_insert(FinishReason::Cancelled);
+        g.stats.generated_tokens = g.ids.len();
+        g.stats.decode_seconds = g.decode_start.elapsed().as_secs_f64();
+        g.stats.decode_counters = self.ctx.counters.snapshot().since(g.counters_before);
+    }
+
+    /// Generates from `prompt`, under `grammar` where one is given (reusing
+    /// the cached prefix, as `start_generation` does). `on_token` sees each
+    /// token as it is handed out and returns false to stop early.
     pub async fn generate(
         &mut self,
         prompt: &[u32],
         sampling: &SamplingParams,
         stop: &StopCriteria,
+        grammar: Option<Constraint>,
         on_token: &mut dyn FnMut(u32) -> bool,
     ) -> Result<GenerationOutput, PipelineError> {
         let mut g = self
-            .start_generation(prompt, sampling, stop.clone())
+            .start_generation(prompt, sampling, stop.clone(), grammar)
             .await?;
         while let Some(token) = self.next_token(&mut g).await? {
             if !on_token(token) {
@@ -216,7 +456,7 @@ impl Pipeline {
             }
         }
         Ok(GenerationOutput {
-            finish_reason: g.finish_reason.unwrap_or(FinishReason::Cancelled),
+            finish_reason: g.finish_reason().unwrap_or(FinishReason::Cancelled),
             ids: g.ids,
             stats: g.stats,
         })

@@ -2,7 +2,6 @@
 //! logits readback, the position) and drives the model one step at a time.
 //! The work lives in the submodules; this file only wires them together.
 
-pub mod constrained;
 pub mod decode;
 pub mod embed;
 pub mod error;

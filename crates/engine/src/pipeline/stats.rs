@@ -25,9 +25,38 @@ pub struct GenerationStats {
     pub tokens_per_submit: usize,
     /// Stored weight bytes one decode step reads (`Decoder::weight_bytes_per_token`).
     pub weight_bytes_per_token: u64,
+    /// Under a grammar: the grammar's own work.
+    pub grammar: Option<GrammarStats>,
+}
+
+/// What following a grammar cost and gave (`Pipeline::start_generation`).
+#[derive(Clone, Debug, Default)]
+pub struct GrammarStats {
+    /// CPU seconds spent computing masks and advancing the grammar.
+    pub mask_seconds: f64,
+    /// Masks computed (one per sampled token).
+    pub masks: usize,
+    /// Of the tokens generated, how many the grammar forced.
+    pub forced_tokens: usize,
+}
+
+impl GrammarStats {
+    /// Milliseconds of grammar work per sampled token.
+    pub fn mask_ms_per_token(&self) -> f64 {
+        if self.masks == 0 {
+            0.0
+        } else {
+            self.mask_seconds * 1e3 / self.masks as f64
+        }
+    }
 }
 
 impl GenerationStats {
+    pub(crate) fn add_mask_seconds(&mut self, seconds: f64) {
+        if let Some(g) = &mut self.grammar {
+            g.mask_seconds += seconds;
+        }
+    }
     /// Prompt tokens that ran through prefill.
     pub fn prefilled_tokens(&self) -> usize {
         self.prompt_tokens - self.cached_tokens
