@@ -7,6 +7,9 @@
 //! allows: a decode step reads every weight once, so at best
 //! `decode_tok_s * weight_bytes_per_token` equals the adapter's copy bandwidth
 //! (measured in the same run); `roofline_fraction` is how much of it we reach.
+//! `bytes_moved_per_token` is everything a decode step's dispatches read and
+//! write (weights, activations, the KV cache up to the position, logits), as
+//! each op counts it from the tensors it binds (`Recorder::moved`).
 
 use std::path::PathBuf;
 
@@ -238,6 +241,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         "weight_store": ctx.weight_store.name(),
         "cpu_record_ms_per_step": s.cpu_record_ms_per_step(),
         "weight_bytes_per_token": weight_bytes,
+        "bytes_moved_per_token": s.per_decode_step(c.bytes_moved),
         "copy_gbps": copy_gbps,
         "roofline_fraction": roofline,
     });

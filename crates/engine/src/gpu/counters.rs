@@ -13,6 +13,10 @@ pub struct GpuCounters {
     pub bind_groups_created: AtomicU64,
     pub pipelines_created: AtomicU64,
     pub bytes_read_back: AtomicU64,
+    /// Bytes the submitted dispatches read and write in device memory, as
+    /// their ops count them from the tensors they bind (see
+    /// `Recorder::moved`): what bounds a decode step on a GPU.
+    pub bytes_moved: AtomicU64,
 }
 
 /// A plain copy of `GpuCounters` at one moment; subtract two to measure a step.
@@ -24,6 +28,7 @@ pub struct CounterSnapshot {
     pub bind_groups_created: u64,
     pub pipelines_created: u64,
     pub bytes_read_back: u64,
+    pub bytes_moved: u64,
 }
 
 impl CounterSnapshot {
@@ -35,6 +40,7 @@ impl CounterSnapshot {
             bind_groups_created: self.bind_groups_created - earlier.bind_groups_created,
             pipelines_created: self.pipelines_created - earlier.pipelines_created,
             bytes_read_back: self.bytes_read_back - earlier.bytes_read_back,
+            bytes_moved: self.bytes_moved - earlier.bytes_moved,
         }
     }
 }
@@ -49,6 +55,7 @@ impl GpuCounters {
             bind_groups_created: get(&self.bind_groups_created),
             pipelines_created: get(&self.pipelines_created),
             bytes_read_back: get(&self.bytes_read_back),
+            bytes_moved: get(&self.bytes_moved),
         }
     }
     pub(crate) fn add(counter: &AtomicU64, n: u64) {

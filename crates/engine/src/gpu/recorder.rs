@@ -44,6 +44,8 @@ pub struct Recorder<'c> {
     pass: Option<wgpu::ComputePass<'static>>,
     slots: usize,
     dispatches: u64,
+    /// Bytes the dispatches read and write, as their ops count them.
+    bytes_moved: u64,
     scope: Option<wgpu::ErrorScopeGuard>,
     compile_checks: Vec<(String, CompileCheck)>,
     first_error: Option<GpuError>,
@@ -75,6 +77,7 @@ impl<'c> Recorder<'c> {
             pass: None,
             slots: 0,
             dispatches: 0,
+            bytes_moved: 0,
             scope: Some(scope),
             compile_checks: Vec::new(),
             first_error: None,
@@ -131,6 +134,20 @@ impl<'c> Recorder<'c> {
     /// Dispatches recorded so far in this step.
     pub fn dispatches(&self) -> u64 {
         self.dispatches
+    }
+
+    /// Counts `bytes` of device memory an op's dispatches read or write:
+    /// each tensor it binds, once, over the range its shapes say it
+    /// touches (a matrix-vector product: the whole matrix, x and out). Ops
+    /// call it after their checks; it sums into `GpuCounters::bytes_moved`
+    /// at the submit.
+    pub fn moved(&mut self, bytes: u64) {
+        self.bytes_moved += bytes;
+    }
+
+    /// What `moved` has counted so far.
+    pub fn bytes_moved(&self) -> u64 {
+        self.bytes_moved
     }
 
     /// Records one dispatch of `spec` with parameter block `params` (at most
@@ -360,6 +377,7 @@ impl<'c> Recorder<'c> {
         }
         GpuCounters::add(&ctx.counters.submits, 1);
         GpuCounters::add(&ctx.counters.dispatches, self.dispatches);
+        GpuCounters::add(&ctx.counters.bytes_moved, self.bytes_moved);
         if let Some(timer) = self.timer.take() {
             timer.collect(ctx, index.clone());
         }

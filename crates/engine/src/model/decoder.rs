@@ -107,6 +107,26 @@ impl<'a> Input<'a> {
     }
 }
 
+/// Where a projection writes: the step's rows of a matrix in `buffer`,
+/// `stride` elements apart, its outputs from column `col` of each.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    buffer: &'a GpuBuffer,
+    col: usize,
+    stride: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// Rows of `width` elements, the whole row written.
+    fn whole(buffer: &'a GpuBuffer, width: usize) -> Rows<'a> {
+        Rows {
+            buffer,
+            col: 0,
+            stride: width,
+        }
+    }
+}
+
 /// Everything one recorded step needs besides the weights. `rows` tokens at
 /// positions `pos0..pos0 + rows`, their ids already written to `act.ids`.
 pub struct Forward<'r, 'c> {
@@ -142,20 +162,30 @@ impl Decoder {
         )
     }
 
-    /// All transformer blocks over `act.x`, in place.
+    /// All transformer blocks over `act.x`, in place. Each block:
+    ///
+    ///   x += [post-norm](W_o · attention(rope(W_qkv · norm(x))))
+    ///   x += [post-norm](W_down · (act(W_gate · norm(x)) * W_up · norm(x)))
+    ///
+    /// (a mixture of experts in place of the second line where the block
+    /// has one; q/k-norms, biases and post-norms where the model has them).
     pub fn record_blocks(&self, f: &mut Forward) -> Result<(), GpuError> {
         for layer in 0..self.blocks.len() {
-            self.record_attention(f, layer)?;
-            self.record_mlp(f, layer)?;
+            let block = &self.blocks[layer];
+            self.project_qkv(f, block)?;
+            self.rope_and_cache_kv(f, block, layer)?;
+            self.attend(f, layer)?;
+            let attn_out = &f.act.attn;
+            self.project_residual(f, attn_out, &block.attn.o, block.post_attn_norm.as_ref())?;
+            self.record_mlp(f, block)?;
         }
         Ok(())
     }
 
-    fn record_attention(&self, f: &mut Forward, layer: usize) -> Result<(), GpuError> {
+    /// `act.qkv = W_qkv · norm(x) (+ bias)`: q, k and v side by side in each row.
+    fn project_qkv(&self, f: &mut Forward, block: &Block) -> Result<(), GpuError> {
         let cfg = &self.config;
-        let block = &self.blocks[layer];
-        let w = &block.attn;
-        let a = f.act;
+        let (w, a) = (&block.attn, f.act);
         let norm = Some((&*block.attn_norm, cfg.rms_eps));
         // The norm goes ahead only for 8-bit x: software adapters otherwise
         // run q/k/v with the norm folded in (see norm_ahead).
@@ -163,20 +193,31 @@ impl Decoder {
             true => self.norm_ahead(f.rec, a, 0, norm)?,
             false => Input::fused(&a.x, norm),
         };
+        let row = cfg.q_dim() + 2 * cfg.kv_dim();
         let mut col = 0;
         for m in &w.qkv {
             let bias = w.qkv_bias.as_ref().map(|b| (&**b, col));
-            let qkv_width = cfg.q_dim() + 2 * cfg.kv_dim();
-            self.project(
-                f,
-                &input,
-                m,
-                bias,
-                (&a.qkv, col, qkv_width),
-                Epilogue::Store,
-            )?;
+            let out = Rows {
+                buffer: &a.qkv,
+                col,
+                stride: row,
+            };
+            self.project(f, &input, m, bias, out, Epilogue::Store)?;
             col += m.rows;
         }
+        Ok(())
+    }
+
+    /// q/k-norms and RoPE on q (into `act.q`) and k; k and v written to
+    /// the cache at the step's positions.
+    fn rope_and_cache_kv(
+        &self,
+        f: &mut Forward,
+        block: &Block,
+        layer: usize,
+    ) -> Result<(), GpuError> {
+        let cfg = &self.config;
+        let (w, a) = (&block.attn, f.act);
         let qk_norm = match (&w.q_norm, &w.k_norm) {
             (Some(q), Some(k)) => Some((&**q, &**k, cfg.rms_eps)),
             (None, None) => None,
@@ -212,7 +253,15 @@ impl Decoder {
                 rows: f.rows,
                 pos0: f.pos0,
             },
-        )?;
+        )
+    }
+
+    /// `act.attn`: causal grouped-query attention of `act.q` over the
+    /// cache's keys and values up to each row's position (a window on
+    /// local layers).
+    fn attend(&self, f: &mut Forward, layer: usize) -> Result<(), GpuError> {
+        let cfg = &self.config;
+        let a = f.act;
         let args = AttentionArgs {
             rows: f.rows,
             pos0: f.pos0,
@@ -237,18 +286,18 @@ impl Decoder {
             0,
             &a.attn_split,
             &args,
-        )?;
-        self.project_residual(f, &a.attn, &w.o, block.post_attn_norm.as_ref())
+        )
     }
 
-    fn record_mlp(&self, f: &mut Forward, layer: usize) -> Result<(), GpuError> {
+    /// `x += [post-norm](W_down · (act(W_gate · norm(x)) * W_up · norm(x)))`,
+    /// or the experts' weighted sum in place of the MLP.
+    fn record_mlp(&self, f: &mut Forward, block: &Block) -> Result<(), GpuError> {
         let cfg = &self.config;
-        let block = &self.blocks[layer];
         let (a, rows) = (f.act, f.rows);
         let norm = Some((&*block.mlp_norm, cfg.rms_eps));
         match &block.mlp {
             Mlp::Dense(mlp) => {
-                let ffn = (&*a.gate, 0, cfg.ffn_dim);
+                let ffn = Rows::whole(&a.gate, cfg.ffn_dim);
                 let x = match rows == 1 {
                     true => self.norm_ahead(f.rec, a, 0, norm)?,
                     false => Input::fused(&a.x, norm),
@@ -259,7 +308,7 @@ impl Decoder {
                     }
                     GateUp::Split { gate, up } => {
                         self.project(f, &x, gate, None, ffn, Epilogue::Store)?;
-                        let up_out = (&*a.up, 0, cfg.ffn_dim);
+                        let up_out = Rows::whole(&a.up, cfg.ffn_dim);
                         self.project(f, &x, up, None, up_out, Epilogue::Store)?;
                         let n = rows * cfg.ffn_dim;
                         gated_act(f.rec, &a.gate, 0, &a.up, 0, &a.gate, 0, n, cfg.activation)?;
@@ -331,15 +380,14 @@ impl Decoder {
         Ok(Input::fused(x, norm).at(x_offset))
     }
 
-    /// One fused projection of this step's rows; `out` is (buffer, first
-    /// column, row stride).
+    /// One fused projection of this step's rows into `out`.
     fn project(
         &self,
         f: &mut Forward,
         x: &Input,
         w: &QuantMatrix,
         bias: Option<(&GpuBuffer, usize)>,
-        out: (&GpuBuffer, usize, usize),
+        out: Rows,
         epilogue: Epilogue,
     ) -> Result<(), GpuError> {
         let op = Linear {
@@ -349,9 +397,9 @@ impl Decoder {
             norm: x.norm,
             w,
             bias,
-            out: out.0,
-            out_offset: out.1,
-            out_stride: out.2,
+            out: out.buffer,
+            out_offset: out.col,
+            out_stride: out.stride,
             epilogue,
             m: f.rows,
         };
@@ -388,12 +436,12 @@ impl Decoder {
                 &Input::fused(y, None),
                 w,
                 None,
-                (&a.x, 0, d),
+                Rows::whole(&a.x, d),
                 Epilogue::Add,
             ),
             Some(norm) => {
                 let y = Input::fused(y, None);
-                self.project(f, &y, w, None, (&a.h, 0, d), Epilogue::Store)?;
+                self.project(f, &y, w, None, Rows::whole(&a.h, d), Epilogue::Store)?;
                 rms_norm_add(f.rec, &a.h, 0, norm, &a.x, 0, f.rows, d, cfg.rms_eps)
             }
         }
