@@ -14,6 +14,7 @@ pub mod recorder;
 pub mod residency;
 pub mod tuning;
 pub mod weight_store;
+pub mod wgsl;
 
 pub use buffer::{BufferRef, GpuBuffer};
 pub use context::{AdapterSummary, CounterSnapshot, GpuContext, GpuFeatures};
