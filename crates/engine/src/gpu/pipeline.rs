@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::context::{GpuContext, GpuCounters};
+use super::error::GpuError;
 use super::weight_store::WeightStore;
+use super::wgsl::{assemble, Define, Flag};
 
 /// How a kernel uses one binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,13 +34,17 @@ pub enum Access {
     UniformWindow,
 }
 
-/// One kernel variant: its WGSL (the concatenation of `sources`, with every
-/// `{{NAME}}` replaced by its define), entry point and storage bindings.
+/// One kernel variant: its WGSL (the concatenation of `sources`, its
+/// `#if NAME` blocks resolved by `flags` and every `{{NAME}}` replaced by
+/// its define: `gpu::wgsl`), entry point and storage bindings.
 pub struct KernelSpec<'a> {
     /// Unique per variant: it is the cache key.
     pub name: &'a str,
     pub sources: &'a [&'static str],
-    pub defines: &'a [(&'a str, Cow<'a, str>)],
+    /// What each `#if NAME` of the sources tests.
+    pub flags: &'a [Flag<'a>],
+    /// The values of the sources' `{{NAME}}` placeholders.
+    pub defines: &'a [Define<'a>],
     pub entry: &'a str,
     pub storage: &'a [Access],
 }
@@ -59,7 +65,8 @@ pub struct VariantKey {
 pub struct OwnedSpec {
     pub name: String,
     pub sources: Vec<&'static str>,
-    pub defines: Vec<(&'static str, Cow<'static, str>)>,
+    pub flags: Vec<Flag<'static>>,
+    pub defines: Vec<Define<'static>>,
     pub entry: &'static str,
     pub storage: Cow<'static, [Access]>,
 }
@@ -69,6 +76,7 @@ impl OwnedSpec {
         KernelSpec {
             name: &self.name,
             sources: &self.sources,
+            flags: &self.flags,
             defines: &self.defines,
             entry: self.entry,
             storage: &self.storage,
@@ -139,60 +147,65 @@ impl PipelineCache {
         key: &VariantKey,
         make: impl FnOnce() -> OwnedSpec,
         params_wgsl: &str,
-    ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
+    ) -> Result<(Arc<CachedPipeline>, Option<CompileCheck>), GpuError> {
         if let Some(p) = self.variants.lock().unwrap().get(key) {
-            return (p.clone(), None);
+            return Ok((p.clone(), None));
         }
         let owned = make();
-        let (pipeline, check) = self.get_or_create(ctx, &owned.spec(), params_wgsl);
+        let (pipeline, check) = self.get_or_create(ctx, &owned.spec(), params_wgsl)?;
         self.variants.lock().unwrap().insert(*key, pipeline.clone());
-        (pipeline, check)
+        Ok((pipeline, check))
     }
 
     /// Returns the cached pipeline for `spec`, creating it if needed (its
     /// WGSL led by `params_wgsl`, the dispatch's `KernelParams::WGSL`); a new
-    /// pipeline comes with the future of its compile/validation errors.
+    /// pipeline comes with the future of its compile/validation errors. A
+    /// spec whose WGSL does not assemble is the error, and nothing is cached.
     pub(crate) fn get_or_create(
         &self,
         ctx: &GpuContext,
         spec: &KernelSpec,
         params_wgsl: &str,
-    ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
+    ) -> Result<(Arc<CachedPipeline>, Option<CompileCheck>), GpuError> {
         if let Some(p) = self.pipelines.lock().unwrap().get(spec.name) {
-            return (p.clone(), None);
+            return Ok((p.clone(), None));
         }
+        let source = kernel_source(params_wgsl, spec, ctx.weight_store)?;
         let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let created = Arc::new(create_pipeline(ctx, spec, params_wgsl));
+        let created = Arc::new(create_from_source(
+            ctx,
+            spec.name,
+            &source,
+            spec.entry,
+            spec.storage,
+        ));
         let check: CompileCheck = Box::pin(scope.pop());
         GpuCounters::add(&ctx.counters.pipelines_created, 1);
         self.pipelines
             .lock()
             .unwrap()
             .insert(spec.name.to_string(), created.clone());
-        (created, Some(check))
+        Ok((created, Some(check)))
     }
 }
 
-/// The WGSL text of a spec: its parameter block's struct (`params_wgsl`,
-/// from `KernelParams::WGSL`), then the sources joined, defines substituted.
-pub fn kernel_source(params_wgsl: &str, spec: &KernelSpec) -> String {
+/// The WGSL text of a spec as the adapter compiles it: its parameter
+/// block's struct (`params_wgsl`, from `KernelParams::WGSL`), then the
+/// sources joined, with `store`'s weight readers declared, then assembled
+/// by its flags and defines (`gpu::wgsl`).
+pub fn kernel_source(
+    params_wgsl: &str,
+    spec: &KernelSpec,
+    store: WeightStore,
+) -> Result<String, GpuError> {
     let mut text = String::from(params_wgsl);
     text.push('\n');
     text.push_str(&spec.sources.join("\n"));
-    for (name, value) in spec.defines {
-        text = text.replace(&format!("{{{{{name}}}}}"), value.as_ref());
-    }
-    text
-}
-
-fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec, params_wgsl: &str) -> CachedPipeline {
-    create_from_source(
-        ctx,
-        spec.name,
-        &kernel_source(params_wgsl, spec),
-        spec.entry,
-        spec.storage,
-    )
+    let text = store.declare(&text);
+    assemble(&text, spec.flags, spec.defines).map_err(|source| GpuError::Assembly {
+        kernel: spec.name.to_string(),
+        source,
+    })
 }
 
 /// A pipeline from its WGSL text (`kernel_source`), entry point and storage
@@ -206,10 +219,9 @@ pub(crate) fn create_from_source(
 ) -> CachedPipeline {
     static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let device = &ctx.device;
-    let source = ctx.weight_store.declare(source);
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(name),
-        source: wgpu::ShaderSource::Wgsl(source.into()),
+        source: wgpu::ShaderSource::Wgsl(Cow::Borrowed(source)),
     });
     let mut entries = vec![wgpu::BindGroupLayoutEntry {
         binding: 0,
