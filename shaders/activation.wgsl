@@ -4,9 +4,9 @@
 // Bindings come in four variants, by which of gate, up and out share a buffer
 // (the Rust side picks one). WebGPU rejects a dispatch that binds one buffer
 // twice when either binding is writable, so the output's buffer is bound once,
-// read_write, as `dst`, and gate/up read from it when they live there. Each
-// `{{VARIANT}}` prefix below is empty for the chosen variant and `//` for the
-// others; GATE and UP name the array each operand is read from.
+// read_write, as `dst`, and gate/up read from it when they live there. The
+// flags SPLIT, GATE_OUT, UP_OUT and ONE (one of them set) keep the chosen
+// variant's declarations; GATE and UP name the array each operand is read from.
 //   split:    1 gate (read) [gate_offset + n]; 2 up (read) [up_offset + n];
 //             3 dst (read_write) [out_offset + n]   (gate and up may share)
 //   gate_out: 1 up (read); 2 dst (read_write): gate and out
@@ -17,14 +17,22 @@
 // Params is the kernel's parameter block, declared once in Rust
 // (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
-{{SPLIT}}@group(0) @binding(1) var<storage, read> gate: array<f32>;
-{{SPLIT}}@group(0) @binding(2) var<storage, read> up: array<f32>;
-{{SPLIT}}@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-{{GATE_OUT}}@group(0) @binding(1) var<storage, read> up: array<f32>;
-{{GATE_OUT}}@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
-{{UP_OUT}}@group(0) @binding(1) var<storage, read> gate: array<f32>;
-{{UP_OUT}}@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
-{{ONE}}@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+#if SPLIT
+@group(0) @binding(1) var<storage, read> gate: array<f32>;
+@group(0) @binding(2) var<storage, read> up: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+#endif
+#if GATE_OUT
+@group(0) @binding(1) var<storage, read> up: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+#endif
+#if UP_OUT
+@group(0) @binding(1) var<storage, read> gate: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+#endif
+#if ONE
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+#endif
 
 // sigmoid, silu and gelu_tanh come from act_fns.wgsl (concatenated after this file).
 

@@ -14,8 +14,12 @@
 // one: matvec.wgsl, quant_vec.wgsl, linear_x_vec.wgsl), act_fns.wgsl, then
 // this file; the x_* file reads x through the norm.
 // Extra bindings after the core's, present per variant:
-{{NORM}}@group(0) @binding({{NORM_BINDING}}) {{NORM_DECL}} // [ceil(k / 4)], zero-padded; storage or uniform as x
-{{BIAS}}@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
+#if NORM
+@group(0) @binding({{NORM_BINDING}}) {{NORM_DECL}} // [ceil(k / 4)], zero-padded; storage or uniform as x
+#endif
+#if BIAS
+@group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
+#endif
 // Dispatch: ceil(rows / ROWS) workgroups, folded over x and y past 65535.
 
 // The norm costs no pass and no barrier of its own: RMSNorm(x) . w =
@@ -28,7 +32,9 @@ var<private> sum_sq: f32;
 var<workgroup> sq_partial: array<f32, WG>;
 
 fn stash_lane(lid: u32) {
-{{NORM}}    sq_partial[lid] = sum_sq;
+    #if NORM
+    sq_partial[lid] = sum_sq;
+    #endif
 }
 
 // Where the core reduces rows as a tree or with subgroups (REDUCE != 0,
@@ -36,31 +42,39 @@ fn stash_lane(lid: u32) {
 // sq_partial[0]: otherwise every storing lane would add X_LANES of them.
 // After reduce_rows; workgroup-uniform control flow.
 fn reduce_norm(lid: u32) {
-{{NORM}}    if (REDUCE != 0u) {
-{{NORM}}        for (var s = X_LANES / 2u; s > 0u; s >>= 1u) {
-{{NORM}}            if (lid < s) {
-{{NORM}}                sq_partial[lid] += sq_partial[lid + s];
-{{NORM}}            }
-{{NORM}}            workgroupBarrier();
-{{NORM}}        }
-{{NORM}}    }
+    #if NORM
+    if (REDUCE != 0u) {
+        for (var s = X_LANES / 2u; s > 0u; s >>= 1u) {
+            if (lid < s) {
+                sq_partial[lid] += sq_partial[lid + s];
+            }
+            workgroupBarrier();
+        }
+    }
+    #endif
 }
 
 // 1 / sqrt(mean(x^2) + eps) of token row t (after reduce_norm), or 1.
 fn x_scale(t: u32) -> f32 {
-{{NORM}}    var s = sq_partial[0];
-{{NORM}}    if (REDUCE == 0u) {
-{{NORM}}        for (var j = 1u; j < X_LANES; j++) {
-{{NORM}}            s += sq_partial[j];
-{{NORM}}        }
-{{NORM}}    }
-{{NORM}}    return inverseSqrt(s / f32(p.k) + p.eps);
-{{NO_NORM}}    return 1.0;
+    #if NORM
+    var s = sq_partial[0];
+    if (REDUCE == 0u) {
+        for (var j = 1u; j < X_LANES; j++) {
+            s += sq_partial[j];
+        }
+    }
+    return inverseSqrt(s / f32(p.k) + p.eps);
+    #else
+    return 1.0;
+    #endif
 }
 
 fn bias_of(row: u32) -> f32 {
-{{BIAS}}    return bias[p.bias_offset + row];
-{{NO_BIAS}}    return 0.0;
+    #if BIAS
+    return bias[p.bias_offset + row];
+    #else
+    return 0.0;
+    #endif
 }
 
 const EPILOGUE: u32 = {{EPILOGUE}}u;
@@ -102,12 +116,16 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
-{{SG}}    @builtin(subgroup_invocation_id) sg_lane: u32,
-{{SG}}    @builtin(subgroup_size) sg_size: u32,
-{{SG}}    @builtin(subgroup_id) sg_id: u32,
-{{SG}}    @builtin(num_subgroups) sg_count: u32,
+    #if SG
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(subgroup_size) sg_size: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(num_subgroups) sg_count: u32,
+    #endif
 ) {
-{{SG}}    sg = vec4<u32>(sg_lane, sg_size, sg_id, sg_count);
+    #if SG
+    sg = vec4<u32>(sg_lane, sg_size, sg_id, sg_count);
+    #endif
     let row0 = (wid.x + wid.y * groups.x) * ROWS;
     if (row0 >= p.rows) {
         return; // whole workgroup: uniform

@@ -19,10 +19,12 @@ fn dot_x(row: u32, s: u32, x: StepX) -> f32 {
     return dot_i8_{{FMT}}(row, s, x);
 }
 // The same given the step's block's stored scales (matvec_tile.wgsl; the
-// formats with scale tiles only, the lines commented out for the others).
-{{TILE}}fn dot_x_scaled(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
-{{TILE}}    return dot_i8_scaled_{{FMT}}(row, s, x, d, aux);
-{{TILE}}}
+// formats with scale tiles only: the TILE flag drops it for the others).
+#if TILE
+fn dot_x_scaled(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
+    return dot_i8_scaled_{{FMT}}(row, s, x, d, aux);
+}
+#endif
 
 // Sum over 16 pairs of signed bytes, as an f32 (exact: at most 16 * 128^2).
 fn dot16(a: vec4<u32>, b: vec4<u32>) -> f32 {

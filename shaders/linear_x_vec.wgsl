@@ -4,7 +4,10 @@
 
 fn x_vec(base4: u32, j: u32) -> vec4<f32> {
     let v = x[base4 + j];
-{{NORM}}    sum_sq += dot(v, v);
-{{NORM}}    return v * norm_w[j];
-{{NO_NORM}}    return v;
+    #if NORM
+    sum_sq += dot(v, v);
+    return v * norm_w[j];
+    #else
+    return v;
+    #endif
 }

@@ -101,16 +101,18 @@ fn reduce_rows(lid: u32) {
 // bounds are the same across a subgroup, so every invocation of it reaches
 // each subgroupAdd.
 fn reduce_rows_subgroups() {
-{{SG}}    for (var i = sg.z; i < ROWS; i += sg.w) {
-{{SG}}        var v = 0.0;
-{{SG}}        for (var j = sg.x; j < LANES; j += sg.y) {
-{{SG}}            v += partial[i * LANES + j];
-{{SG}}        }
-{{SG}}        let total = subgroupAdd(v);
-{{SG}}        if (sg.x == 0u) {
-{{SG}}            partial[i * LANES] = total;
-{{SG}}        }
-{{SG}}    }
+    #if SG
+    for (var i = sg.z; i < ROWS; i += sg.w) {
+        var v = 0.0;
+        for (var j = sg.x; j < LANES; j += sg.y) {
+            v += partial[i * LANES + j];
+        }
+        let total = subgroupAdd(v);
+        if (sg.x == 0u) {
+            partial[i * LANES] = total;
+        }
+    }
+    #endif
 }
 
 // The whole dot product of workgroup row i (one token row).

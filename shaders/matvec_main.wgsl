@@ -13,12 +13,16 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
-{{SG}}    @builtin(subgroup_invocation_id) sg_lane: u32,
-{{SG}}    @builtin(subgroup_size) sg_size: u32,
-{{SG}}    @builtin(subgroup_id) sg_id: u32,
-{{SG}}    @builtin(num_subgroups) sg_count: u32,
+    #if SG
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(subgroup_size) sg_size: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(num_subgroups) sg_count: u32,
+    #endif
 ) {
-{{SG}}    sg = vec4<u32>(sg_lane, sg_size, sg_id, sg_count);
+    #if SG
+    sg = vec4<u32>(sg_lane, sg_size, sg_id, sg_count);
+    #endif
     let row0 = (wid.x + wid.y * groups.x) * ROWS;
     if (row0 >= p.rows) {
         return; // whole workgroup: uniform

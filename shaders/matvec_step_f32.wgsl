@@ -14,7 +14,9 @@ fn dot_x(row: u32, s: u32, x: StepX) -> f32 {
 }
 
 // The same given the step's block's stored scales (matvec_tile.wgsl; the
-// formats with scale tiles only, the lines commented out for the others).
-{{TILE}}fn dot_x_scaled(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
-{{TILE}}    return dot_scaled_{{FMT}}(row, s, x.xs, x.xg, d, aux);
-{{TILE}}}
+// formats with scale tiles only: the TILE flag drops it for the others).
+#if TILE
+fn dot_x_scaled(row: u32, s: u32, x: StepX, d: f32, aux: u32) -> f32 {
+    return dot_scaled_{{FMT}}(row, s, x.xs, x.xg, d, aux);
+}
+#endif

@@ -4,7 +4,7 @@
 // sigmoid of its gate logit:
 //   out[t, c] = sum_j weight_of[t * top_k + j] * y[(t * top_k + j) * d + c]
 //             + sigmoid(shared_gate[t]) * shared_y[t * d + c]
-// `{{SHARED}}` is empty for the shared variant and `//` otherwise.
+// The SHARED flag keeps the shared expert's lines.
 // Dispatch: ceil(rows * d / 256) workgroups, folded over x and y.
 
 // Params is the kernel's parameter block, declared once in Rust
@@ -13,8 +13,10 @@
 @group(0) @binding(1) var<storage, read> y: array<f32>;           // [rows * top_k * d], per slot
 @group(0) @binding(2) var<storage, read> weight_of: array<f32>;   // [rows * top_k]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;   // [rows * d]
-{{SHARED}}@group(0) @binding(4) var<storage, read> shared_y: array<f32>;    // [rows * d]
-{{SHARED}}@group(0) @binding(5) var<storage, read> shared_gate: array<f32>; // [rows]
+#if SHARED
+@group(0) @binding(4) var<storage, read> shared_y: array<f32>;    // [rows * d]
+@group(0) @binding(5) var<storage, read> shared_gate: array<f32>; // [rows]
+#endif
 
 // sigmoid without overflow: exp only ever sees -|v|.
 fn sigmoid(v: f32) -> f32 {
@@ -35,6 +37,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let slot = t * p.top_k + j;
         sum += weight_of[slot] * y[slot * p.d + c];
     }
-    {{SHARED}}sum += sigmoid(shared_gate[t]) * shared_y[i];
+    #if SHARED
+    sum += sigmoid(shared_gate[t]) * shared_y[i];
+    #endif
     out[i] = sum;
 }

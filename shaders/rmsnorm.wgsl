@@ -23,7 +23,9 @@
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> weight: array<f32>;
 @group(0) @binding(2) var<storage, {{X_ACCESS}}> x: array<f32>;
-{{SEPARATE_OUT}}@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+#if SEPARATE_OUT
+@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+#endif
 
 var<workgroup> partial: array<f32, 256>;
 

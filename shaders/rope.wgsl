@@ -25,7 +25,9 @@
 // (kernel_params!) and put in front of these sources by the pipeline.
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>; // [x_offset + rows*heads*head_dim]
-{{FREQ_FACTORS}}@group(0) @binding(2) var<storage, read> freq_factors: array<f32>; // [n_rot / 2], > 0
+#if FREQ_FACTORS
+@group(0) @binding(2) var<storage, read> freq_factors: array<f32>; // [n_rot / 2], > 0
+#endif
 
 // 2*pi split for Cody-Waite reduction: TWO_PI_HI has 8 significant bits, so
 // k * TWO_PI_HI is exact for any k below 2^16 (angles below ~400000 rad), and
@@ -66,7 +68,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     // freq = base^(-2i / n_rot) = exp2(-i * log2_base_step). Positions are
     // integers below 2^24, so f32(pos) is exact.
     var freq = exp2(-f32(i) * p.log2_base_step);
-{{FREQ_FACTORS}}    freq /= freq_factors[i];
+    #if FREQ_FACTORS
+    freq /= freq_factors[i];
+    #endif
     let angle = yarn_angle(f32(p.pos0 + token) * freq, i);
     // WGSL bounds sin/cos error only on [-pi, pi]: reduce first. The product
     // k * TWO_PI_HI is exact, and so is the subtraction (Sterbenz), so the

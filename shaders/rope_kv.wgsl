@@ -12,9 +12,9 @@
 // freq_factors[i] in the FREQ_FACTORS variant); interleaved pairs (2i, 2i + 1) or
 // neox pairs (i, i + n_rot / 2); elements from n_rot on pass through. YaRN's
 // ramp and magnitude scale as rope.wgsl applies them.
-// Cache layout: see kernels/kv.rs. An f16 cache (the F16 variant: lines
-// marked F16 live, F32 ones commented out, and the reverse) is written a word
-// (two elements) at a time.
+// Cache layout: see kernels/kv.rs. An f16 cache (the F16 variant: its `#if
+// F16` lines kept, the f32 cache's `#if !F16` ones dropped, and the reverse)
+// is written a word (two elements) at a time.
 
 // Params is the kernel's parameter block, declared once in Rust
 // (kernel_params!) and put in front of these sources by the pipeline.
@@ -23,10 +23,14 @@
 @group(0) @binding(2) var<storage, read_write> q_out: array<f32>;  // [q_offset + rows * q_heads * head_dim]
 @group(0) @binding(3) var<storage, read_write> k_cache: array<{{KV_WORD}}>; // [layers][ctx_len][kv_heads][head_dim]
 @group(0) @binding(4) var<storage, read_write> v_cache: array<{{KV_WORD}}>; // same layout
-{{QK_NORM}}@group(0) @binding(5) var<storage, read> q_norm: array<f32>; // [head_dim]
-{{QK_NORM}}@group(0) @binding(6) var<storage, read> k_norm: array<f32>; // [head_dim]
+#if QK_NORM
+@group(0) @binding(5) var<storage, read> q_norm: array<f32>; // [head_dim]
+@group(0) @binding(6) var<storage, read> k_norm: array<f32>; // [head_dim]
+#endif
 // After the norms where they are bound (7), else 5.
-{{FREQ_FACTORS}}@group(0) @binding({{FF_BINDING}}) var<storage, read> freq_factors: array<f32>; // [n_rot / 2], > 0
+#if FREQ_FACTORS
+@group(0) @binding({{FF_BINDING}}) var<storage, read> freq_factors: array<f32>; // [n_rot / 2], > 0
+#endif
 
 const WG: u32 = 64u;
 const TWO_PI_HI: f32 = 6.28125;               // see rope.wgsl
@@ -38,7 +42,9 @@ var<workgroup> partial: array<f32, WG>; // the workgroup form's QK_NORM sums
 // cos and sin of pair i's angle at `pos`, exactly as rope.wgsl computes them.
 fn rotation(i: u32, pos: u32) -> vec2<f32> {
     var freq = exp2(-f32(i) * p.log2_base_step);
-{{FREQ_FACTORS}}    freq /= freq_factors[i];
+    #if FREQ_FACTORS
+    freq /= freq_factors[i];
+    #endif
     let theta = f32(pos) * freq;
     var angle = theta * p.freq_scale;
     if (p.ext_factor != 0.0) {
@@ -62,7 +68,9 @@ fn cache_base(slot: u32, token: u32) -> u32 {
 // (QK_NORM: times `scale` and the norm's weight) but not rotated.
 fn normed(src: u32, e: u32, scale: f32, is_q: bool) -> f32 {
     var v = qkv[src + e];
-{{QK_NORM}}    v *= scale * select(k_norm[e], q_norm[e], is_q);
+    #if QK_NORM
+    v *= scale * select(k_norm[e], q_norm[e], is_q);
+    #endif
     return v;
 }
 
@@ -100,9 +108,12 @@ fn store_pair(slot: u32, token: u32, wd: u32, v: vec2<f32>) {
         return;
     }
     let kb = cache_base(slot, token);
-{{F32}}    k_cache[kb + 2u * wd] = v.x;
-{{F32}}    k_cache[kb + 2u * wd + 1u] = v.y;
-{{F16}}    k_cache[kb / 2u + wd] = pack2x16float(v);
+    #if !F16
+    k_cache[kb + 2u * wd] = v.x;
+    k_cache[kb + 2u * wd + 1u] = v.y;
+    #else
+    k_cache[kb / 2u + wd] = pack2x16float(v);
+    #endif
 }
 
 // The last element of an odd head_dim (only an f32 cache allows one), which
@@ -114,29 +125,34 @@ fn store_last(slot: u32, token: u32, src: u32, scale: f32) {
         q_out[p.q_offset + (token * p.q_heads + slot) * p.head_dim + e] = v;
         return;
     }
-{{F32}}    if (slot < p.q_heads + p.kv_heads) {
-{{F32}}        k_cache[cache_base(slot, token) + e] = v;
-{{F32}}    } else {
-{{F32}}        v_cache[cache_base(slot, token) + e] = qkv[src + e];
-{{F32}}    }
+    #if !F16
+    if (slot < p.q_heads + p.kv_heads) {
+        k_cache[cache_base(slot, token) + e] = v;
+    } else {
+        v_cache[cache_base(slot, token) + e] = qkv[src + e];
+    }
+    #endif
 }
 
-// Invocations a (token, slot) head: 64, a workgroup a head (GROUP lines:
-// GPUs), or 1, an invocation a head and 64 heads a workgroup (SERIAL
-// lines: CPU adapters, where it needs no barrier at all).
+// Invocations a (token, slot) head: 64, a workgroup a head (`#if !SERIAL`:
+// GPUs), or 1, an invocation a head and 64 heads a workgroup (`#if SERIAL`:
+// CPU adapters, where it needs no barrier at all).
 const LANES: u32 = {{LANES}}u;
 
 // The head's sum of squares from each lane's share `ss`. In the workgroup
 // form every lane calls it: the returns before it depend on the workgroup.
 fn head_sum(lid: u32, ss: f32) -> f32 {
-{{SERIAL}}    return ss;
-{{GROUP}}    partial[lid] = ss;
-{{GROUP}}    workgroupBarrier();
-{{GROUP}}    var total = 0.0;
-{{GROUP}}    for (var j = 0u; j < WG; j++) {
-{{GROUP}}        total += partial[j];
-{{GROUP}}    }
-{{GROUP}}    return total;
+    #if SERIAL
+    return ss;
+    #else
+    partial[lid] = ss;
+    workgroupBarrier();
+    var total = 0.0;
+    for (var j = 0u; j < WG; j++) {
+        total += partial[j];
+    }
+    return total;
+    #endif
 }
 
 // Each lane writes whole pairs of elements, computing each from qkv (no
@@ -150,10 +166,13 @@ fn main(
 ) {
     let slots = p.q_heads + 2u * p.kv_heads;
     let wg = wid.x + wid.y * groups.x;
-{{GROUP}}    let g = wg; // the head
-{{GROUP}}    let lane = lid;
-{{SERIAL}}    let g = wg * WG + lid;
-{{SERIAL}}    let lane = 0u;
+    #if !SERIAL
+    let g = wg; // the head
+    let lane = lid;
+    #else
+    let g = wg * WG + lid;
+    let lane = 0u;
+    #endif
     if (g >= p.rows * slots) {
         return; // the workgroup form: whole workgroup, uniform
     }
@@ -165,9 +184,12 @@ fn main(
         let vb = cache_base(slot, token);
         for (var wd = lane; wd < hd / 2u; wd += LANES) {
             let v = vec2<f32>(qkv[src + 2u * wd], qkv[src + 2u * wd + 1u]);
-{{F32}}            v_cache[vb + 2u * wd] = v.x;
-{{F32}}            v_cache[vb + 2u * wd + 1u] = v.y;
-{{F16}}            v_cache[vb / 2u + wd] = pack2x16float(v);
+            #if !F16
+            v_cache[vb + 2u * wd] = v.x;
+            v_cache[vb + 2u * wd + 1u] = v.y;
+            #else
+            v_cache[vb / 2u + wd] = pack2x16float(v);
+            #endif
         }
         if (lane == 0u && hd % 2u == 1u) {
             store_last(slot, token, src, 1.0);
@@ -176,12 +198,14 @@ fn main(
     }
     let is_q = slot < p.q_heads;
     var scale = 1.0;
-{{QK_NORM}}    var ss = 0.0;
-{{QK_NORM}}    for (var e = lane; e < hd; e += LANES) {
-{{QK_NORM}}        let v = qkv[src + e];
-{{QK_NORM}}        ss += v * v;
-{{QK_NORM}}    }
-{{QK_NORM}}    scale = inverseSqrt(head_sum(lid, ss) / f32(hd) + p.eps);
+    #if QK_NORM
+    var ss = 0.0;
+    for (var e = lane; e < hd; e += LANES) {
+        let v = qkv[src + e];
+        ss += v * v;
+    }
+    scale = inverseSqrt(head_sum(lid, ss) / f32(hd) + p.eps);
+    #endif
     let pos = p.pos0 + token;
     for (var wd = lane; wd < hd / 2u; wd += LANES) {
         let e = 2u * wd;

@@ -1,6 +1,8 @@
 //! Every kernel variant the engine can ask an adapter to compile, on every
-//! adapter class, is whole WGSL: no `{{NAME}}` placeholder left unreplaced,
-//! and naga (wgpu's WGSL front end) parses and validates it. The adapter
+//! adapter class, is whole WGSL: it assembles (`wick::gpu::wgsl`: every
+//! `#if` flag given and every block closed, no `{{NAME}}` placeholder left
+//! unreplaced, no flag or define given that its text does not use), and
+//! naga (wgpu's WGSL front end) parses and validates it. The adapter
 //! here is lavapipe, which compiles only its own class's variants; this
 //! test assembles the others' (GPUs with and without subgroups, llvmpipe,
 //! other CPU adapters) from the same models by giving a context another
@@ -98,16 +100,25 @@ fn check_sources(
         naga::valid::Capabilities::all(),
     );
     let mut new = 0;
-    for (name, source) in engine.pipeline.kernel_sources().unwrap() {
+    // An error here is the first kernel that does not assemble, by name.
+    let sources = engine
+        .pipeline
+        .kernel_sources()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (name, source) in sources {
         if !seen.insert(source.clone()) {
             continue;
         }
         new += 1;
-        // Outside comments (a comment may name the placeholders it explains).
+        // Assembly checks this; a second look, outside comments (a comment
+        // may name the placeholders it explains), and for directives.
         for line in source.lines() {
             let code = line.split("//").next().unwrap_or("");
             if let Some(at) = code.find("{{") {
                 panic!("{what}: kernel {name} keeps a placeholder: {}", &code[at..]);
+            }
+            if code.trim_start().starts_with('#') {
+                panic!("{what}: kernel {name} keeps a directive: {line}");
             }
         }
         let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| {

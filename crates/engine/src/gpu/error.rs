@@ -10,6 +10,14 @@ pub enum GpuError {
     RequestDevice { adapter: String, message: String },
     #[error("shader for kernel '{kernel}' failed to compile: {message}")]
     ShaderCompile { kernel: String, message: String },
+    /// The kernel's WGSL could not be put together from its sources, flags
+    /// and defines (`gpu::wgsl`): a mistake in the engine, caught before
+    /// the text reaches the compiler.
+    #[error("assembling the WGSL of kernel '{kernel}': {source}")]
+    Assembly {
+        kernel: String,
+        source: super::wgsl::WgslAssemblyError,
+    },
     #[error("GPU validation failed in {what}: {message}")]
     Validation { what: String, message: String },
     #[error("the GPU ran out of memory ({what}): {message}; the engine is unusable, free memory (a smaller model or context) and load again")]

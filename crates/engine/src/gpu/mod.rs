@@ -19,6 +19,7 @@ pub mod residency;
 pub mod tuning;
 mod uniform_arena;
 pub mod weight_store;
+pub mod wgsl;
 
 pub use buffer::{BufferRef, GpuBuffer};
 pub use context::{AdapterSummary, GpuContext, GpuFeatures};

@@ -12,6 +12,10 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::error::GpuError;
+use super::weight_store::WeightStore;
+use super::wgsl::{assemble, Define, Flag};
+
 /// How a kernel uses one binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
@@ -29,13 +33,17 @@ pub enum Access {
     UniformWindow,
 }
 
-/// One kernel variant: its WGSL (the concatenation of `sources`, with every
-/// `{{NAME}}` replaced by its define), entry point and storage bindings.
+/// One kernel variant: its WGSL (the concatenation of `sources`, its
+/// `#if NAME` blocks resolved by `flags` and every `{{NAME}}` replaced by
+/// its define: `gpu::wgsl`), entry point and storage bindings.
 pub struct KernelSpec<'a> {
     /// Unique per variant: it is the cache key.
     pub name: &'a str,
     pub sources: &'a [&'static str],
-    pub defines: &'a [(&'a str, Cow<'a, str>)],
+    /// What each `#if NAME` of the sources tests.
+    pub flags: &'a [Flag<'a>],
+    /// The values of the sources' `{{NAME}}` placeholders.
+    pub defines: &'a [Define<'a>],
     pub entry: &'a str,
     pub storage: &'a [Access],
 }
@@ -56,7 +64,8 @@ pub struct VariantKey {
 pub struct OwnedSpec {
     pub name: String,
     pub sources: Vec<&'static str>,
-    pub defines: Vec<(&'static str, Cow<'static, str>)>,
+    pub flags: Vec<Flag<'static>>,
+    pub defines: Vec<Define<'static>>,
     pub entry: &'static str,
     pub storage: Cow<'static, [Access]>,
 }
@@ -66,6 +75,7 @@ impl OwnedSpec {
         KernelSpec {
             name: &self.name,
             sources: &self.sources,
+            flags: &self.flags,
             defines: &self.defines,
             entry: self.entry,
             storage: &self.storage,
@@ -139,16 +149,23 @@ impl PipelineCache {
     }
 }
 
-/// The WGSL text of a spec: its parameter block's struct (`params_wgsl`,
-/// from `KernelParams::WGSL`), then the sources joined, defines substituted.
-pub fn kernel_source(params_wgsl: &str, spec: &KernelSpec) -> String {
+/// The WGSL text of a spec as the adapter compiles it: its parameter
+/// block's struct (`params_wgsl`, from `KernelParams::WGSL`), then the
+/// sources joined, with `store`'s weight readers declared, then assembled
+/// by its flags and defines (`gpu::wgsl`).
+pub fn kernel_source(
+    params_wgsl: &str,
+    spec: &KernelSpec,
+    store: WeightStore,
+) -> Result<String, GpuError> {
     let mut text = String::from(params_wgsl);
     text.push('\n');
     text.push_str(&spec.sources.join("\n"));
-    for (name, value) in spec.defines {
-        text = text.replace(&format!("{{{{{name}}}}}"), value.as_ref());
-    }
-    text
+    let text = store.declare(&text);
+    assemble(&text, spec.flags, spec.defines).map_err(|source| GpuError::Assembly {
+        kernel: spec.name.to_string(),
+        source,
+    })
 }
 
 /// Shape of a 1-D dispatch: enough workgroups of `group` invocations to cover

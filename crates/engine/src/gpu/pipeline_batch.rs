@@ -12,11 +12,13 @@
 
 use std::collections::HashSet;
 
-use super::pipeline::{kernel_source, Access, KernelSpec, OwnedSpec, PipelineCache, VariantKey};
+use super::context::GpuContext;
+use super::error::GpuError;
+use super::pipeline::{kernel_source, Access, KernelSpec, OwnedSpec, VariantKey};
 #[cfg(not(target_arch = "wasm32"))]
 use {
-    super::context::GpuContext, super::counters::GpuCounters, super::error::GpuError,
-    super::pipeline::CachedPipeline, super::pipeline_create::create_from_source, std::sync::Arc,
+    super::counters::GpuCounters, super::pipeline::CachedPipeline,
+    super::pipeline_create::create_from_source, std::sync::Arc,
 };
 
 /// A pipeline to create, owning all it needs, so any thread can make it.
@@ -30,14 +32,19 @@ pub(crate) struct PendingPipeline {
 }
 
 impl PendingPipeline {
-    fn of(spec: &KernelSpec, key: Option<VariantKey>, params_wgsl: &str) -> PendingPipeline {
-        PendingPipeline {
+    fn of(
+        ctx: &GpuContext,
+        spec: &KernelSpec,
+        key: Option<VariantKey>,
+        params_wgsl: &str,
+    ) -> Result<PendingPipeline, GpuError> {
+        Ok(PendingPipeline {
             name: spec.name.to_string(),
             key,
-            source: kernel_source(params_wgsl, spec),
+            source: kernel_source(params_wgsl, spec, ctx.weight_store)?,
             entry: spec.entry.to_string(),
             storage: spec.storage.to_vec(),
-        }
+        })
     }
 }
 
@@ -60,36 +67,47 @@ impl PendingSet {
         }
     }
 
-    /// `spec`, unless it is cached or already pending.
-    pub(crate) fn add_spec(&mut self, cache: &PipelineCache, spec: &KernelSpec, params_wgsl: &str) {
-        if (self.with_cached || !cache.contains(spec.name)) && !self.names.contains(spec.name) {
+    /// `spec`, unless `ctx` caches it or it is already pending; its WGSL is
+    /// assembled now, and a kernel that does not assemble is the error.
+    pub(crate) fn add_spec(
+        &mut self,
+        ctx: &GpuContext,
+        spec: &KernelSpec,
+        params_wgsl: &str,
+    ) -> Result<(), GpuError> {
+        if (self.with_cached || !ctx.pipelines.contains(spec.name))
+            && !self.names.contains(spec.name)
+        {
+            let pending = PendingPipeline::of(ctx, spec, None, params_wgsl)?;
             self.names.insert(spec.name.to_string());
-            self.list.push(PendingPipeline::of(spec, None, params_wgsl));
+            self.list.push(pending);
         }
+        Ok(())
     }
 
-    /// The variant `key` (its spec built only when it is new), unless it
-    /// is cached or already pending.
+    /// The variant `key` (its spec built only when it is new), unless
+    /// `ctx` caches it or it is already pending; as `add_spec`.
     pub(crate) fn add_variant(
         &mut self,
-        cache: &PipelineCache,
+        ctx: &GpuContext,
         key: &VariantKey,
         make: impl FnOnce() -> OwnedSpec,
         params_wgsl: &str,
-    ) {
-        if (!self.with_cached && cache.contains_variant(key)) || !self.keys.insert(*key) {
-            return;
+    ) -> Result<(), GpuError> {
+        if (!self.with_cached && ctx.pipelines.contains_variant(key)) || !self.keys.insert(*key) {
+            return Ok(());
         }
         let owned = make();
         let spec = owned.spec();
         // Another key may make the same kernel: `get_variant` then finds
         // it by name when recording.
         if self.names.contains(spec.name) {
-            return;
+            return Ok(());
         }
+        let pending = PendingPipeline::of(ctx, &spec, Some(*key), params_wgsl)?;
         self.names.insert(spec.name.to_string());
-        self.list
-            .push(PendingPipeline::of(&spec, Some(*key), params_wgsl));
+        self.list.push(pending);
+        Ok(())
     }
 
     #[cfg(test)]
@@ -170,6 +188,7 @@ mod tests {
 
     use super::*;
     use crate::gpu::params::{kernel_params, KernelParams};
+    use crate::gpu::wgsl::WgslAssemblyError;
     use crate::gpu::{Access, Recorder};
     use crate::testutil::ctx;
 
@@ -189,6 +208,7 @@ mod tests {
         KernelSpec {
             name,
             sources: &[STORE],
+            flags: &[],
             defines,
             entry: "main",
             storage: STORAGE,
@@ -212,6 +232,7 @@ mod tests {
         let make = || OwnedSpec {
             name: "batch test variant 7".to_string(),
             sources: vec![STORE],
+            flags: Vec::new(),
             defines: vec![("V", Cow::from("7.0"))],
             entry: "main",
             storage: STORAGE.into(),
@@ -226,9 +247,11 @@ mod tests {
         rec.dispatch_variant(&key, make, &NONE, &[&out], [1, 1, 1]);
         // An empty dispatch runs nothing and needs no pipeline.
         rec.dispatch(&spec("batch test empty", &two), &NONE, &[&out], [0, 1, 1]);
-        let mut pending = rec.into_pending();
+        let mut pending = rec.into_pending().unwrap();
         assert_eq!(pending.len(), 3);
-        pending.add_spec(&ctx.pipelines, &spec("batch test bad", &bad), Unused::WGSL);
+        pending
+            .add_spec(ctx, &spec("batch test bad", &bad), Unused::WGSL)
+            .unwrap();
         assert_eq!(pending.len(), 4);
         let err = create_all(ctx, pending.into_list(), 3).unwrap_err();
         assert!(
@@ -243,8 +266,10 @@ mod tests {
         assert!(ctx.pipelines.contains_variant(&key));
         // Cached now: a second collection notes nothing.
         let mut again = PendingSet::default();
-        again.add_spec(&ctx.pipelines, &spec("batch test two", &two), Unused::WGSL);
-        again.add_variant(&ctx.pipelines, &key, make, Unused::WGSL);
+        again
+            .add_spec(ctx, &spec("batch test two", &two), Unused::WGSL)
+            .unwrap();
+        again.add_variant(ctx, &key, make, Unused::WGSL).unwrap();
         assert_eq!(again.len(), 0);
         let mut rec = Recorder::new(ctx);
         rec.dispatch(&spec("batch test one", &one), &NONE, &[&out], [1, 1, 1]);
@@ -252,6 +277,30 @@ mod tests {
         pollster::block_on(rec.submit()).unwrap();
         let got = pollster::block_on(ctx.read_f32(&out, 0, 1)).unwrap();
         assert_eq!(got, [7.0]);
+    }
+
+    /// A spec whose WGSL does not assemble (here a define for a placeholder
+    /// its source lacks) is a typed error by name, whether the pipelines
+    /// are collected or recorded, and no pipeline of it is made.
+    #[test]
+    fn a_kernel_that_does_not_assemble_is_an_error_not_a_pipeline() {
+        let ctx = ctx();
+        let defines = [("V", Cow::from("1.0")), ("W", Cow::from("2.0"))];
+        let bad = spec("batch test unassembled", &defines);
+        let out = ctx.create_storage("batch test unassembled out", 4).unwrap();
+        let is_ours = |e: &GpuError| {
+            matches!(e, GpuError::Assembly { kernel, source: WgslAssemblyError::UnusedDefine { name } }
+                if kernel == "batch test unassembled" && name == "W")
+        };
+        let mut rec = Recorder::collect_pipelines(ctx);
+        rec.dispatch(&bad, &NONE, &[&out], [1, 1, 1]);
+        let err = rec.into_pending().err().expect("an assembly error");
+        assert!(is_ours(&err), "{err}");
+        let mut rec = Recorder::new(ctx);
+        rec.dispatch(&bad, &NONE, &[&out], [1, 1, 1]);
+        let err = pollster::block_on(rec.submit()).expect_err("an assembly error");
+        assert!(is_ours(&err), "{err}");
+        assert!(!ctx.pipelines.contains("batch test unassembled"));
     }
 
     #[test]

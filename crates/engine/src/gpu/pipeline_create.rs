@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::context::GpuContext;
 use super::counters::GpuCounters;
+use super::error::GpuError;
 use super::pipeline::{
     kernel_source, Access, CachedPipeline, CompileCheck, KernelSpec, OwnedSpec, VariantKey,
 };
@@ -18,44 +19,42 @@ impl GpuContext {
         key: &VariantKey,
         make: impl FnOnce() -> OwnedSpec,
         params_wgsl: &str,
-    ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
+    ) -> Result<(Arc<CachedPipeline>, Option<CompileCheck>), GpuError> {
         if let Some(p) = self.pipelines.get_variant(key) {
-            return (p, None);
+            return Ok((p, None));
         }
         let owned = make();
-        let (pipeline, check) = self.pipeline(&owned.spec(), params_wgsl);
+        let (pipeline, check) = self.pipeline(&owned.spec(), params_wgsl)?;
         self.pipelines.insert(Some(*key), pipeline.clone());
-        (pipeline, check)
+        Ok((pipeline, check))
     }
 
     /// The cached pipeline for `spec`, created if needed (its WGSL led by
     /// `params_wgsl`, the dispatch's `KernelParams::WGSL`); a new pipeline
-    /// comes with the future of its compile/validation errors.
+    /// comes with the future of its compile/validation errors. A spec whose
+    /// WGSL does not assemble is the error, and nothing is cached.
     pub(crate) fn pipeline(
         &self,
         spec: &KernelSpec,
         params_wgsl: &str,
-    ) -> (Arc<CachedPipeline>, Option<CompileCheck>) {
+    ) -> Result<(Arc<CachedPipeline>, Option<CompileCheck>), GpuError> {
         if let Some(p) = self.pipelines.get(spec.name) {
-            return (p, None);
+            return Ok((p, None));
         }
+        let source = kernel_source(params_wgsl, spec, self.weight_store)?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let created = Arc::new(create_pipeline(self, spec, params_wgsl));
+        let created = Arc::new(create_from_source(
+            self,
+            spec.name,
+            &source,
+            spec.entry,
+            spec.storage,
+        ));
         let check: CompileCheck = Box::pin(scope.pop());
         GpuCounters::add(&self.counters.pipelines_created, 1);
         self.pipelines.insert(None, created.clone());
-        (created, Some(check))
+        Ok((created, Some(check)))
     }
-}
-
-fn create_pipeline(ctx: &GpuContext, spec: &KernelSpec, params_wgsl: &str) -> CachedPipeline {
-    create_from_source(
-        ctx,
-        spec.name,
-        &kernel_source(params_wgsl, spec),
-        spec.entry,
-        spec.storage,
-    )
 }
 
 /// A pipeline from its WGSL text (`kernel_source`), entry point and storage
@@ -69,10 +68,9 @@ pub(crate) fn create_from_source(
 ) -> CachedPipeline {
     static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let device = &ctx.device;
-    let source = ctx.weight_store.declare(source);
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(name),
-        source: wgpu::ShaderSource::Wgsl(source.into()),
+        source: wgpu::ShaderSource::Wgsl(std::borrow::Cow::Borrowed(source)),
     });
     let mut entries = vec![wgpu::BindGroupLayoutEntry {
         binding: 0,

@@ -112,7 +112,6 @@ impl<'c> Recorder<'c> {
         }
     }
 
-    /// What a `collect_pipelines` recorder noted (empty for any other).
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     /// As `collect_pipelines`, noting the pipelines the context has
     /// already created too.
@@ -123,8 +122,14 @@ impl<'c> Recorder<'c> {
         }
     }
 
-    pub(crate) fn into_pending(mut self) -> PendingSet {
-        self.collecting.take().unwrap_or_default()
+    /// What a `collect_pipelines` recorder noted (empty for any other), or
+    /// the first error met while noting it (a kernel whose WGSL does not
+    /// assemble).
+    pub(crate) fn into_pending(mut self) -> Result<PendingSet, GpuError> {
+        match self.first_error.take() {
+            Some(e) => Err(e),
+            None => Ok(self.collecting.take().unwrap_or_default()),
+        }
     }
 
     pub fn ctx(&self) -> &'c GpuContext {
@@ -170,7 +175,9 @@ impl<'c> Recorder<'c> {
         if let Some(pending) = &mut self.collecting {
             // As dispatch_with: an empty dispatch needs no pipeline.
             if !workgroups.contains(&0) {
-                pending.add_spec(&ctx.pipelines, spec, P::WGSL);
+                if let Err(e) = pending.add_spec(ctx, spec, P::WGSL) {
+                    self.first_error.get_or_insert(e);
+                }
             }
             return;
         }
@@ -208,7 +215,9 @@ impl<'c> Recorder<'c> {
         let ctx = self.ctx;
         if let Some(pending) = &mut self.collecting {
             if !workgroups.contains(&0) {
-                pending.add_variant(&ctx.pipelines, key, make, P::WGSL);
+                if let Err(e) = pending.add_variant(ctx, key, make, P::WGSL) {
+                    self.first_error.get_or_insert(e);
+                }
             }
             return;
         }
@@ -236,7 +245,7 @@ impl<'c> Recorder<'c> {
         workgroups: [u32; 3],
         window_offset: Option<u32>,
         name: &str,
-        pipeline: impl FnOnce() -> (Arc<CachedPipeline>, Option<CompileCheck>),
+        pipeline: impl FnOnce() -> Result<(Arc<CachedPipeline>, Option<CompileCheck>), GpuError>,
     ) {
         let bytes = bytemuck::bytes_of(params);
         assert!(
@@ -262,7 +271,14 @@ impl<'c> Recorder<'c> {
         self.arena.staging.extend_from_slice(bytes);
         self.slots += 1;
 
-        let (pipeline, check) = pipeline();
+        let (pipeline, check) = match pipeline() {
+            Ok(made) => made,
+            Err(e) => {
+                // Reported by `submit`, as a compile error is.
+                self.first_error.get_or_insert(e);
+                return;
+            }
+        };
         if let Some(check) = check {
             self.compile_checks.push((pipeline.name.clone(), check));
         }

@@ -80,6 +80,7 @@ pub fn embed(
     let make = || OwnedSpec {
         name: format!("embed_{}", fmt.fmt),
         sources: vec![QUANT_WGSL, EMBED_WGSL],
+        flags: Vec::new(),
         defines: fmt.defines(),
         entry: "main",
         storage: [Access::Weights, Access::Read, Access::ReadWrite][..].into(),

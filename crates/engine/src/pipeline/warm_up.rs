@@ -31,7 +31,7 @@ impl Pipeline {
             // The pipelines first, side by side (gpu::pipeline_batch).
             let mut collect = Recorder::collect_pipelines(&ctx);
             self.record_warm_up_steps(&mut collect)?;
-            let pending = collect.into_pending().into_list();
+            let pending = collect.into_pending()?.into_list();
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
             crate::gpu::pipeline_batch::create_all(
                 &ctx,
@@ -56,12 +56,7 @@ impl Pipeline {
     pub fn kernel_sources(&self) -> Result<Vec<(String, String)>, PipelineError> {
         let mut collect = Recorder::collect_all_pipelines(&self.ctx);
         self.record_warm_up_steps(&mut collect)?;
-        let store = self.ctx.weight_store;
-        let sources = collect.into_pending().into_sources();
-        Ok(sources
-            .into_iter()
-            .map(|(name, source)| (name, store.declare(&source)))
-            .collect())
+        Ok(collect.into_pending()?.into_sources())
     }
 
     /// Every step shape `warm_up` prepares, recorded into `rec`.

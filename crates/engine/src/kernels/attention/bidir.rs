@@ -172,6 +172,7 @@ pub fn attention_bidir(
     let make = || OwnedSpec {
         name: format!("{K}_hd{}", hd4 * 4),
         sources: vec![WGSL],
+        flags: Vec::new(),
         defines: unrolled(hd4),
         entry: "main",
         storage: [Access::Read, Access::Read, Access::ReadWrite][..].into(),

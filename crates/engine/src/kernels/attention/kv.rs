@@ -127,6 +127,7 @@ const STORAGE: &[Access] = &[Access::Read, Access::ReadWrite];
 const SPEC_F32: KernelSpec = KernelSpec {
     name: "kv_write",
     sources: SOURCES,
+    flags: &[],
     defines: &[
         (
             "WRITE",
@@ -142,6 +143,7 @@ const SPEC_F32: KernelSpec = KernelSpec {
 const SPEC_F16: KernelSpec = KernelSpec {
     name: "kv_write_f16",
     sources: SOURCES,
+    flags: &[],
     defines: &[(
         "WRITE",
         Cow::Borrowed("let s = p.src_offset + 2u * i;\n    cache[(p.layer_offset + p.pos0 * p.row_elems) / 2u + i] = pack2x16float(vec2(src[s], src[s + 1u]));"),

@@ -152,6 +152,7 @@ fn dispatch_kernel(
         OwnedSpec {
             name: format!("{family}_{}_{arg}", dtype.name()),
             sources: vec![COMMON_WGSL, source],
+            flags: Vec::new(),
             defines,
             entry: "main",
             storage: storage.into(),

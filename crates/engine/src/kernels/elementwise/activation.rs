@@ -103,15 +103,15 @@ pub fn gated_act(
         (false, true) => Variant::UpOut,
         (true, true) => Variant::One,
     };
-    let on = |v: Variant| -> std::borrow::Cow<'static, str> {
-        if v == variant { "" } else { "//" }.into()
-    };
+    // One flag a variant: each keeps that variant's binding declarations.
+    let flags = [
+        ("SPLIT", variant == Variant::Split),
+        ("GATE_OUT", variant == Variant::GateOut),
+        ("UP_OUT", variant == Variant::UpOut),
+        ("ONE", variant == Variant::One),
+    ];
     let act_fn = act_name(act);
     let defines = [
-        ("SPLIT", on(Variant::Split)),
-        ("GATE_OUT", on(Variant::GateOut)),
-        ("UP_OUT", on(Variant::UpOut)),
-        ("ONE", on(Variant::One)),
         (
             "GATE",
             if gate_in_out { "dst" } else { "gate" }.to_string().into(),
@@ -133,6 +133,7 @@ pub fn gated_act(
     let spec = KernelSpec {
         name: NAMES[act as usize][variant as usize],
         sources: SOURCES,
+        flags: &flags,
         defines: &defines,
         entry: "main",
         storage,

@@ -24,6 +24,7 @@ kernel_params! {
 const SPEC: KernelSpec = KernelSpec {
     name: "add",
     sources: &[include_str!("../../../../../shaders/add.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite],

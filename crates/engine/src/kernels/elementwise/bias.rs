@@ -21,6 +21,7 @@ kernel_params! {
 const SPEC: KernelSpec = KernelSpec {
     name: "bias",
     sources: &[include_str!("../../../../../shaders/bias.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite],

@@ -21,6 +21,7 @@ kernel_params! {
 const SPEC: KernelSpec = KernelSpec {
     name: "gelu_erf",
     sources: &[include_str!("../../../../../shaders/gelu.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::ReadWrite],

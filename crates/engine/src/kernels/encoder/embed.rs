@@ -28,6 +28,7 @@ const K: &str = "encoder_embed";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
     sources: &[include_str!("../../../../../shaders/encoder_embed.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[

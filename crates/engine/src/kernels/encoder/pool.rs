@@ -34,6 +34,7 @@ const K: &str = "pool";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
     sources: &[include_str!("../../../../../shaders/pool.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::Read, Access::ReadWrite],

@@ -17,14 +17,12 @@ pub(crate) fn tiles(fmt: GpuFormat, shape: VecShape) -> bool {
     fmt.scale_tile > 1 && shape.lanes == 1 && shape.group_rows % fmt.scale_tile == 0
 }
 
-/// The defines of matvec_tile.wgsl and the x readers' `dot_x_scaled`:
-/// TILE_CORE, TILE (`""` keeps the lines that name the format's scaled
-/// step functions, `"//"` comments them out) and TILE_BODY.
+/// The defines of matvec_tile.wgsl: TILE_CORE and TILE_BODY (the x
+/// readers' `dot_x_scaled` is the TILE flag's, `vec_core_flags`).
 pub(crate) fn defines(fmt: GpuFormat, shape: VecShape) -> Vec<(&'static str, Cow<'static, str>)> {
     let on = tiles(fmt, shape);
     vec![
         ("TILE_CORE", if on { "true" } else { "false" }.into()),
-        ("TILE", if on { "" } else { "//" }.into()),
         (
             "TILE_BODY",
             if on {

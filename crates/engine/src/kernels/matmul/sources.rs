@@ -3,6 +3,7 @@
 //! format's decoder) and the defines that shape the vec4 core: what both
 //! the variants (`variants`) and the tile shapes (`tile_shape`) read.
 
+use crate::gpu::wgsl::{Define, Flag};
 use crate::kernels::matmul::vec_shape::{Reduce, VecShape};
 use crate::kernels::weights::{GpuFormat, QuantMatrix};
 
@@ -60,11 +61,9 @@ pub(crate) const X_STORAGE: &str = "var<storage, read> x: array<vec4<f32>>;";
 /// The same for 8-bit x (XQ_DECL, linear_x_q8*.wgsl).
 pub(crate) const XQ_STORAGE: &str = "var<storage, read> xq: array<vec4<u32>>;";
 
-/// The defines of the vec4 core in `shape`, x in a storage buffer.
-pub(crate) fn vec_core_defines(
-    fmt: GpuFormat,
-    shape: VecShape,
-) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
+/// The defines of the vec4 core in `shape`; the caller adds its x reader's
+/// declaration (X_DECL for f32 x, XQ_DECL for 8-bit x).
+pub(crate) fn vec_core_defines(fmt: GpuFormat, shape: VecShape) -> Vec<Define<'static>> {
     let mut defines = fmt.defines();
     defines.extend([
         ("LANES", shape.lanes.to_string().into()),
@@ -76,18 +75,22 @@ pub(crate) fn vec_core_defines(
             if shape.chunked { "true" } else { "false" }.into(),
         ),
         ("REDUCE", shape.reduce.code().to_string().into()),
-        ("SG", subgroup_lines(shape.reduce == Reduce::Subgroup)),
-        ("X_DECL", X_STORAGE.into()),
-        ("XQ_DECL", XQ_STORAGE.into()),
     ]);
     defines.extend(crate::kernels::matmul::matvec_tile::defines(fmt, shape));
     defines
 }
 
-/// The SG define: keeps (`""`) or comments out (`"//"`) the lines that use
-/// subgroups, which a device without them must not see.
-pub(crate) fn subgroup_lines(on: bool) -> std::borrow::Cow<'static, str> {
-    std::borrow::Cow::Borrowed(if on { "" } else { "//" })
+/// The flags of the vec4 core in `shape`: SG keeps the lines that use
+/// subgroups (which a device without them must not see), TILE the x
+/// readers' `dot_x_scaled` for the one-lane tile reader (`matvec_tile`).
+pub(crate) fn vec_core_flags(fmt: GpuFormat, shape: VecShape) -> Vec<Flag<'static>> {
+    vec![
+        ("SG", shape.reduce == Reduce::Subgroup),
+        (
+            "TILE",
+            crate::kernels::matmul::matvec_tile::tiles(fmt, shape),
+        ),
+    ]
 }
 pub(crate) const GEMV_WGSL: &str = include_str!("../../../../../shaders/matmul_gemv.wgsl");
 pub(crate) const TILED_WGSL: &str = concat!(

@@ -16,8 +16,8 @@ use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, 
 use crate::kernels::check_elems;
 pub use crate::kernels::matmul::sources::vec_core_step;
 pub(crate) use crate::kernels::matmul::sources::{
-    quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, COMMON_WGSL, GEMV_WGSL,
-    MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
+    quant_vec_wgsl, vec_core_defines, vec_core_fits, vec_core_flags, COMMON_WGSL, GEMV_WGSL,
+    MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32, XQ_STORAGE, X_STORAGE,
 };
 pub(crate) use crate::kernels::matmul::tile_shape::{
     tiled_rows, tiled_token_tiles, tiled_tokens, EXPERT_TILE, TILE_M,

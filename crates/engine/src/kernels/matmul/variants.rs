@@ -10,8 +10,8 @@ use crate::kernels::matmul::vec_shape::VecShape;
 use crate::kernels::weights::{GpuFormat, QuantMatrix, QUANT_WGSL};
 
 use super::sources::{
-    quant_vec_wgsl, vec_core_defines, COMMON_WGSL, GEMV_WGSL, MATVEC_MAIN, MATVEC_WGSL,
-    MATVEC_X_F32,
+    quant_vec_wgsl, vec_core_defines, vec_core_flags, COMMON_WGSL, GEMV_WGSL, MATVEC_MAIN,
+    MATVEC_WGSL, MATVEC_X_F32, X_STORAGE,
 };
 
 /// What a matmul kernel multiplies: a plain matrix, or an expert stack whose
@@ -123,9 +123,12 @@ impl Variant {
     pub(crate) fn spec(&self, storage: &'static [Access]) -> OwnedSpec {
         let (fmt, op) = (self.fmt, self.operand);
         let mut defines = fmt.defines();
+        let mut flags = Vec::new();
         let (name, sources) = match self.shape {
             Shape::Vec(v) => {
                 defines = vec_core_defines(fmt, v);
+                defines.push(("X_DECL", X_STORAGE.into()));
+                flags = vec_core_flags(fmt, v);
                 let name = format!(
                     "{}_vec_{}_l{}_r{}_c{}_s{}_w{}",
                     op.prefix(),
@@ -176,6 +179,7 @@ impl Variant {
         OwnedSpec {
             name,
             sources,
+            flags,
             defines,
             entry: "main",
             storage: storage.into(),

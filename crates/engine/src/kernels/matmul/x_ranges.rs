@@ -30,6 +30,7 @@ kernel_params! {
 const SPEC: KernelSpec = KernelSpec {
     name: "x_ranges",
     sources: &[include_str!("../../../../../shaders/x_ranges.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite],

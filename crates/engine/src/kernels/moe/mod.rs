@@ -61,6 +61,7 @@ kernel_params! {
 const ROUTER: KernelSpec = KernelSpec {
     name: "moe_router",
     sources: &[include_str!("../../../../../shaders/moe_router.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite, Access::ReadWrite],
@@ -167,6 +168,7 @@ pub fn group_by_expert<'a>(
     let spec = KernelSpec {
         name: &name,
         sources: &[include_str!("../../../../../shaders/moe_group.wgsl")],
+        flags: &[],
         defines: &defines,
         entry: "main",
         storage: &[Access::Read, Access::ReadWrite, Access::ReadWrite],
@@ -344,8 +346,6 @@ pub fn combine(
         check_elems(K, "shared y", s.y, n)?;
         check_elems(K, "shared gate", s.gate, routing.tokens)?;
     }
-    let on = if shared.is_some() { "" } else { "//" };
-    let defines = [("SHARED", on.into())];
     let spec = KernelSpec {
         name: if shared.is_some() {
             "moe_combine_shared"
@@ -353,7 +353,8 @@ pub fn combine(
             "moe_combine"
         },
         sources: &[include_str!("../../../../../shaders/moe_combine.wgsl")],
-        defines: &defines,
+        flags: &[("SHARED", shared.is_some())],
+        defines: &[],
         entry: "main",
         storage: if shared.is_some() {
             &[

@@ -42,6 +42,7 @@ const K: &str = "head_norm";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
     sources: &[include_str!("../../../../../shaders/head_norm.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::ReadWrite],

@@ -25,6 +25,7 @@ kernel_params! {
 const SPEC: KernelSpec = KernelSpec {
     name: "layer_norm",
     sources: &[include_str!("../../../../../shaders/layer_norm.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::Read, Access::Read, Access::ReadWrite],

@@ -113,13 +113,13 @@ fn rms_norm_lanes(
     if in_place {
         let defines = [
             ("X_ACCESS", "read_write".into()),
-            ("SEPARATE_OUT", "// ".into()),
             ("OUT", "x".into()),
             ("PLUS", "".into()),
         ];
         let spec = KernelSpec {
             name: "rmsnorm_inplace",
             sources: &[SOURCE],
+            flags: &[("SEPARATE_OUT", false)],
             defines: &defines,
             entry: "main",
             storage: &[Access::Read, Access::ReadWrite],
@@ -128,13 +128,13 @@ fn rms_norm_lanes(
     } else {
         let defines = [
             ("X_ACCESS", "read".into()),
-            ("SEPARATE_OUT", "".into()),
             ("OUT", "dst".into()),
             ("PLUS", "".into()),
         ];
         let spec = KernelSpec {
             name: "rmsnorm",
             sources: &[SOURCE],
+            flags: &[("SEPARATE_OUT", true)],
             defines: &defines,
             entry: "main",
             storage: &[Access::Read, Access::Read, Access::ReadWrite],
@@ -166,13 +166,13 @@ pub fn rms_norm_add(
     use std::borrow::Cow::Borrowed;
     const DEFINES: &[(&str, std::borrow::Cow<str>)] = &[
         ("X_ACCESS", Borrowed("read")),
-        ("SEPARATE_OUT", Borrowed("")),
         ("OUT", Borrowed("dst")),
         ("PLUS", Borrowed("dst[out_base + i] + ")),
     ];
     let spec = KernelSpec {
         name: "rmsnorm_add",
         sources: &[SOURCE],
+        flags: &[("SEPARATE_OUT", true)],
         defines: DEFINES,
         entry: "main",
         storage: &[Access::Read, Access::Read, Access::ReadWrite],

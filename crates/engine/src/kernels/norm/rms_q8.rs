@@ -161,6 +161,7 @@ pub fn rms_norm_q8(
     let spec = KernelSpec {
         name: K,
         sources: &[SOURCE],
+        flags: &[],
         defines: &[],
         entry: "main",
         storage: &[

@@ -57,6 +57,7 @@ const K: &str = "rope_bidir";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
     sources: &[include_str!("../../../../../shaders/rope_bidir.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[Access::ReadWrite],

@@ -55,13 +55,9 @@ const SOURCE: &str = include_str!("../../../../../shaders/rope_kv.wgsl");
 const RW: Access = Access::ReadWrite;
 const R: Access = Access::Read;
 
-const OFF: &str = "//";
-const ON: &str = "";
-
 /// The variant for q/k norms or none (bindings 5 and 6), frequency factors
 /// or none (the binding after the rest), and the cache's element type.
 fn spec(norm: bool, freq_factors: bool, dtype: KvDtype, serial: bool) -> OwnedSpec {
-    let on = |b: bool| Cow::Borrowed(if b { ON } else { OFF });
     let f16 = dtype == KvDtype::F16;
     let storage: &'static [Access] = match (norm, freq_factors) {
         (false, false) => &[R, RW, RW, RW],
@@ -80,15 +76,15 @@ fn spec(norm: bool, freq_factors: bool, dtype: KvDtype, serial: bool) -> OwnedSp
             if serial { "_serial" } else { "" }
         ),
         sources: vec![SOURCE],
+        flags: vec![
+            ("QK_NORM", norm),
+            ("FREQ_FACTORS", freq_factors),
+            ("F16", f16),
+            ("SERIAL", serial),
+        ],
         defines: vec![
-            ("QK_NORM", on(norm)),
-            ("FREQ_FACTORS", on(freq_factors)),
             ("FF_BINDING", ff_binding.to_string().into()),
-            ("F32", on(!f16)),
-            ("F16", on(f16)),
             ("KV_WORD", Cow::Borrowed(if f16 { "u32" } else { "f32" })),
-            ("GROUP", on(!serial)),
-            ("SERIAL", on(serial)),
             ("LANES", if serial { "1" } else { "64" }.into()),
         ],
         entry: "main",

@@ -9,7 +9,6 @@ pub mod kv;
 pub mod yarn;
 
 use crate::gpu::params::kernel_params;
-use std::borrow::Cow;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
@@ -139,7 +138,8 @@ const SOURCE: &str = include_str!("../../../../../shaders/rope.wgsl");
 const PLAIN: KernelSpec = KernelSpec {
     name: "rope",
     sources: &[SOURCE],
-    defines: &[("FREQ_FACTORS", Cow::Borrowed("//"))],
+    flags: &[("FREQ_FACTORS", false)],
+    defines: &[],
     entry: "main",
     storage: &[Access::ReadWrite],
 };
@@ -147,7 +147,8 @@ const PLAIN: KernelSpec = KernelSpec {
 const FACTORS: KernelSpec = KernelSpec {
     name: "rope_freq_factors",
     sources: &[SOURCE],
-    defines: &[("FREQ_FACTORS", Cow::Borrowed(""))],
+    flags: &[("FREQ_FACTORS", true)],
+    defines: &[],
     entry: "main",
     storage: &[Access::ReadWrite, Access::Read],
 };

@@ -71,6 +71,7 @@ kernel_params! {
 const SPEC: KernelSpec = KernelSpec {
     name: "sample",
     sources: &[include_str!("../../../../../shaders/sample.wgsl")],
+    flags: &[],
     defines: &[],
     entry: "main",
     storage: &[

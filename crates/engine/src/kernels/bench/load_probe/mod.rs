@@ -281,7 +281,11 @@ async fn probe_one(
     (width, height): (u32, u32),
 ) -> Result<LoadProbe, GpuError> {
     let device = &ctx.device;
-    let source = probe_source(ops.format, path, rows, cols, width);
+    let source =
+        probe_source(ops.format, path, rows, cols, width).map_err(|source| GpuError::Assembly {
+            kernel: "load probe".into(),
+            source,
+        })?;
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("load probe"),
         source: wgpu::ShaderSource::Wgsl(source.into()),

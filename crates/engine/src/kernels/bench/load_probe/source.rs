@@ -1,7 +1,10 @@
 //! The load probe's WGSL: load_probe.wgsl, then its format's body, with
 //! the binding declarations and loads of the path it times.
 
+use std::borrow::Cow;
+
 use super::{LoadPath, ProbeFormat, WeightsIn, XIn, LANE_ROWS, WORKGROUP};
+use crate::gpu::wgsl::{assemble, Define, WgslAssemblyError};
 
 /// load_probe.wgsl and `format`'s body for `path`, the row steps written
 /// out (a run-time index into the accumulators would put them in memory on
@@ -12,17 +15,21 @@ pub(super) fn probe_source(
     rows: usize,
     cols: usize,
     width: u32,
-) -> String {
-    let (texel_type, body, step) = match format {
+) -> Result<String, WgslAssemblyError> {
+    // Each body's own defines: the f32 one's row length in vec4s, the Q4
+    // one's in blocks and its word reader.
+    let (texel_type, body, step, own) = match format {
         ProbeFormat::F32 => (
             "f32",
             include_str!("../../../../../../shaders/load_probe_f32.wgsl"),
             "acc[J] += w_at(min(row0 + Ju, ROWS - 1u) * K4 + i) * xv;",
+            [("K4", (cols / 4).to_string())].to_vec(),
         ),
         ProbeFormat::Q4 => (
             "u32",
             include_str!("../../../../../../shaders/load_probe_q4.wgsl"),
             "acc[J] += block_dot(min(row0 + Ju, ROWS - 1u), b, xs, xsum);",
+            [("NB", (cols / 32).to_string())].to_vec(),
         ),
     };
     let (w_decl, w_vec4, w_word) = match path.weights {
@@ -49,9 +56,8 @@ pub(super) fn probe_source(
     let steps: String = (0..LANE_ROWS)
         .map(|j| format!("        {}\n", step.replace('J', &j.to_string())))
         .collect();
-    let defines = [
-        ("K4", (cols / 4).to_string()),
-        ("NB", (cols / 32).to_string()),
+    let mut defines = own;
+    defines.extend([
         ("ROWS", rows.to_string()),
         ("WIDTH_SHIFT", width.trailing_zeros().to_string()),
         ("LANE_ROWS", LANE_ROWS.to_string()),
@@ -59,16 +65,19 @@ pub(super) fn probe_source(
         ("W_DECL", w_decl),
         ("X_DECL", x_decl),
         ("W_VEC4", w_vec4.to_string()),
-        ("W_WORD", w_word.to_string()),
         ("ROW_STEPS", steps.trim_end().to_string()),
-    ];
-    let mut text = [
+    ]);
+    if format == ProbeFormat::Q4 {
+        defines.push(("W_WORD", w_word.to_string()));
+    }
+    let defines: Vec<Define> = defines
+        .into_iter()
+        .map(|(name, value)| (name, Cow::Owned(value)))
+        .collect();
+    let text = [
         include_str!("../../../../../../shaders/load_probe.wgsl"),
         body,
     ]
     .join("\n");
-    for (name, value) in defines {
-        text = text.replace(&format!("{{{{{name}}}}}"), &value);
-    }
-    text
+    assemble(&text, &[], &defines)
 }

@@ -3,7 +3,7 @@
 //! One dispatch per matrix part does the whole layer (linear_gemv.wgsl):
 //! norm prologue, epilogue, bias.
 
-use super::{on, Epilogue, Forced, Linear, ACT_WGSL};
+use super::{Epilogue, Forced, Linear, ACT_WGSL};
 use crate::format::quant::GgmlType;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuContext, GpuError, GpuFeatures,
@@ -11,8 +11,8 @@ use crate::gpu::{
 };
 use crate::kernels::elementwise::activation::{act_name, Activation};
 use crate::kernels::matmul::tiled::{
-    quant_vec_wgsl, subgroup_lines, vec_core_defines, vec_core_fits, Params, VecShape, COMMON_WGSL,
-    GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32,
+    quant_vec_wgsl, vec_core_defines, vec_core_fits, vec_core_flags, Params, VecShape, COMMON_WGSL,
+    GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32, XQ_STORAGE, X_STORAGE,
 };
 use crate::kernels::weights::{GpuFormat, QUANT_WGSL};
 
@@ -203,16 +203,13 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
         ],
     };
     let make = || {
-        let (mut defines, sources) = match core {
+        let (mut defines, mut flags, sources) = match core {
             GemvCore::Unit { rows } => {
                 let mut d = fmt.defines();
-                d.extend([
-                    ("ROWS", rows.to_string().into()),
-                    ("TOKENS", "1".into()),
-                    ("SG", subgroup_lines(false)),
-                ]);
+                d.extend([("ROWS", rows.to_string().into()), ("TOKENS", "1".into())]);
                 (
                     d,
+                    vec![("SG", false)],
                     vec![
                         QUANT_WGSL,
                         COMMON_WGSL,
@@ -225,36 +222,37 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
             }
             GemvCore::Vec(v) => {
                 let mut d = vec_core_defines(fmt, v);
-                d.push(("XD_BINDING", (first_extra - 1).to_string().into()));
                 let x_reader: &[&'static str] = match (q8, dot4) {
                     (Some(_), true) => &[X_Q8_DOT4, quant_dot4_wgsl(fmt)],
                     (Some(_), false) => &[MATVEC_STEP_F32, X_Q8],
                     (None, _) => &[MATVEC_X_F32, X_VEC],
                 };
-                if let Some(u) = uniform {
-                    d.retain(|(name, _)| !matches!(*name, "X_DECL" | "XQ_DECL"));
+                // The x reader's declaration: 8-bit x and its scales, or f32
+                // x; in a storage buffer or a uniform of the row's size.
+                if q8.is_some() {
+                    let xq = match uniform {
+                        Some(u) => format!("var<uniform> xq: array<vec4<u32>, {}>;", u.x_vec4s),
+                        None => XQ_STORAGE.to_string(),
+                    };
                     d.extend([
-                        (
-                            "X_DECL",
-                            format!("var<uniform> x: array<vec4<f32>, {}>;", u.x_vec4s).into(),
-                        ),
-                        (
-                            "XQ_DECL",
-                            format!("var<uniform> xq: array<vec4<u32>, {}>;", u.x_vec4s).into(),
-                        ),
+                        ("XQ_DECL", xq.into()),
+                        ("XD_BINDING", (first_extra - 1).to_string().into()),
                     ]);
+                } else {
+                    let x = match uniform {
+                        Some(u) => format!("var<uniform> x: array<vec4<f32>, {}>;", u.x_vec4s),
+                        None => X_STORAGE.to_string(),
+                    };
+                    d.push(("X_DECL", x.into()));
                 }
                 let mut sources = vec![QUANT_WGSL, MATVEC_WGSL, quant_vec_wgsl(fmt)];
                 sources.extend(x_reader);
                 sources.extend([ACT_WGSL, GEMV_MAIN]);
-                (d, sources)
+                (d, vec_core_flags(fmt, v), sources)
             }
         };
+        flags.extend([("NORM", norm), ("BIAS", bias)]);
         defines.extend([
-            ("NORM", on(norm)),
-            ("NO_NORM", on(!norm)),
-            ("BIAS", on(bias)),
-            ("NO_BIAS", on(!bias)),
             ("NORM_BINDING", first_extra.to_string().into()),
             (
                 "BIAS_BINDING",
@@ -275,6 +273,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
         OwnedSpec {
             name: format!("{key:?}"),
             sources,
+            flags,
             defines,
             entry: "main",
             storage: bindings(

@@ -22,8 +22,6 @@
 //! short chunk does not pay for up to 4x the workgroups it needs (tiles past
 //! its last token return at once, but each workgroup has a fixed cost).
 
-use std::borrow::Cow;
-
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 use crate::kernels::check_elems;
 use crate::kernels::elementwise::activation::{act_name, Activation};
@@ -271,11 +269,6 @@ fn storage(vec_core: bool, extra: usize) -> &'static [Access] {
     }
 }
 
-/// A define that keeps (`""`) or comments out (`"//"`) the lines it prefixes.
-fn on(yes: bool) -> Cow<'static, str> {
-    Cow::Borrowed(if yes { "" } else { "//" })
-}
-
 /// What tests and benchmarks fix instead of the adapter's choice.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Forced {
@@ -449,12 +442,14 @@ impl TiledVariant {
         let (tile, glu, fmt) = (&self.tile, self.glu(), w.format());
         let mut defines = fmt.defines();
         defines.extend(tile.defines(fmt, self.tt));
+        let mut flags = tile.flags();
+        flags.extend([
+            ("BIAS", self.has_bias),
+            ("ADD", self.epilogue == Epilogue::Add),
+            ("GLU", glu.is_some()),
+        ]);
         defines.extend([
             ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
-            ("BIAS", on(self.has_bias)),
-            ("ADD", on(self.epilogue == Epilogue::Add)),
-            ("GLU", on(glu.is_some())),
-            ("NO_GLU", on(glu.is_none())),
             ("ACT", act_name(glu.unwrap_or(Activation::Silu)).into()),
             ("OUT_SCALE", if glu.is_some() { "2" } else { "1" }.into()),
         ]);
@@ -469,6 +464,7 @@ impl TiledVariant {
         OwnedSpec {
             name: format!("{:?}", self.key(w)),
             sources: [&tile.core_wgsl(fmt)[..], act, &[TILED_MAIN]].concat(),
+            flags,
             defines,
             entry: "main",
             storage: storage.into(),

@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 
+use crate::gpu::wgsl::Flag;
 use crate::gpu::Tuning;
 use crate::kernels::matmul::sources::{
     quant_vec_wgsl, vec_core_fits, COMMON_WGSL, COMMON_X4_WGSL, TILED_WGSL, X_STORAGE,
@@ -153,25 +154,34 @@ impl TileShape {
             ("TN", self.tn.to_string().into()),
             ("TT", tt.to_string().into()),
             ("WG", self.wg.to_string().into()),
-            ("STEP", fmt.vec_step().to_string().into()),
-            // x in a storage buffer; kernels::matmul::linear may read it through a window.
-            ("X_DECL", X_STORAGE.into()),
-            // Sharing x, every lane runs the chunk loop (see `x_share`).
-            (
-                "ROW_EXIT",
-                if self.x_share {
-                    ""
-                } else {
-                    "row0 >= p.rows || "
-                }
-                .into(),
-            ),
-            ("X_LANE", if self.x_share { "" } else { "//" }.into()),
         ];
         if self.vec {
+            defines.extend([
+                ("STEP", fmt.vec_step().to_string().into()),
+                // x in a storage buffer; kernels::matmul::linear may read it
+                // through a window.
+                ("X_DECL", X_STORAGE.into()),
+                // Sharing x, every lane runs the chunk loop (see `x_share`).
+                (
+                    "ROW_EXIT",
+                    if self.x_share {
+                        ""
+                    } else {
+                        "row0 >= p.rows || "
+                    }
+                    .into(),
+                ),
+            ]);
             defines.extend(row_code(fmt, self.tn, self.tm, self.form, self.x_share));
         }
         defines
+    }
+
+    /// The flags of an entry point that hands the core its subgroup lane
+    /// (linear_tiled.wgsl): X_LANE keeps it where the shape shares x
+    /// (`x_share`).
+    pub(crate) fn flags(&self) -> Vec<Flag<'static>> {
+        vec![("X_LANE", self.x_share)]
     }
 
     /// The sources before the entry point, for format `fmt`.

@@ -94,10 +94,10 @@ fn windowed_tiles_share_x_through_the_subgroup() {
             assert!(!loads.contains(&past), "{dtype}: {past}");
         }
         assert_eq!(define(shared, fmt, "ROW_EXIT"), "");
-        assert_eq!(define(shared, fmt, "X_LANE"), "");
+        assert_eq!(shared.flags(), [("X_LANE", true)]);
         let own = tile(RowForm::Unrolled).windowed(576, true, 8, false);
         assert!(!define(own, fmt, "X_LOADS").contains("subgroupBroadcast"));
         assert_eq!(define(own, fmt, "ROW_EXIT"), "row0 >= p.rows || ");
-        assert_eq!(define(own, fmt, "X_LANE"), "//");
+        assert_eq!(own.flags(), [("X_LANE", false)]);
     }
 }
