@@ -201,6 +201,15 @@ fn sampled_decode_reads_back_ids_only() {
         assert_eq!(c.submits, 3, "{c:?}");
         assert_eq!(c.bytes_read_back, 4 * 3 * tps as u64, "{c:?}");
         assert_eq!(c.buffers_created, 0, "{c:?}");
+        // A step reads every weight, and besides them only a few rows of
+        // activations, the cache up to 64 positions and one logits row: on
+        // SmolLM2 (about 80 MB of weights) a few megabytes, under 10 %.
+        let weights = engine.pipeline.model().weight_bytes_per_token() as f64;
+        let moved = c.bytes_moved as f64 / out.stats.decode_steps as f64;
+        assert!(
+            moved >= weights && moved < 1.1 * weights,
+            "{moved} bytes moved a step, {weights} of weights"
+        );
     }
 }
 

@@ -8,7 +8,7 @@
 
 use crate::gpu::params::kernel_params;
 
-use super::check_elems;
+use super::{check_elems, words};
 use super::weights::{QuantMatrix, QUANT_WGSL, UNIT};
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 
@@ -71,6 +71,8 @@ pub fn embed(
     if m == 0 {
         return Ok(());
     }
+    // The ids, a table row each, the rows written.
+    rec.moved(words(m) + (m * table.row_bytes()) as u64 + words(m * table.cols));
     let fmt = table.format();
     let key = VariantKey {
         family: "embed",

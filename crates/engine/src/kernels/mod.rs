@@ -36,6 +36,12 @@ mod params_tests;
 
 use crate::gpu::{error::shape_err, GpuBuffer, GpuError};
 
+/// Bytes of `n` 32-bit values, as ops count what they move
+/// (`Recorder::moved`).
+pub(crate) fn words(n: usize) -> u64 {
+    4 * n as u64
+}
+
 /// Checks that `buffer` holds at least `elems` 32-bit elements.
 pub(crate) fn check_elems(
     kernel: &'static str,

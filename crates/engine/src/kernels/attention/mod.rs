@@ -31,7 +31,7 @@ use std::borrow::Cow;
 use crate::gpu::tuning::SplitTarget;
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 use crate::kernels::attention::kv::KvDtype;
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 
 /// The shape and options of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -56,6 +56,22 @@ pub struct AttentionArgs {
     pub softcap: Option<f32>,
     /// How the cache stores K and V.
     pub kv_dtype: KvDtype,
+}
+
+impl AttentionArgs {
+    /// What the step reads and writes: q's rows, the keys and values the
+    /// rows see (from the first row's window start to the last row's
+    /// position), the output rows (a split form's partials, scratch between
+    /// its own two passes, left out).
+    pub fn bytes_moved(&self) -> u64 {
+        let last = self.pos0 as usize + self.rows;
+        let first = self
+            .window
+            .map_or(0, |w| (self.pos0 as usize + 1).saturating_sub(w as usize));
+        let kv_row = (self.kv_heads * self.head_dim) as u64 * self.kv_dtype.bytes_per_elem();
+        let q_rows = words(2 * self.rows * self.q_heads * self.head_dim);
+        q_rows + 2 * (last - first) as u64 * kv_row
+    }
 }
 
 kernel_params! {
@@ -289,6 +305,7 @@ pub fn attention(
     split_scratch: &GpuBuffer,
     args: &AttentionArgs,
 ) -> Result<(), GpuError> {
+    rec.moved(args.bytes_moved());
     let tuning = rec.ctx().tuning;
     let longest_row = args.pos0 as usize + args.rows;
     let target = tuning.attention_split;

@@ -10,7 +10,7 @@ use crate::gpu::params::kernel_params;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 use crate::kernels::norm::rms::overlaps;
 
 /// The activation applied to the gate.
@@ -97,6 +97,8 @@ pub fn gated_act(
             ));
         }
     }
+    // gate and up read, out written.
+    rec.moved(words(3 * n));
     let variant = match (gate_in_out, up_in_out) {
         (false, false) => Variant::Split,
         (true, false) => Variant::GateOut,

@@ -6,7 +6,7 @@
 use crate::gpu::params::kernel_params;
 
 use crate::gpu::{workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder};
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 
 kernel_params! {
     pub(crate) struct Params {
@@ -41,6 +41,8 @@ pub fn add_in_place(
 ) -> Result<(), GpuError> {
     check_elems("add", "x", x, x_offset + n)?;
     check_elems("add", "y", y, y_offset + n)?;
+    // y read, x read and written.
+    rec.moved(words(3 * n));
     let params = Params {
         n: n as u32,
         a_offset: x_offset as u32,

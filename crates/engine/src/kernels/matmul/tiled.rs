@@ -13,7 +13,7 @@
 use crate::gpu::params::kernel_params;
 
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 pub use crate::kernels::matmul::sources::vec_core_step;
 pub(crate) use crate::kernels::matmul::sources::{
     quant_vec_wgsl, vec_core_defines, vec_core_fits, vec_core_flags, COMMON_WGSL, GEMV_WGSL,
@@ -199,6 +199,8 @@ pub(crate) fn matmul_form(
     if m == 0 {
         return Ok(());
     }
+    // W whole, x's rows, out's rows.
+    rec.moved(w.bytes() as u64 + words(m * (w.cols + w.rows)));
     match form {
         Form::Vec(shape) => {
             if m != 1 || !vec_core_fits(w, x_offset) {

@@ -22,7 +22,7 @@ use crate::gpu::params::kernel_params;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 use crate::kernels::matmul::tiled::{
     check_groups, tiled_rows, tiled_token_tiles, tiled_tokens, Operand, Params as MatmulParams,
     Variant, EXPERT_TILE,
@@ -89,6 +89,8 @@ pub fn route(
     check_elems(K, "logits", logits, logits_offset + r.tokens * r.n_experts)?;
     check_elems(K, "expert_of", r.expert_of, r.slots())?;
     check_elems(K, "weight_of", r.weight_of, r.slots())?;
+    // The gate logits read; each slot's expert and weight written.
+    rec.moved(words(r.tokens * r.n_experts + 2 * r.slots()));
     let params = RouterParams {
         rows: r.tokens as u32,
         n_experts: r.n_experts as u32,
@@ -258,6 +260,10 @@ pub fn expert_matmul(
         return Ok(());
     }
     let w = &stack.matrix;
+    // The routed experts' slabs (a slot each: a token's top k are distinct,
+    // tokens may share), x's rows and the slots' outputs.
+    let slab = (w.bytes() / stack.experts) as u64;
+    rec.moved(slots as u64 * slab + words(x_rows * stack.cols() + slots * stack.rows + slots));
     let part_params = |part: &crate::kernels::weights::MatrixPart| {
         let mut p = MatmulParams::new(w, part, 1, stack.rows, 0, 0, stack.rows);
         p.x_div = x_div as u32;
@@ -346,6 +352,9 @@ pub fn combine(
         check_elems(K, "shared y", s.y, n)?;
         check_elems(K, "shared gate", s.gate, routing.tokens)?;
     }
+    // The slots' rows and weights read (with the shared expert's), out written.
+    let shared_rows = shared.as_ref().map_or(0, |_| n + routing.tokens);
+    rec.moved(words(routing.slots() * (d + 1) + shared_rows + n));
     let spec = KernelSpec {
         name: if shared.is_some() {
             "moe_combine_shared"

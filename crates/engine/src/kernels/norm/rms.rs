@@ -14,7 +14,7 @@ use crate::gpu::params::kernel_params;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 
 kernel_params! {
     pub(crate) struct Params {
@@ -99,6 +99,8 @@ fn rms_norm_lanes(
     eps: f32,
 ) -> Result<(), GpuError> {
     let (params, groups) = checked(x, x_offset, weight, out, out_offset, rows, dim, eps, lanes)?;
+    // x and out's rows, the weight.
+    rec.moved(words(2 * rows * dim + dim));
     let n = rows * dim;
     if out.id() == weight.id() {
         return Err(shape_err(K, "out may not live in the weight's buffer"));
@@ -163,6 +165,8 @@ pub fn rms_norm_add(
     if x.id() == y.id() || x.id() == weight.id() {
         return Err(shape_err(K, "x must be a buffer of its own"));
     }
+    // y's rows, x's read and written, the weight.
+    rec.moved(words(3 * rows * dim + dim));
     use std::borrow::Cow::Borrowed;
     const DEFINES: &[(&str, std::borrow::Cow<str>)] = &[
         ("X_ACCESS", Borrowed("read")),

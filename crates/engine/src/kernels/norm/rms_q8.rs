@@ -6,7 +6,7 @@ use crate::gpu::params::kernel_params;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 
 /// Values per block of 8-bit x: each block has its own scale.
 pub const Q8_BLOCK: usize = 32;
@@ -151,6 +151,9 @@ pub fn rms_norm_q8(
             "out, the 8-bit quants and their scales each need a buffer of their own",
         ));
     }
+    // x's rows and the weight read; out's rows, the quants and scales written.
+    let (quants, scales) = Q8Rows::elems(rows, dim);
+    rec.moved(words(2 * n + dim + quants + scales));
     let params = Params {
         rows: rows as u32,
         dim: dim as u32,

@@ -13,7 +13,7 @@ use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
 use crate::kernels::attention::kv::{KvDtype, KvLayout};
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 use crate::kernels::rope::RopeLayout;
 pub use crate::kernels::rope::{Rotary, Yarn};
 
@@ -200,6 +200,10 @@ fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuE
         buffers[n] = f;
         n += 1;
     }
+    // q, k and v read; q and the cache's k and v rows written.
+    let (q_dim, kv_dim) = (a.q_heads * hd, kv.kv_heads * hd);
+    let cache = 2 * (a.rows * kv_dim) as u64 * kv.dtype.bytes_per_elem();
+    rec.moved(words(a.rows * (2 * q_dim + 2 * kv_dim)) + cache);
     let (norm, ff) = (a.qk_norm.is_some(), rot.freq_factors.is_some());
     let key = VariantKey {
         family: "rope_kv",

@@ -26,7 +26,7 @@ use bytemuck::Zeroable;
 use crate::gpu::{
     error::shape_err, Access, BufferRef, GpuBuffer, GpuContext, GpuError, KernelSpec, Recorder,
 };
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 use crate::kernels::sample::params::{fixed24, SamplingParams};
 
 kernel_params! {
@@ -320,6 +320,10 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
         &state.bias,
         2 * state.params.n_bias as usize,
     )?;
+    // The logits row and the mask read, the id written (the penalty window,
+    // the bias and the sorting scratch depend on the parameters, and are
+    // small or unused when sampling greedily).
+    rec.moved(words(vocab + mask_words(vocab) + 1));
     let params = Params {
         logits_offset: t.logits_offset as u32,
         out_index: t.out_index as u32,

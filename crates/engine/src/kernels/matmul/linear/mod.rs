@@ -23,7 +23,7 @@
 //! its last token return at once, but each workgroup has a fixed cost).
 
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
-use crate::kernels::check_elems;
+use crate::kernels::{check_elems, words};
 use crate::kernels::elementwise::activation::{act_name, Activation};
 use crate::kernels::matmul::tiled::{check_groups, Params, TileShape, VecShape, TILE_M};
 use crate::kernels::matmul::x_ranges::{copy_ranges, ColRange};
@@ -109,6 +109,26 @@ impl Linear<'_> {
             Epilogue::Glu(_) => self.w.rows / 2,
             _ => self.w.rows,
         }
+    }
+
+    /// What the projection reads and writes: W whole, x's rows (or their
+    /// 8-bit blocks), the norm weight and the bias, out's rows (read too
+    /// when the projection adds into them). In the prefill form the norm
+    /// runs as an op of its own first (`rms_norm`, which counts itself).
+    fn bytes_moved(&self) -> u64 {
+        let (m, k) = (self.m, self.w.cols);
+        let x = match &self.x_q8 {
+            Some(_) => {
+                let (quants, scales) = Q8Rows::elems(m, k);
+                words(quants + scales)
+            }
+            None => words(m * k),
+        };
+        let norm = self.norm.map_or(0, |_| words(k));
+        let bias = self.bias.map_or(0, |_| words(self.w.rows));
+        let out_passes = if self.epilogue == Epilogue::Add { 2 } else { 1 };
+        let out = words(out_passes * m * self.out_width());
+        self.w.bytes() as u64 + x + norm + bias + out
     }
 
     fn check(&self) -> Result<(), GpuError> {
@@ -221,6 +241,7 @@ pub(crate) fn linear_as(
     forced: Forced,
 ) -> Result<(), GpuError> {
     op.check()?;
+    rec.moved(op.bytes_moved());
     if let Some(ranges) = scratch.ranges {
         // The copy into ranges would overwrite what the op reads or writes.
         let taken = [op.x.id(), op.out.id(), scratch.normed.id()];
