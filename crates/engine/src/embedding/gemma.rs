@@ -12,49 +12,39 @@
 //!
 //! Every RMSNorm multiplies by `1 + weight` (Gemma's convention; the 1 is
 //! added here at load, as llama.cpp's converter adds it to GGUF weights).
-//! The decoder's kernels do the work (linear with the norm prologue and the
-//! gated epilogue, rms_norm_add for the post-norms); the encoder kernels add
-//! what a padded batch needs (rope_bidir, attention_bidir with grouped
-//! queries and windows, head_norm, pool).
+//! A layer is the decoder's `Block`, recorded by the same recipe
+//! (`model::block`: the q/k/v projection with the norm folded in, the
+//! output projection and post-norm into the residual, the gated MLP); only
+//! the attention core is the encoder's own, for a padded batch (head_norm,
+//! rope_bidir, attention_bidir with grouped queries and windows), and the
+//! pooling after.
 
 use crate::format::quant::GgmlType;
-use crate::gpu::{BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
+use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError, Recorder};
 use crate::kernels::attention::bidir::{attention_bidir, BidirArgs};
 use crate::kernels::elementwise::activation::Activation;
 use crate::kernels::embed::embed;
 use crate::kernels::encoder::pool::{pool, PoolMode};
-use crate::kernels::matmul::linear::{linear, Epilogue, Linear, LinearScratch};
 use crate::kernels::norm::head::{head_norm, HeadNorm};
-use crate::kernels::norm::rms::{rms_norm, rms_norm_add};
+use crate::kernels::norm::rms::rms_norm;
 use crate::kernels::rope::bidir::{rope_bidir, RopeBidir};
 use crate::kernels::rope::RopeLayout;
 use crate::kernels::weights::QuantMatrix;
+use crate::model::block::{
+    AttentionWeights, Block, BlockScratch, BlockShape, DenseMlp, GateUp, Layer, Mlp,
+};
 use crate::model::ModelError;
 
 use super::bert_weights::{Reader, Shard};
 use super::forward::upload_padded;
 use super::gemma_config::GemmaConfig;
 
-pub struct GemmaLayerWeights {
-    /// RMSNorm weights, `1 + weight` as stored.
-    input_norm: BufferRef,
-    post_attn_norm: BufferRef,
-    pre_ffn_norm: BufferRef,
-    post_ffn_norm: BufferRef,
-    q_norm: BufferRef,
-    k_norm: BufferRef,
-    /// Rows: q's, then k's, then v's.
-    qkv: QuantMatrix,
-    o: QuantMatrix,
-    /// Gate and up rows interleaved (gate 0, up 0, gate 1, ...), as the
-    /// linear kernel's gated epilogue reads them.
-    gate_up: QuantMatrix,
-    down: QuantMatrix,
-}
-
 pub struct GemmaWeights {
     embed: QuantMatrix,
-    layers: Vec<GemmaLayerWeights>,
+    /// RMSNorm weights `1 + weight` as stored; q, k and v rows in one
+    /// matrix; gate and up rows interleaved (gate 0, up 0, gate 1, ...), as
+    /// the linear kernel's gated epilogue reads them.
+    layers: Vec<Block>,
     final_norm: BufferRef,
 }
 
@@ -117,17 +107,22 @@ impl GemmaWeights {
                 gate_up.extend_from_slice(u);
             }
             let down = f32s(&l("mlp.down_proj.weight"), &[d, ffn])?;
-            layers.push(GemmaLayerWeights {
-                input_norm,
-                post_attn_norm,
-                pre_ffn_norm,
-                post_ffn_norm,
-                q_norm,
-                k_norm,
-                qkv: matrix(&l("self_attn.qkv"), q_rows + 2 * kv_rows, d, &qkv)?,
-                o: matrix(&l("self_attn.o_proj"), d, q_rows, &o)?,
-                gate_up: matrix(&l("mlp.gate_up"), 2 * ffn, d, &gate_up)?,
-                down: matrix(&l("mlp.down_proj"), d, ffn, &down)?,
+            layers.push(Block {
+                attn_norm: input_norm,
+                attn: AttentionWeights {
+                    qkv: vec![matrix(&l("self_attn.qkv"), q_rows + 2 * kv_rows, d, &qkv)?],
+                    qkv_bias: None,
+                    o: matrix(&l("self_attn.o_proj"), d, q_rows, &o)?,
+                    q_norm: Some(q_norm),
+                    k_norm: Some(k_norm),
+                },
+                post_attn_norm: Some(post_attn_norm),
+                mlp_norm: pre_ffn_norm,
+                mlp: Mlp::Dense(DenseMlp {
+                    gate_up: GateUp::Fused(matrix(&l("mlp.gate_up"), 2 * ffn, d, &gate_up)?),
+                    down: matrix(&l("mlp.down_proj"), d, ffn, &down)?,
+                }),
+                post_mlp_norm: Some(post_ffn_norm),
             });
         }
         let final_norm = norm("norm.weight", d)?;
@@ -163,10 +158,9 @@ pub struct GemmaBatch {
     qkv: BufferRef,
     /// Attention's output, `[tokens][heads head_dim]`.
     attn: BufferRef,
-    /// A projection's output before its post-norm, `[tokens][dim]`.
+    /// Normed rows, and a projection's output before its post-norm,
+    /// `[tokens][dim]`.
     sub: BufferRef,
-    /// The linear kernel's normed rows, `[tokens][dim]`.
-    normed: BufferRef,
     /// The MLP's gated rows, `[tokens][ffn]`.
     inner: BufferRef,
     /// The pooled rows, `[seqs][dim]`.
@@ -194,7 +188,6 @@ impl GemmaBatch {
             qkv: f32s("embed qkv", tokens * (q + 2 * cfg.kv_heads * cfg.head_dim))?,
             attn: f32s("embed attn", tokens * q)?,
             sub: f32s("embed sub-block", tokens * d)?,
-            normed: f32s("embed normed", tokens * d.max(q))?,
             inner: f32s("embed inner", tokens * cfg.ffn)?,
             pooled: f32s("embed pooled", seqs * d)?,
         })
@@ -216,46 +209,34 @@ pub fn record_gemma(
     // transformers multiplies by sqrt(hidden_size) as an f32 tensor.
     let embed_scale = (d as f32).sqrt();
     embed(rec, &w.embed, &b.ids, 0, &b.hidden, 0, m, embed_scale)?;
-    let scratch = LinearScratch {
-        normed: &b.normed,
-        ranges: None,
+    let layer = Layer {
+        shape: BlockShape {
+            d_model: d,
+            qkv_width: stride,
+            ffn_dim: cfg.ffn,
+            eps: cfg.norm_eps,
+            activation: Activation::GeluTanh,
+        },
+        scratch: BlockScratch {
+            x: &b.hidden,
+            h: &b.sub,
+            qkv: &b.qkv,
+            gate: &b.inner,
+            up: None,
+            q8: None,
+        },
+        rows: m,
     };
-    let project = |rec: &mut Recorder,
-                   wm: &QuantMatrix,
-                   x: &GpuBuffer,
-                   norm: Option<&GpuBuffer>,
-                   out: &GpuBuffer,
-                   epilogue: Epilogue| {
-        linear(
-            rec,
-            &Linear {
-                x,
-                x_q8: None,
-                x_offset: 0,
-                norm: norm.map(|n| (n, cfg.norm_eps)),
-                w: wm,
-                bias: None,
-                out,
-                out_offset: 0,
-                out_stride: match epilogue {
-                    Epilogue::Glu(_) => wm.rows / 2,
-                    _ => wm.rows,
-                },
-                epilogue,
-                m,
-            },
-            &scratch,
-        )
-    };
-    for (layer, lw) in cfg.layers.iter().zip(&w.layers) {
-        project(
-            rec,
-            &lw.qkv,
-            &b.hidden,
-            Some(&lw.input_norm),
-            &b.qkv,
-            Epilogue::Store,
-        )?;
+    for (layer_cfg, block) in cfg.layers.iter().zip(&w.layers) {
+        let (Some(q_norm), Some(k_norm), Mlp::Dense(mlp)) =
+            (&block.attn.q_norm, &block.attn.k_norm, &block.mlp)
+        else {
+            return Err(shape_err(
+                "gemma encoder",
+                "a layer without q/k norms or with experts",
+            ));
+        };
+        layer.project_qkv(rec, block)?;
         let heads = |heads, col| HeadNorm {
             rows: m,
             heads,
@@ -264,8 +245,8 @@ pub fn record_gemma(
             col,
             eps: cfg.norm_eps,
         };
-        head_norm(rec, &heads(cfg.heads, 0), &lw.q_norm, &b.qkv)?;
-        head_norm(rec, &heads(cfg.kv_heads, q_width), &lw.k_norm, &b.qkv)?;
+        head_norm(rec, &heads(cfg.heads, 0), q_norm, &b.qkv)?;
+        head_norm(rec, &heads(cfg.kv_heads, q_width), k_norm, &b.qkv)?;
         // q's heads and k's heads lie side by side from column 0.
         let rot = RopeBidir {
             rows: m,
@@ -275,7 +256,7 @@ pub fn record_gemma(
             n_rot: hd,
             row_stride: stride,
             col: 0,
-            theta: layer.rope_theta,
+            theta: layer_cfg.rope_theta,
             layout: RopeLayout::NeoX,
         };
         rope_bidir(rec, &rot, &b.qkv)?;
@@ -290,41 +271,12 @@ pub fn record_gemma(
             k_col: q_width,
             v_col: q_width + kv_width,
             scale: cfg.attn_scale,
-            window: layer.window,
+            window: layer_cfg.window,
         };
         attention_bidir(rec, &args, &b.qkv, &b.lens, &b.attn, 0)?;
-        project(rec, &lw.o, &b.attn, None, &b.sub, Epilogue::Store)?;
-        rms_norm_add(
-            rec,
-            &b.sub,
-            0,
-            &lw.post_attn_norm,
-            &b.hidden,
-            0,
-            m,
-            d,
-            cfg.norm_eps,
-        )?;
-        project(
-            rec,
-            &lw.gate_up,
-            &b.hidden,
-            Some(&lw.pre_ffn_norm),
-            &b.inner,
-            Epilogue::Glu(Activation::GeluTanh),
-        )?;
-        project(rec, &lw.down, &b.inner, None, &b.sub, Epilogue::Store)?;
-        rms_norm_add(
-            rec,
-            &b.sub,
-            0,
-            &lw.post_ffn_norm,
-            &b.hidden,
-            0,
-            m,
-            d,
-            cfg.norm_eps,
-        )?;
+        let post_attn = block.post_attn_norm.as_deref();
+        layer.project_residual(rec, &b.attn, &block.attn.o, post_attn)?;
+        layer.mlp(rec, &block.mlp_norm, mlp, block.post_mlp_norm.as_deref())?;
     }
     rms_norm(
         rec,

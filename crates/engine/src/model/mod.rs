@@ -8,6 +8,7 @@ pub mod activations;
 pub mod bounds;
 pub mod config;
 pub mod config_check;
+pub mod block;
 pub mod decoder;
 pub mod fusion;
 pub mod gemma3;
