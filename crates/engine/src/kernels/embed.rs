@@ -8,8 +8,8 @@
 
 use crate::gpu::params::kernel_params;
 
-use super::{check_elems, words};
 use super::weights::{QuantMatrix, QUANT_WGSL, UNIT};
+use super::{check_elems, words};
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
 
 kernel_params! {

@@ -307,9 +307,8 @@ impl<'a> Layer<'a> {
         // The up buffer is free but while a split gate/up writes it (and
         // the gating reads it after): x's rows in ranges of columns may go
         // there (kernels::matmul::linear).
-        let up_free = s
-            .up
-            .filter(|up| op.x.id() != up.id() && op.out.id() != up.id());
+        let up_free =
+            s.up.filter(|up| op.x.id() != up.id() && op.out.id() != up.id());
         let scratch = LinearScratch {
             normed: s.h,
             ranges: up_free,

@@ -5,10 +5,10 @@
 //! positions and hands them in through `Forward`.
 
 pub mod activations;
+pub mod block;
 pub mod bounds;
 pub mod config;
 pub mod config_check;
-pub mod block;
 pub mod decoder;
 pub mod fusion;
 pub mod gemma3;

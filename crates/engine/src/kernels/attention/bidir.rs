@@ -6,7 +6,7 @@
 //! a symmetric sliding window (EmbeddingGemma's local layers: a query sees
 //! the keys less than `window` positions away on either side, as
 //! transformers' bidirectional Gemma 3 masks them) are options of the same
-//! kernel. See shaders/attention_bidir.wgsl.
+//! kernel. See shaders/attention/attention_bidir.wgsl.
 
 use crate::gpu::params::kernel_params;
 
@@ -73,7 +73,7 @@ kernel_params! {
 }
 
 const K: &str = "attention_bidir";
-const WGSL: &str = include_str!("../../../../../shaders/attention_bidir.wgsl");
+const WGSL: &str = include_str!("../../../../../shaders/attention/attention_bidir.wgsl");
 
 impl BidirArgs {
     fn check(
@@ -205,7 +205,7 @@ pub fn attention_bidir(
 }
 
 /// The shader's per-vec4 statements, written out `hd4` times (see
-/// shaders/attention_bidir.wgsl: llvmpipe's cap on loop trips in all).
+/// shaders/attention/attention_bidir.wgsl: llvmpipe's cap on loop trips in all).
 fn unrolled(hd4: u32) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
     let lines = |f: &dyn Fn(u32) -> String| (0..hd4).map(f).collect::<Vec<_>>().join("\n    ");
     vec![

@@ -122,7 +122,9 @@ kernel_params! {
     }
 }
 
-const SOURCES: &[&str] = &[include_str!("../../../../../shaders/kv_write.wgsl")];
+const SOURCES: &[&str] = &[include_str!(
+    "../../../../../shaders/attention/kv_write.wgsl"
+)];
 const STORAGE: &[Access] = &[Access::Read, Access::ReadWrite];
 const SPEC_F32: KernelSpec = KernelSpec {
     name: "kv_write",

@@ -1,4 +1,4 @@
-//! The lane form's shape (`shaders/attention_lanes.wgsl`): how many query
+//! The lane form's shape (`shaders/attention/attention_lanes.wgsl`): how many query
 //! heads an invocation holds and the statements written out for them.
 
 use super::Defines;

@@ -3,9 +3,9 @@
 //! differs. One workgroup of 64 invocations per (query row, query head); keys
 //! are split across the invocations in tiles of up to 512, with an online
 //! (flash-style) softmax and two barriers per tile. The design is described
-//! in `shaders/attention.wgsl`. On CPU adapters, many rows (prefill) run one
+//! in `shaders/attention/attention.wgsl`. On CPU adapters, many rows (prefill) run one
 //! invocation per (row, KV head, up to 8 of its query heads) with no
-//! barriers instead (`shaders/attention_lanes.wgsl`): there every
+//! barriers instead (`shaders/attention/attention_lanes.wgsl`): there every
 //! workgroup's barriers cost more than the keys of a prompt-length row, and
 //! each lane's load of K and V costs the same whether one head uses it or
 //! eight.
@@ -113,7 +113,7 @@ const WG: usize = 64;
 pub const MAX_HEAD_DIM: usize = 4 * WG;
 
 const KERNEL: &str = "attention";
-const COMMON_WGSL: &str = include_str!("../../../../../shaders/attention_common.wgsl");
+const COMMON_WGSL: &str = include_str!("../../../../../shaders/attention/attention_common.wgsl");
 /// q, k_cache, v_cache, out: every form.
 const STORAGE: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
 /// The split form's two kernels add the per-split partials.
@@ -387,7 +387,7 @@ pub(crate) fn attention_form(
         AttentionForm::Workgroups => dispatch_kernel(
             rec,
             "attention",
-            include_str!("../../../../../shaders/attention.wgsl"),
+            include_str!("../../../../../shaders/attention/attention.wgsl"),
             dtype,
             0,
             Vec::new,
@@ -409,7 +409,7 @@ pub(crate) fn attention_form(
             dispatch_kernel(
                 rec,
                 "attention_lanes",
-                include_str!("../../../../../shaders/attention_lanes.wgsl"),
+                include_str!("../../../../../shaders/attention/attention_lanes.wgsl"),
                 dtype,
                 d4 | hl << 16,
                 || lanes_defines(d4, hl),
@@ -439,7 +439,7 @@ pub(crate) fn attention_form(
             dispatch_kernel(
                 rec,
                 "attention_split",
-                include_str!("../../../../../shaders/attention_split.wgsl"),
+                include_str!("../../../../../shaders/attention/attention_split.wgsl"),
                 dtype,
                 0,
                 Vec::new,
@@ -452,7 +452,7 @@ pub(crate) fn attention_form(
                 dispatch_kernel(
                     rec,
                     "attention_merge",
-                    include_str!("../../../../../shaders/attention_merge.wgsl"),
+                    include_str!("../../../../../shaders/attention/attention_merge.wgsl"),
                     dtype,
                     0,
                     Vec::new,

@@ -3,15 +3,15 @@
 //!
 //! Any of gate, up and out may share a buffer: out in place over gate (the
 //! usual use), over up, or all three in one scratch buffer. The output's
-//! buffer is then bound once, read_write (see shaders/activation.wgsl for why).
+//! buffer is then bound once, read_write (see shaders/elementwise/activation.wgsl for why).
 
 use crate::gpu::params::kernel_params;
 
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
-use crate::kernels::{check_elems, words};
 use crate::kernels::norm::rms::overlaps;
+use crate::kernels::{check_elems, words};
 
 /// The activation applied to the gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,8 +36,8 @@ kernel_params! {
 }
 
 const SOURCES: &[&str] = &[
-    include_str!("../../../../../shaders/activation.wgsl"),
-    include_str!("../../../../../shaders/act_fns.wgsl"),
+    include_str!("../../../../../shaders/elementwise/activation.wgsl"),
+    include_str!("../../../../../shaders/elementwise/act_fns.wgsl"),
 ];
 
 /// Binding variants, named as in the WGSL: which operands live in out's buffer.

@@ -23,7 +23,7 @@ kernel_params! {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "add",
-    sources: &[include_str!("../../../../../shaders/add.wgsl")],
+    sources: &[include_str!("../../../../../shaders/elementwise/add.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

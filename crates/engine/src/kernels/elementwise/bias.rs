@@ -20,7 +20,7 @@ kernel_params! {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "bias",
-    sources: &[include_str!("../../../../../shaders/bias.wgsl")],
+    sources: &[include_str!("../../../../../shaders/elementwise/bias.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

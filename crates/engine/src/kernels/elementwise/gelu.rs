@@ -1,6 +1,6 @@
 //! GELU in its exact form, in place: `x = 0.5 x (1 + erf(x / sqrt 2))`
 //! (BERT's `hidden_act: "gelu"`, PyTorch's default `nn.GELU()`). See
-//! shaders/gelu.wgsl for the erf it computes.
+//! shaders/elementwise/gelu.wgsl for the erf it computes.
 
 use crate::gpu::params::kernel_params;
 
@@ -20,7 +20,7 @@ kernel_params! {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "gelu_erf",
-    sources: &[include_str!("../../../../../shaders/gelu.wgsl")],
+    sources: &[include_str!("../../../../../shaders/elementwise/gelu.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

@@ -1,6 +1,6 @@
 //! BERT's input embedding for a padded batch: word + absolute position +
 //! token type, summed (the LayerNorm after it is `layer_norm`). See
-//! shaders/encoder_embed.wgsl.
+//! shaders/encoder/encoder_embed.wgsl.
 
 use crate::gpu::params::kernel_params;
 
@@ -27,7 +27,9 @@ kernel_params! {
 const K: &str = "encoder_embed";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
-    sources: &[include_str!("../../../../../shaders/encoder_embed.wgsl")],
+    sources: &[include_str!(
+        "../../../../../shaders/encoder/encoder_embed.wgsl"
+    )],
     flags: &[],
     defines: &[],
     entry: "main",

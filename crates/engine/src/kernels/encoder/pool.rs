@@ -1,6 +1,6 @@
 //! Pooling a padded batch's final hidden rows into one vector a sequence:
 //! the mean of its unpadded rows, its first row (CLS) or its last unpadded
-//! row (sentence-transformers' `Pooling` modes). See shaders/pool.wgsl.
+//! row (sentence-transformers' `Pooling` modes). See shaders/encoder/pool.wgsl.
 
 use crate::gpu::params::kernel_params;
 
@@ -33,7 +33,7 @@ kernel_params! {
 const K: &str = "pool";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
-    sources: &[include_str!("../../../../../shaders/pool.wgsl")],
+    sources: &[include_str!("../../../../../shaders/encoder/pool.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

@@ -1,4 +1,4 @@
-//! The vec4 core's one-lane tile reader (shaders/matvec_tile.wgsl): when a
+//! The vec4 core's one-lane tile reader (shaders/matmul/matvec_tile.wgsl): when a
 //! lane takes a whole scale tile of rows (llvmpipe's decode shape over the
 //! 32-element formats), each step loads the tile's scales of the step's
 //! block at once and dots x with the 16 rows. The rows are written out

@@ -8,40 +8,40 @@ use crate::kernels::matmul::vec_shape::{Reduce, VecShape};
 use crate::kernels::weights::{GpuFormat, QuantMatrix};
 
 pub(crate) const COMMON_WGSL: &str = concat!(
-    include_str!("../../../../../shaders/matmul_params.wgsl"),
-    include_str!("../../../../../shaders/matmul_x_scalar.wgsl"),
-    include_str!("../../../../../shaders/matmul_common.wgsl")
+    include_str!("../../../../../shaders/matmul/matmul_params.wgsl"),
+    include_str!("../../../../../shaders/matmul/matmul_x_scalar.wgsl"),
+    include_str!("../../../../../shaders/matmul/matmul_common.wgsl")
 );
 /// As COMMON_WGSL, reading x as vec4s (`TileShape::x4`).
 pub(crate) const COMMON_X4_WGSL: &str = concat!(
-    include_str!("../../../../../shaders/matmul_params.wgsl"),
-    include_str!("../../../../../shaders/matmul_x_vec4.wgsl"),
-    include_str!("../../../../../shaders/matmul_common.wgsl")
+    include_str!("../../../../../shaders/matmul/matmul_params.wgsl"),
+    include_str!("../../../../../shaders/matmul/matmul_x_vec4.wgsl"),
+    include_str!("../../../../../shaders/matmul/matmul_common.wgsl")
 );
 pub(crate) const MATVEC_WGSL: &str = concat!(
-    include_str!("../../../../../shaders/matmul_params.wgsl"),
-    include_str!("../../../../../shaders/vec_consts.wgsl"),
-    include_str!("../../../../../shaders/matvec.wgsl"),
-    include_str!("../../../../../shaders/matvec_tile.wgsl")
+    include_str!("../../../../../shaders/matmul/matmul_params.wgsl"),
+    include_str!("../../../../../shaders/matmul/vec_consts.wgsl"),
+    include_str!("../../../../../shaders/matmul/matvec.wgsl"),
+    include_str!("../../../../../shaders/matmul/matvec_tile.wgsl")
 );
 /// The vec4 core's x reader for f32 x (through the entry point's x_vec),
 /// with the f32 step type that it and linear_x_q8.wgsl share.
 pub(crate) const MATVEC_X_F32: &str = concat!(
-    include_str!("../../../../../shaders/matvec_step_f32.wgsl"),
-    include_str!("../../../../../shaders/matvec_x_f32.wgsl")
+    include_str!("../../../../../shaders/matmul/matvec_step_f32.wgsl"),
+    include_str!("../../../../../shaders/matmul/matvec_x_f32.wgsl")
 );
 /// The f32 step type alone (for linear_x_q8.wgsl).
 pub(crate) const MATVEC_STEP_F32: &str =
-    include_str!("../../../../../shaders/matvec_step_f32.wgsl");
+    include_str!("../../../../../shaders/matmul/matvec_step_f32.wgsl");
 /// The step functions of the vec4 core for `fmt` (one file per step length).
 pub(crate) fn quant_vec_wgsl(fmt: GpuFormat) -> &'static str {
     match fmt.vec_step() {
-        16 => include_str!("../../../../../shaders/quant_vec16.wgsl"),
-        32 => include_str!("../../../../../shaders/quant_vec32.wgsl"),
-        _ => include_str!("../../../../../shaders/quant_vec64.wgsl"),
+        16 => include_str!("../../../../../shaders/matmul/quant_vec16.wgsl"),
+        32 => include_str!("../../../../../shaders/matmul/quant_vec32.wgsl"),
+        _ => include_str!("../../../../../shaders/matmul/quant_vec64.wgsl"),
     }
 }
-pub(crate) const MATVEC_MAIN: &str = include_str!("../../../../../shaders/matvec_main.wgsl");
+pub(crate) const MATVEC_MAIN: &str = include_str!("../../../../../shaders/matmul/matvec_main.wgsl");
 
 /// Elements per step of the vec4 cores for `dtype` (rows must be whole
 /// steps), or `None` for a type no kernel decodes.
@@ -92,8 +92,8 @@ pub(crate) fn vec_core_flags(fmt: GpuFormat, shape: VecShape) -> Vec<Flag<'stati
         ),
     ]
 }
-pub(crate) const GEMV_WGSL: &str = include_str!("../../../../../shaders/matmul_gemv.wgsl");
+pub(crate) const GEMV_WGSL: &str = include_str!("../../../../../shaders/matmul/matmul_gemv.wgsl");
 pub(crate) const TILED_WGSL: &str = concat!(
-    include_str!("../../../../../shaders/matmul_tile.wgsl"),
-    include_str!("../../../../../shaders/matmul_tiled.wgsl")
+    include_str!("../../../../../shaders/matmul/matmul_tile.wgsl"),
+    include_str!("../../../../../shaders/matmul/matmul_tiled.wgsl")
 );

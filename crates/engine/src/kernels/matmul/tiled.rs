@@ -13,7 +13,6 @@
 use crate::gpu::params::kernel_params;
 
 use crate::gpu::{error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, Recorder};
-use crate::kernels::{check_elems, words};
 pub use crate::kernels::matmul::sources::vec_core_step;
 pub(crate) use crate::kernels::matmul::sources::{
     quant_vec_wgsl, vec_core_defines, vec_core_fits, vec_core_flags, COMMON_WGSL, GEMV_WGSL,
@@ -26,12 +25,13 @@ pub use crate::kernels::matmul::tile_shape::{RowForm, TileShape};
 pub(crate) use crate::kernels::matmul::variants::{Operand, Variant};
 pub use crate::kernels::matmul::vec_shape::{Reduce, VecShape, VEC_WORKGROUP};
 use crate::kernels::weights::{MatrixPart, QuantMatrix, UNIT};
+use crate::kernels::{check_elems, words};
 
 /// Up to this many token rows go through the matrix-vector form.
 pub const GEMV_MAX_TOKENS: usize = 4;
 
 kernel_params! {
-    /// The parameter block of every matmul core (shaders/matmul_params.wgsl).
+    /// The parameter block of every matmul core (shaders/matmul/matmul_params.wgsl).
     pub(crate) struct Params {
         /// token rows
         m: u32,

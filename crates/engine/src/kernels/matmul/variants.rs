@@ -25,14 +25,14 @@ pub(crate) enum Operand {
 impl Operand {
     fn gemv_main(self) -> &'static str {
         match self {
-            Operand::Matrix => include_str!("../../../../../shaders/matmul_gemv_main.wgsl"),
-            Operand::Experts => include_str!("../../../../../shaders/moe_gemv.wgsl"),
+            Operand::Matrix => include_str!("../../../../../shaders/matmul/matmul_gemv_main.wgsl"),
+            Operand::Experts => include_str!("../../../../../shaders/matmul/moe_gemv.wgsl"),
         }
     }
     fn tiled_main(self) -> &'static str {
         match self {
-            Operand::Matrix => include_str!("../../../../../shaders/matmul_tiled_main.wgsl"),
-            Operand::Experts => include_str!("../../../../../shaders/moe_tiled.wgsl"),
+            Operand::Matrix => include_str!("../../../../../shaders/matmul/matmul_tiled_main.wgsl"),
+            Operand::Experts => include_str!("../../../../../shaders/matmul/moe_tiled.wgsl"),
         }
     }
     fn prefix(self) -> &'static str {

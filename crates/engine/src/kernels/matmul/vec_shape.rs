@@ -1,4 +1,4 @@
-//! The shapes of the vec4 matrix-vector core (shaders/matvec.wgsl): how a
+//! The shapes of the vec4 matrix-vector core (shaders/matmul/matvec.wgsl): how a
 //! workgroup's invocations spread over rows and steps, how a row's lane
 //! sums become one, and which shape each adapter class takes, by
 //! measurement.

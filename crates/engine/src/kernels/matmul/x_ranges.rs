@@ -29,7 +29,7 @@ kernel_params! {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "x_ranges",
-    sources: &[include_str!("../../../../../shaders/x_ranges.wgsl")],
+    sources: &[include_str!("../../../../../shaders/matmul/x_ranges.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

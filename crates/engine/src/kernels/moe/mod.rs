@@ -22,12 +22,12 @@ use crate::gpu::params::kernel_params;
 use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, KernelSpec, Recorder,
 };
-use crate::kernels::{check_elems, words};
 use crate::kernels::matmul::tiled::{
     check_groups, tiled_rows, tiled_token_tiles, tiled_tokens, Operand, Params as MatmulParams,
     Variant, EXPERT_TILE,
 };
 use crate::kernels::weights::ExpertStack;
+use crate::kernels::{check_elems, words};
 
 /// A step's routing, as `route` left it on the GPU.
 #[derive(Clone, Copy)]
@@ -60,7 +60,7 @@ kernel_params! {
 
 const ROUTER: KernelSpec = KernelSpec {
     name: "moe_router",
-    sources: &[include_str!("../../../../../shaders/moe_router.wgsl")],
+    sources: &[include_str!("../../../../../shaders/moe/moe_router.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",
@@ -169,7 +169,7 @@ pub fn group_by_expert<'a>(
     let name = format!("moe_group_e{n_experts}");
     let spec = KernelSpec {
         name: &name,
-        sources: &[include_str!("../../../../../shaders/moe_group.wgsl")],
+        sources: &[include_str!("../../../../../shaders/moe/moe_group.wgsl")],
         flags: &[],
         defines: &defines,
         entry: "main",
@@ -361,7 +361,7 @@ pub fn combine(
         } else {
             "moe_combine"
         },
-        sources: &[include_str!("../../../../../shaders/moe_combine.wgsl")],
+        sources: &[include_str!("../../../../../shaders/moe/moe_combine.wgsl")],
         flags: &[("SHARED", shared.is_some())],
         defines: &[],
         entry: "main",

@@ -3,7 +3,7 @@
 //! (EmbeddingGemma). The decoder's `rms_norm` normalises contiguous rows, and
 //! its fused `rope_kv` writes into a KV cache; neither fits rows where a
 //! token's q heads, k head and v head lie side by side with different norm
-//! weights. See shaders/head_norm.wgsl.
+//! weights. See shaders/norm/head_norm.wgsl.
 
 use crate::gpu::params::kernel_params;
 
@@ -41,7 +41,7 @@ kernel_params! {
 const K: &str = "head_norm";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
-    sources: &[include_str!("../../../../../shaders/head_norm.wgsl")],
+    sources: &[include_str!("../../../../../shaders/norm/head_norm.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

@@ -1,7 +1,7 @@
 //! LayerNorm with weight and bias over rows, in place (BERT's post-norm
 //! blocks and its embedding norm): `x[r] = (x[r] - mean) / sqrt(var + eps) *
 //! w + b`, the variance the biased one (divided by `cols`), as PyTorch's
-//! `nn.LayerNorm`. See shaders/layer_norm.wgsl.
+//! `nn.LayerNorm`. See shaders/norm/layer_norm.wgsl.
 
 use crate::gpu::params::kernel_params;
 
@@ -24,7 +24,7 @@ kernel_params! {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "layer_norm",
-    sources: &[include_str!("../../../../../shaders/layer_norm.wgsl")],
+    sources: &[include_str!("../../../../../shaders/norm/layer_norm.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

@@ -7,7 +7,7 @@
 //! writes the GGUF, so plain RMSNorm is right for GGUF weights.
 //!
 //! In place (out in x's buffer at the same offset) is supported: x is then
-//! bound once, read_write (see shaders/rmsnorm.wgsl for why).
+//! bound once, read_write (see shaders/norm/rmsnorm.wgsl for why).
 
 use crate::gpu::params::kernel_params;
 
@@ -33,7 +33,7 @@ kernel_params! {
     }
 }
 
-const SOURCE: &str = include_str!("../../../../../shaders/rmsnorm.wgsl");
+const SOURCE: &str = include_str!("../../../../../shaders/norm/rmsnorm.wgsl");
 
 const K: &str = "rmsnorm";
 

@@ -1,5 +1,5 @@
 //! RMSNorm into f32 and into 8-bit blocks: the input of the decode
-//! projections on CPU adapters (see `Q8Rows` and shaders/rmsnorm_q8.wgsl).
+//! projections on CPU adapters (see `Q8Rows` and shaders/norm/rmsnorm_q8.wgsl).
 
 use crate::gpu::params::kernel_params;
 
@@ -100,7 +100,7 @@ kernel_params! {
     }
 }
 
-const SOURCE: &str = include_str!("../../../../../shaders/rmsnorm_q8.wgsl");
+const SOURCE: &str = include_str!("../../../../../shaders/norm/rmsnorm_q8.wgsl");
 const K: &str = "rmsnorm_q8";
 
 /// Normalises `rows` rows of `dim` elements of `x` (from `x_offset`) into

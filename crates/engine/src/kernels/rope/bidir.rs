@@ -3,7 +3,7 @@
 //! each row at its position within its own sequence. The decoder's `rope`
 //! rotates contiguous rows from one starting position; a padded batch needs
 //! a row stride and positions that restart per sequence, so this is a kernel
-//! of its own rather than a change to that one. See shaders/rope_bidir.wgsl.
+//! of its own rather than a change to that one. See shaders/rope/rope_bidir.wgsl.
 
 use crate::gpu::params::kernel_params;
 
@@ -56,7 +56,7 @@ kernel_params! {
 const K: &str = "rope_bidir";
 const SPEC: KernelSpec = KernelSpec {
     name: K,
-    sources: &[include_str!("../../../../../shaders/rope_bidir.wgsl")],
+    sources: &[include_str!("../../../../../shaders/rope/rope_bidir.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

@@ -13,9 +13,9 @@ use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey,
 };
 use crate::kernels::attention::kv::{KvDtype, KvLayout};
-use crate::kernels::{check_elems, words};
 use crate::kernels::rope::RopeLayout;
 pub use crate::kernels::rope::{Rotary, Yarn};
+use crate::kernels::{check_elems, words};
 
 kernel_params! {
     pub(crate) struct Params {
@@ -51,7 +51,7 @@ kernel_params! {
     }
 }
 
-const SOURCE: &str = include_str!("../../../../../shaders/rope_kv.wgsl");
+const SOURCE: &str = include_str!("../../../../../shaders/rope/rope_kv.wgsl");
 const RW: Access = Access::ReadWrite;
 const R: Access = Access::Read;
 

@@ -133,7 +133,7 @@ kernel_params! {
     }
 }
 
-const SOURCE: &str = include_str!("../../../../../shaders/rope.wgsl");
+const SOURCE: &str = include_str!("../../../../../shaders/rope/rope.wgsl");
 
 const PLAIN: KernelSpec = KernelSpec {
     name: "rope",

@@ -26,8 +26,8 @@ use bytemuck::Zeroable;
 use crate::gpu::{
     error::shape_err, Access, BufferRef, GpuBuffer, GpuContext, GpuError, KernelSpec, Recorder,
 };
-use crate::kernels::{check_elems, words};
 use crate::kernels::sample::params::{fixed24, SamplingParams};
+use crate::kernels::{check_elems, words};
 
 kernel_params! {
     pub(crate) struct Params {
@@ -70,7 +70,7 @@ kernel_params! {
 
 const SPEC: KernelSpec = KernelSpec {
     name: "sample",
-    sources: &[include_str!("../../../../../shaders/sample.wgsl")],
+    sources: &[include_str!("../../../../../shaders/sample/sample.wgsl")],
     flags: &[],
     defines: &[],
     entry: "main",

@@ -142,7 +142,7 @@ pub const GPU_DTYPES: [GgmlType; 8] = [
 ];
 
 /// The shared decoding source, concatenated in front of each kernel.
-pub(crate) const QUANT_WGSL: &str = include_str!("../../../../../shaders/quant.wgsl");
+pub(crate) const QUANT_WGSL: &str = include_str!("../../../../../shaders/weights/quant.wgsl");
 
 impl QuantMatrix {
     /// Uploads weights in their stored format (no dequantization), split by

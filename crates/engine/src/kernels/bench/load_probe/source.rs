@@ -21,13 +21,13 @@ pub(super) fn probe_source(
     let (texel_type, body, step, own) = match format {
         ProbeFormat::F32 => (
             "f32",
-            include_str!("../../../../../../shaders/load_probe_f32.wgsl"),
+            include_str!("../../../../../../shaders/bench/load_probe_f32.wgsl"),
             "acc[J] += w_at(min(row0 + Ju, ROWS - 1u) * K4 + i) * xv;",
             [("K4", (cols / 4).to_string())].to_vec(),
         ),
         ProbeFormat::Q4 => (
             "u32",
-            include_str!("../../../../../../shaders/load_probe_q4.wgsl"),
+            include_str!("../../../../../../shaders/bench/load_probe_q4.wgsl"),
             "acc[J] += block_dot(min(row0 + Ju, ROWS - 1u), b, xs, xsum);",
             [("NB", (cols / 32).to_string())].to_vec(),
         ),
@@ -75,7 +75,7 @@ pub(super) fn probe_source(
         .map(|(name, value)| (name, Cow::Owned(value)))
         .collect();
     let text = [
-        include_str!("../../../../../../shaders/load_probe.wgsl"),
+        include_str!("../../../../../../shaders/bench/load_probe.wgsl"),
         body,
     ]
     .join("\n");

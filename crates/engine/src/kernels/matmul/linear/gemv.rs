@@ -16,17 +16,17 @@ use crate::kernels::matmul::tiled::{
 };
 use crate::kernels::weights::{GpuFormat, QUANT_WGSL};
 
-const GEMV_MAIN: &str = include_str!("../../../../../../shaders/linear_gemv.wgsl");
-const X_UNIT: &str = include_str!("../../../../../../shaders/linear_x_unit.wgsl");
-const X_VEC: &str = include_str!("../../../../../../shaders/linear_x_vec.wgsl");
-const X_Q8: &str = include_str!("../../../../../../shaders/linear_x_q8.wgsl");
-const X_Q8_DOT4: &str = include_str!("../../../../../../shaders/linear_x_q8_dot4.wgsl");
+const GEMV_MAIN: &str = include_str!("../../../../../../shaders/matmul/linear_gemv.wgsl");
+const X_UNIT: &str = include_str!("../../../../../../shaders/matmul/linear_x_unit.wgsl");
+const X_VEC: &str = include_str!("../../../../../../shaders/matmul/linear_x_vec.wgsl");
+const X_Q8: &str = include_str!("../../../../../../shaders/matmul/linear_x_q8.wgsl");
+const X_Q8_DOT4: &str = include_str!("../../../../../../shaders/matmul/linear_x_q8_dot4.wgsl");
 
 /// The integer step functions of linear_x_q8_dot4.wgsl for `fmt`'s step length.
 fn quant_dot4_wgsl(fmt: GpuFormat) -> &'static str {
     match fmt.vec_step() {
-        32 => include_str!("../../../../../../shaders/quant_dot4_32.wgsl"),
-        _ => include_str!("../../../../../../shaders/quant_dot4_64.wgsl"),
+        32 => include_str!("../../../../../../shaders/matmul/quant_dot4_32.wgsl"),
+        _ => include_str!("../../../../../../shaders/matmul/quant_dot4_64.wgsl"),
     }
 }
 

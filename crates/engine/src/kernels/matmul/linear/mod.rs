@@ -23,7 +23,6 @@
 //! its last token return at once, but each workgroup has a fixed cost).
 
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
-use crate::kernels::{check_elems, words};
 use crate::kernels::elementwise::activation::{act_name, Activation};
 use crate::kernels::matmul::tiled::{check_groups, Params, TileShape, VecShape, TILE_M};
 use crate::kernels::matmul::x_ranges::{copy_ranges, ColRange};
@@ -31,6 +30,7 @@ use crate::kernels::matmul::x_window::XSlice;
 use crate::kernels::norm::rms::rms_norm;
 use crate::kernels::norm::rms_q8::Q8Rows;
 use crate::kernels::weights::QuantMatrix;
+use crate::kernels::{check_elems, words};
 
 /// Token tiles per workgroup of the prefill form for `m` rows (see the
 /// module comment).
@@ -42,9 +42,9 @@ pub(crate) fn prefill_token_tiles(m: usize) -> u32 {
     }
 }
 
-const TILED_MAIN: &str = include_str!("../../../../../../shaders/linear_tiled.wgsl");
+const TILED_MAIN: &str = include_str!("../../../../../../shaders/matmul/linear_tiled.wgsl");
 /// The gate activations, for the gating epilogue of both forms.
-const ACT_WGSL: &str = include_str!("../../../../../../shaders/act_fns.wgsl");
+const ACT_WGSL: &str = include_str!("../../../../../../shaders/elementwise/act_fns.wgsl");
 
 /// What happens to `W · x` on its way to `out`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

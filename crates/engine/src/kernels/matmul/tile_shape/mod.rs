@@ -206,10 +206,10 @@ fn window_tn(rows: usize, lanes: usize) -> u32 {
 }
 
 const TILED_VEC_WGSL: &str = concat!(
-    include_str!("../../../../../../shaders/matmul_params.wgsl"),
-    include_str!("../../../../../../shaders/vec_consts.wgsl"),
-    include_str!("../../../../../../shaders/matmul_tile.wgsl"),
-    include_str!("../../../../../../shaders/matmul_tiled_vec.wgsl")
+    include_str!("../../../../../../shaders/matmul/matmul_params.wgsl"),
+    include_str!("../../../../../../shaders/matmul/vec_consts.wgsl"),
+    include_str!("../../../../../../shaders/matmul/matmul_tile.wgsl"),
+    include_str!("../../../../../../shaders/matmul/matmul_tiled_vec.wgsl")
 );
 
 /// The expert stacks' tile (their x rows are gathered per slot).
