@@ -12,7 +12,6 @@
 // methods throw.
 
 import { WasmEmbedLoader } from "../pkg/wick_web.js";
-import { checkFields, integer } from "./chat.js";
 import { InvalidRequestError, ModelLoadError, UnsupportedFieldError } from "./errors.js";
 import { hfFolder } from "./hf-folder.js";
 import { call, checkWebGPU, guard, initWasm } from "./runtime.js";
@@ -22,6 +21,28 @@ const INDEX = "model.safetensors.index.json";
 
 // The fields create() honours; `user` is accepted and has no effect (as in chat).
 const FIELDS = new Set(["input", "model", "dimensions", "encoding_format", "user"]);
+
+/** Refuses, by name, every field of `params` outside `fields`. */
+function checkFields(params, fields) {
+  for (const k of Object.keys(params)) {
+    if (k === "signal") {
+      throw new UnsupportedFieldError("signal", "pass it as create(body, { signal }), as the openai SDK does");
+    }
+    if (!fields.has(k) && params[k] !== undefined) {
+      throw new UnsupportedFieldError(k, "not supported by wick");
+    }
+  }
+}
+
+/** An integer field >= `lo`, or undefined when absent. */
+function integer(params, field, lo) {
+  const v = params[field];
+  if (v === undefined || v === null) return undefined;
+  if (!Number.isInteger(v) || v < lo) {
+    throw new InvalidRequestError(field, `must be an integer >= ${lo}, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
 
 /** OpenAI's limit on inputs per request. */
 export const MAX_INPUTS = 2048;

@@ -8,7 +8,7 @@
 // See docs/javascript.md and index.d.ts for the whole API.
 
 import { liveGpuMemory as wasmLiveGpuMemory, WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
-import { ChatCompletionStream, createChat, setFingerprint, templateKwargs } from "./chat.js";
+import { ChatCompletionStream, createChat } from "./chat.js";
 import { InvalidRequestError, isFatal } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
 import { loadCheckpoint } from "./checkpoint.js";
@@ -114,7 +114,7 @@ export class Engine {
     const { onProgress, signal, wasmUrl, warmUp = true } = options;
     if (typeof warmUp !== "boolean") throw new InvalidRequestError("warmUp", `must be true or false, got ${JSON.stringify(warmUp)}`);
     checkWebGPU();
-    setFingerprint(await init(wasmUrl));
+    await init(wasmUrl);
     signal?.throwIfAborted();
     const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
     const folder = isFolderSource(source) ? hfFolder(source, { signal }) : null;
@@ -155,7 +155,8 @@ export class Engine {
   applyChatTemplate(messages, { addGenerationPrompt = true, tools, kwargs } = {}) {
     this.#live();
     const t = tools ? JSON.stringify(tools) : undefined;
-    const k = kwargs ? JSON.stringify(templateKwargs(kwargs)) : undefined;
+    // The engine refuses kwargs that are not an object (InvalidRequestError).
+    const k = kwargs === undefined || kwargs === null ? undefined : JSON.stringify(kwargs);
     return call(() => this.#w.applyChatTemplate(JSON.stringify(messages), addGenerationPrompt, t, k));
   }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
+use wick::completion::openai::MAX_TOP_LOGPROBS;
 use wick::constrain::Grammar;
 use wick::gpu::GpuContext;
 use wick::pipeline::reasoning::ReasoningSplit;
@@ -18,7 +19,6 @@ use wick::Engine;
 
 use crate::generation::{Output, WasmGeneration};
 use crate::info;
-use crate::logprobs::MAX_TOP_LOGPROBS;
 use crate::shared::Shared;
 use crate::tool_calls::{tool_set, ToolSplit};
 use crate::{coded_field_err, field_err, from_js, js_err, js_wick_err, to_js};

@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
+use wick::completion::openai::CallDelta;
 use wick::pipeline::generate::Generation;
 use wick::pipeline::reasoning::{ReasoningSplit, Split};
 use wick::pipeline::stats::GenerationStats;
@@ -15,7 +16,7 @@ use wick::tokenizer::StreamState;
 
 use crate::logprobs::{self, Entry};
 use crate::shared::Shared;
-use crate::tool_calls::{CallDelta, ToolSplit};
+use crate::tool_calls::ToolSplit;
 use crate::{js_err, js_wick_err, to_js};
 
 #[wasm_bindgen]

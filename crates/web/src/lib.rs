@@ -13,6 +13,9 @@
 //!   [`WasmGeneration`];
 //! - [`WasmGeneration`]: one token (and its text) per `next()` call, so a JS
 //!   async iterator yields between tokens; `cancel()` stops it;
+//! - [`chat_request`](chat::chat_request) / [`WasmChatReply`]: OpenAI's
+//!   chat.completions request checked, and its reply built from a
+//!   generation's steps (the engine's `completion::openai`);
 //! - [`WasmEmbedLoader`] / [`WasmEmbedder`]: an encoder (sentence-transformers
 //!   folder) and its embeddings.
 //!
@@ -25,6 +28,7 @@ use wick::gpu::GpuError;
 use wick::model::ModelError;
 use wick::WickError;
 
+mod chat;
 mod embedder;
 mod engine;
 mod generation;
@@ -35,6 +39,7 @@ mod logprobs;
 mod shared;
 mod tool_calls;
 
+pub use chat::WasmChatReply;
 pub use embedder::{WasmEmbedLoader, WasmEmbedder};
 pub use engine::WasmEngine;
 pub use generation::WasmGeneration;

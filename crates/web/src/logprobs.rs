@@ -6,9 +6,6 @@ use wick::pipeline::logprobs::TokenLogprob;
 use wick::tokenizer::Tokenizer;
 use wick::WickError;
 
-/// OpenAI's limit on `top_logprobs`.
-pub(crate) const MAX_TOP_LOGPROBS: usize = 20;
-
 /// One token as OpenAI writes it: its text (lossy where the token holds part
 /// of a character) and its exact bytes.
 #[derive(Serialize)]

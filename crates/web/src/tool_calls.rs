@@ -3,9 +3,9 @@
 //! content and OpenAI-shaped tool-call deltas as it streams (the engine's
 //! `ToolCallStream`; everything about formats and parsing lives there).
 
-use serde::Serialize;
 use serde_json::Value;
-use wick::tools::{ToolCallDelta, ToolCallStream, ToolChoice, ToolError, ToolEvent, ToolSet};
+use wick::completion::openai::CallDelta;
+use wick::tools::{ToolCallStream, ToolChoice, ToolError, ToolEvent, ToolSet};
 
 /// The tools of a request, or `None` when there is nothing to do (no tools,
 /// or `tool_choice` `"none"`). Errors name the field they come from.
@@ -55,40 +55,6 @@ fn field_of(e: &ToolError) -> &'static str {
             "tool_choice"
         }
         _ => "tools",
-    }
-}
-
-/// One delta of `choices[0].delta.tool_calls`, as OpenAI streams them: the
-/// first of a call carries `id`, `type` and the name, later ones append to
-/// `arguments`.
-#[derive(Serialize)]
-pub(crate) struct CallDelta {
-    index: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    kind: Option<&'static str>,
-    function: FunctionDelta,
-}
-
-#[derive(Serialize)]
-struct FunctionDelta {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<String>,
-    arguments: String,
-}
-
-impl From<ToolCallDelta> for CallDelta {
-    fn from(d: ToolCallDelta) -> CallDelta {
-        CallDelta {
-            index: d.index,
-            kind: d.id.as_ref().map(|_| "function"),
-            id: d.id,
-            function: FunctionDelta {
-                name: d.name,
-                arguments: d.arguments,
-            },
-        }
     }
 }
 

@@ -3,14 +3,13 @@
 //! (`--messages F.json`, with `--json` as an OpenAI `chat.completion`).
 
 mod interactive;
-mod messages;
-mod response;
 mod session;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use wick::completion::openai::{messages, ChatCompletion, ReplyHeader};
 use wick::tools::{ToolChoice, ToolSet};
 
 use crate::load::ModelArgs;
@@ -104,7 +103,7 @@ pub fn run(args: ChatArgs) -> CliResult {
     let reply = session.reply(&mut on_text)?;
     let mut stdout = std::io::stdout();
     if args.json {
-        let object = response::chat_completion(&reply, &model_name);
+        let object = ChatCompletion::of_reply(ReplyHeader::new(&model_name), &reply);
         writeln!(stdout, "{}", serde_json::to_string_pretty(&object)?)?;
     } else {
         if reply.reply.content.is_some() {

@@ -5,6 +5,8 @@
 //! framing around it).
 
 use serde_json::Value;
+use wick::completion::openai::messages::message;
+use wick::completion::openai::Message;
 use wick::completion::ToolCompletion;
 use wick::constrain::GrammarCompiler;
 use wick::pipeline::sampling::SamplingParams;
@@ -13,8 +15,6 @@ use wick::pipeline::stopping::StopCriteria;
 use wick::tokenizer::chat_template::ChatTemplate;
 use wick::tools::{messages_for_template, ToolChoice, ToolEvent, ToolSet};
 use wick::{Engine, WickError};
-
-use super::messages::message;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
@@ -195,7 +195,7 @@ impl ChatSession {
             ))?
             .into(),
         };
-        self.history.push(out.message());
+        self.history.push(Message::new(&out.reply, None).to_json());
         self.pending_calls = out.reply.tool_calls.iter().map(|c| c.id.clone()).collect();
         self.last_stats = Some(out.completion.stats.clone());
         Ok(out)

@@ -3,6 +3,7 @@
 //! stop strings (`StopStrings`: never emitted, even in part). The ids and the
 //! stop tokens work as in `Pipeline::generate`; this adds the text.
 
+pub mod openai;
 mod tools;
 pub use tools::ToolCompletion;
 

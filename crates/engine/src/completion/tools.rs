@@ -1,14 +1,12 @@
 //! A chat reply with tools: free decoding parsed as it streams (`"auto"`),
 //! or decoding under the tools' grammar (`"required"`, a named function).
 
-use serde_json::{json, Value};
-
 use crate::completion::Completion;
 use crate::constrain::GrammarCompiler;
 use crate::engine::Engine;
 use crate::error::WickError;
 use crate::pipeline::sampling::SamplingParams;
-use crate::pipeline::stopping::{FinishReason, StopCriteria};
+use crate::pipeline::stopping::StopCriteria;
 use crate::tools::{ToolEvent, ToolReply, ToolSet};
 
 pub struct ToolCompletion {
@@ -27,37 +25,6 @@ impl From<Completion> for ToolCompletion {
             tool_calls: Vec::new(),
         };
         ToolCompletion { completion, reply }
-    }
-}
-
-impl ToolCompletion {
-    /// OpenAI's `finish_reason`: `"tool_calls"` where the reply made calls
-    /// and ended on its own; otherwise as `FinishReason::openai`.
-    pub fn finish_reason(&self) -> Option<&'static str> {
-        match self.completion.finish_reason {
-            FinishReason::Stop if !self.reply.tool_calls.is_empty() => Some("tool_calls"),
-            r => r.openai(),
-        }
-    }
-
-    /// OpenAI's `message`: `content` (null when the reply is only calls),
-    /// and `tool_calls` when there are any.
-    pub fn message(&self) -> Value {
-        let mut m = json!({
-            "role": "assistant",
-            "content": self.reply.content,
-            "refusal": null,
-        });
-        if !self.reply.tool_calls.is_empty() {
-            let calls: Vec<Value> = self
-                .reply
-                .tool_calls
-                .iter()
-                .map(|c| c.to_openai())
-                .collect();
-            m["tool_calls"] = Value::from(calls);
-        }
-        m
     }
 }
 

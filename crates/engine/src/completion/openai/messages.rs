@@ -1,11 +1,11 @@
-//! OpenAI-style chat messages read from a file and checked before any model
-//! loads: an array of `{role, content}` objects whose content is a string or
-//! an array of `{"type": "text", "text": ...}` parts. Parts are joined into
-//! one string, as the browser's `chat.completions.create` joins them, since
-//! chat templates read `content` as text. An assistant message with
-//! `tool_calls` may have a null content; a `tool` message carries its
-//! `tool_call_id` through (`wick::tools::messages_for_template` readies
-//! both for the template).
+//! OpenAI's chat messages, checked before any model runs (the CLI's
+//! `--messages` file, a request's `messages`): an array of `{role, content}`
+//! objects whose content is a string or an array of `{"type": "text",
+//! "text": ...}` parts. Parts are joined into one string, since chat
+//! templates read `content` as text. An assistant message with `tool_calls`
+//! may have a null content; a `tool` message carries its `tool_call_id`
+//! through (`crate::tools::messages_for_template` readies both for the
+//! template).
 
 use serde_json::{Map, Value};
 
@@ -47,10 +47,36 @@ pub fn message(role: &str, content: &str) -> Value {
     serde_json::json!({ "role": role, "content": content })
 }
 
+impl MessagesError {
+    /// The request field at fault, as a path from `messages`.
+    pub fn field(&self) -> String {
+        match self {
+            MessagesError::NotJson(_) | MessagesError::NotAnArray(_) | MessagesError::Empty => {
+                "messages".into()
+            }
+            MessagesError::NotAnObject { index, .. } => format!("messages[{index}]"),
+            MessagesError::MissingRole { index } | MessagesError::UnknownRole { index, .. } => {
+                format!("messages[{index}].role")
+            }
+            MessagesError::MissingContent { index } | MessagesError::BadContent { index, .. } => {
+                format!("messages[{index}].content")
+            }
+            MessagesError::NotATextPart { index, part } => {
+                format!("messages[{index}].content[{part}].type")
+            }
+        }
+    }
+}
+
 /// Parses and checks a JSON array of messages.
 pub fn parse(json: &str) -> Result<Vec<Value>, MessagesError> {
     let value: Value =
         serde_json::from_str(json).map_err(|e| MessagesError::NotJson(e.to_string()))?;
+    check(value)
+}
+
+/// Checks an array of messages, readying each for the template.
+pub fn check(value: Value) -> Result<Vec<Value>, MessagesError> {
     let Value::Array(items) = value else {
         return Err(MessagesError::NotAnArray(kind(&value)));
     };
@@ -116,7 +142,7 @@ fn is_text_part(part: &Map<String, Value>) -> bool {
 }
 
 /// How a JSON value is named in an error.
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -201,6 +227,28 @@ mod tests {
         assert_eq!(
             err(r#"[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]"#),
             MessagesError::NotATextPart { index: 0, part: 0 }
+        );
+    }
+
+    #[test]
+    fn each_defect_names_its_field() {
+        let field = |json: &str| parse(json).unwrap_err().field();
+        assert_eq!(field("[]"), "messages");
+        assert_eq!(
+            field(r#"[{"role": "user", "content": "a"}, 3]"#),
+            "messages[1]"
+        );
+        assert_eq!(
+            field(r#"[{"role": "bot", "content": "a"}]"#),
+            "messages[0].role"
+        );
+        assert_eq!(
+            field(r#"[{"role": "user", "content": 5}]"#),
+            "messages[0].content"
+        );
+        assert_eq!(
+            field(r#"[{"role": "user", "content": ["a", {"type": "image_url"}]}]"#),
+            "messages[0].content[0].type"
         );
     }
 }
