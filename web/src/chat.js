@@ -26,6 +26,23 @@ export class ChatCompletionStream {
   }
 }
 
+/**
+ * The request as the engine reads it (JSON's values): fields set to
+ * `undefined` left out, as JSON.stringify leaves them; a number that is not
+ * finite kept as its name, so the engine refuses it by field rather than
+ * reading JSON's null (absent) in its place.
+ */
+function plain(v) {
+  if (typeof v === "number" && !Number.isFinite(v)) return String(v);
+  if (Array.isArray(v)) return v.map(plain);
+  if (v && typeof v === "object" && Object.getPrototypeOf(v) === Object.prototype) {
+    const out = {};
+    for (const [k, x] of Object.entries(v)) if (x !== undefined) out[k] = plain(x);
+    return out;
+  }
+  return v;
+}
+
 /** A signal that aborts when either does. */
 export function anySignal(a, b) {
   if (!a) return b;
@@ -50,7 +67,7 @@ export function anySignal(a, b) {
 export function createChat(engine) {
   async function create(params = {}, requestOptions = {}) {
     // Checked before the template runs, so a bad field fails fast.
-    const req = call(() => chatRequest(params));
+    const req = call(() => chatRequest(plain(params)));
     engine.checkTools(req.requestTools, req.toolChoice);
     const ids = await engine.promptIds(req.messages, req.tools ?? undefined, req.kwargs ?? undefined);
     const left = engine.contextLength() - ids.length;

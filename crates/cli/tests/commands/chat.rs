@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::{json, Value};
 
@@ -19,7 +19,7 @@ fn chat(args: &[&str], stdin: &str) -> Output {
 }
 
 fn chat_with(m: &std::path::Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
+    let mut child = common::wick_command()
         .args(["chat", "--model", m.to_str().unwrap()])
         // Short replies: compile only the kernels they use.
         .arg("--no-warmup")

@@ -8,8 +8,9 @@
 //! end-to-end tests.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use crate::common;
 use serde_json::Value;
 
 const TOOLS: &str = r#"[
@@ -42,7 +43,7 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
 }
 
 fn chat(model_file: &str, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_wick"))
+    let out = common::wick_command()
         .args(["chat", "--model", model(model_file).to_str().unwrap()])
         // Short replies: compile only the kernels they use.
         .arg("--no-warmup")

@@ -4,7 +4,6 @@
 //! the one defect is as a real model has it) and written to a temp dir.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use wick::format::gguf::{GgufFile, MetaValue};
 use wick::format::gguf_write::GgufWriter;
@@ -39,7 +38,7 @@ fn refused(path: &Path, needles: &[&str]) {
         std::os::unix::fs::PermissionsExt::from_mode(0o700),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_wick"))
+    let out = common::wick_command()
         .env("XDG_RUNTIME_DIR", &runtime)
         .env("WGPU_BACKEND", "vulkan")
         .args(["generate", "--model", path.to_str().unwrap()])

@@ -5,8 +5,8 @@
 //! else `<workspace>/../shared/golden`.
 
 use std::path::PathBuf;
-use std::process::Command;
 
+use crate::common;
 use serde_json::{json, Value};
 
 fn golden() -> Value {
@@ -48,7 +48,7 @@ fn wick_template(
         m.display().to_string(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    let out = Command::new(env!("CARGO_BIN_EXE_wick"))
+    let out = common::wick_command()
         .args(&args)
         .output()
         .expect("run wick");

@@ -12,10 +12,20 @@ pub fn smollm2() -> PathBuf {
 
 /// `wick args...`, its output captured.
 pub fn wick(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wick"))
-        .args(args)
-        .output()
-        .expect("run wick")
+    wick_command().args(args).output().expect("run wick")
+}
+
+/// The `wick` binary, run as the tests run it: each run is a new process
+/// that compiles its kernels on lavapipe, mostly for a few tokens, so
+/// llvmpipe skips LLVM's optimization passes (`GALLIVM_PERF=nopt`, as the
+/// engine's unit tests do): the same WGSL runs, compiled in about half the
+/// time. A caller's own setting is kept.
+pub fn wick_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_wick"));
+    if std::env::var_os("GALLIVM_PERF").is_none() {
+        command.env("GALLIVM_PERF", "nopt");
+    }
+    command
 }
 
 /// `wick args...`, which must succeed, its stdout parsed as JSON.

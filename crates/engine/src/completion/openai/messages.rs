@@ -97,10 +97,16 @@ fn checked(index: usize, m: Value) -> Result<Value, MessagesError> {
             found: kind(&m),
         });
     };
-    let role = match fields.get("role") {
+    let mut role = match fields.get("role") {
         Some(Value::String(r)) => r.clone(),
         _ => return Err(MessagesError::MissingRole { index }),
     };
+    if role == "developer" {
+        // OpenAI's newer name for the system message; chat templates know
+        // only `system` (some drop a role they do not know, silently).
+        role = "system".into();
+        fields.insert("role".into(), Value::String(role.clone()));
+    }
     if !ROLES.contains(&role.as_str()) {
         return Err(MessagesError::UnknownRole { index, role });
     }
@@ -216,6 +222,10 @@ mod tests {
         assert_eq!(
             err(r#"[{"role": "user"}]"#),
             MessagesError::MissingContent { index: 0 }
+        );
+        assert_eq!(
+            parse(r#"[{"role": "developer", "content": "Be brief."}]"#).unwrap()[0]["role"],
+            "system"
         );
         assert_eq!(
             err(r#"[{"role": "user", "content": 5}]"#),

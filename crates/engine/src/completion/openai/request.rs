@@ -181,14 +181,15 @@ fn json(v: &Value) -> String {
     v.to_string()
 }
 
-/// Refuses every field outside `FIELDS` (a null one counts as absent), and
+/// Refuses every field outside `FIELDS`, null or not (JavaScript's
+/// `undefined` ones never arrive: `web/src/chat.js` leaves them out), and
 /// an abort signal put in the body.
 fn check_fields(params: &Map<String, Value>) -> Result<(), RequestError> {
-    for (k, v) in params {
+    for k in params.keys() {
         if k == "signal" {
             return Err(RequestError::new("signal", Problem::SignalInBody));
         }
-        if !FIELDS.contains(&k.as_str()) && !v.is_null() {
+        if !FIELDS.contains(&k.as_str()) {
             return Err(RequestError::new(k.as_str(), Problem::UnknownField));
         }
     }
