@@ -165,11 +165,16 @@ impl ModelLoader {
     }
 
     fn start(&mut self, gguf: GgufFile) -> Result<(), WickError> {
-        let tokenizer = match self.tokenizer.take() {
-            Some(t) => t,
-            None => Tokenizer::from_gguf(&gguf)?,
-        };
         let plan = Plan::for_file(&gguf)?;
+        let tokenizer = match self.tokenizer.take() {
+            // A Hugging Face folder's tokenizer: embeddings padded past its
+            // tokens are normal there (Qwen2.5: 151,936 rows, 151,665 tokens).
+            Some(t) => t,
+            None => {
+                check_vocabulary(&gguf, plan.config.vocab_size)?;
+                Tokenizer::from_gguf(&gguf)?
+            }
+        };
         let queue: Vec<_> = check_needs(&gguf, &plan.needs)?
             .into_iter()
             .map(|(info, need)| (info.clone(), need, gguf.tensor_range(info)))
@@ -263,4 +268,23 @@ impl ModelLoader {
             pipeline,
         })
     }
+}
+
+/// A GGUF's vocabulary (`tokenizer.ggml.tokens`) and embedding rows must
+/// agree, as llama.cpp requires: a token past the embedding has no row, an
+/// embedding row past the vocabulary is an id no text can give. (The
+/// output matrix's rows are checked against the embedding's with the
+/// tensors.) A file without the tokens is left to the tokenizer's own error.
+fn check_vocabulary(gguf: &GgufFile, embedding_rows: usize) -> Result<(), ModelError> {
+    let Ok(Some(tokens)) = gguf.meta_array_opt("tokenizer.ggml.tokens") else {
+        return Ok(());
+    };
+    if tokens.len() != embedding_rows {
+        return Err(ModelError::VocabularyMismatch {
+            tokens: tokens.len(),
+            tensor: "token_embd.weight".into(),
+            rows: embedding_rows,
+        });
+    }
+    Ok(())
 }

@@ -84,6 +84,41 @@ fn edited_header(arch: &str, retype: Option<(&str, GgmlType)>) -> Vec<u8> {
     w.to_bytes()
 }
 
+/// SmolLM2's header with its vocabulary cut to its first 100 tokens (the
+/// embedding keeps its 49,152 rows): refused before anything uploads.
+#[test]
+fn a_vocabulary_shorter_than_the_embedding_is_refused() {
+    let bytes = std::fs::read(model_path(MODEL)).unwrap();
+    let gguf = GgufFile::parse(&bytes).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in &gguf.metadata {
+        let v = match v {
+            MetaValue::Array(items) if k.starts_with("tokenizer.ggml.token") => {
+                MetaValue::Array(items[..100].to_vec())
+            }
+            v => v.clone(),
+        };
+        w = w.meta(k, v);
+    }
+    for t in &gguf.tensors {
+        let n = t.dtype.row_bytes(t.n_elements).unwrap() as usize;
+        w = w.tensor(&t.name, &t.dims, t.dtype, vec![0u8; n]);
+    }
+    let bytes = w.to_bytes();
+    let err = load_in_chunks(&bytes, &[bytes.len()]).err().unwrap();
+    assert!(
+        matches!(
+            &err,
+            WickError::Model(ModelError::VocabularyMismatch {
+                tokens: 100,
+                rows: 49152,
+                ..
+            })
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn unknown_architecture_is_refused_by_name() {
     let bytes = edited_header("mamba", None);

@@ -18,6 +18,7 @@ mod golden_llama3;
 mod golden_moe;
 mod golden_qwen15;
 mod golden_qwen2;
+mod golden_qwen3;
 mod golden_smollm2;
 mod gpu_errors;
 mod hf_layout;

@@ -10,7 +10,7 @@ use super::counters::GpuCounters;
 use super::error::GpuError;
 use super::pipeline::PipelineCache;
 use super::residency::{LiveMemory, Residency};
-use super::tuning::{AdapterClass, Tuning};
+use super::tuning::{AdapterClass, Tuning, TUNING_ENV};
 use super::uniform_arena::UniformArena;
 use super::weight_store::{WeightStore, WEIGHT_STORE_ENV};
 
@@ -145,7 +145,14 @@ impl GpuContext {
             packed_dot4,
         };
         let limits = device.limits();
-        let tuning = Tuning::for_class(AdapterClass::of(&info), features.subgroups);
+        let mut tuning = Tuning::for_class(AdapterClass::of(&info), features.subgroups);
+        // A developer's override, to measure what a choice buys (natively;
+        // the browser has no environment).
+        if let Ok(spec) = std::env::var(TUNING_ENV) {
+            tuning = tuning
+                .overridden(&spec, features.subgroups)
+                .map_err(GpuError::Setting)?;
+        }
         let weight_store = match (store, std::env::var(WEIGHT_STORE_ENV)) {
             (Some(store), _) => store,
             (None, Ok(name)) if !cfg!(target_arch = "wasm32") => WeightStore::parse(&name)?,

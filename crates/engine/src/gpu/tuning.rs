@@ -10,6 +10,9 @@
 //! cost a stall per 32-bit word. docs/kernels.md says what each one
 //! measured. GPUs take the first column of every choice.
 
+/// The environment variable that overrides choices (`Tuning::overridden`).
+pub const TUNING_ENV: &str = "WICK_TUNING";
+
 /// The kinds of adapter the kernels are tuned for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AdapterClass {
@@ -223,11 +226,146 @@ impl Tuning {
         }
     }
 
+    /// This tuning with the choices `spec` names changed, for measuring what
+    /// each choice buys (`WICK_TUNING`, read natively by the context):
+    /// comma-separated `key=value`, where `gpu` as the whole spec takes a
+    /// GPU's column of every choice (subgroups as the adapter grants them)
+    /// and the keys are `norm_apart`, `attention_lanes`, `rope_kv_serial`,
+    /// `weights_in_textures`, `dot4_every_format` (true/false),
+    /// `norm_lanes` (none or 32..=256), `tile_rows` (8, 16 or 32), `gemv_rows` (two of them, `16:8`), `chunked_tile` (none,
+    /// or rows and form: `32:unrolled`), `gemv_reduce` (serial or tree)
+    /// and `attention_split` (workgroups and their fewest keys: `256:32`).
+    /// An unknown key or a value out of range is the error, naming it.
+    pub fn overridden(self, spec: &str, subgroups: bool) -> Result<Tuning, String> {
+        let spec = spec.trim();
+        if spec == "gpu" {
+            return Ok(Tuning::for_class(AdapterClass::Gpu, subgroups));
+        }
+        let mut t = self;
+        for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("WICK_TUNING: '{item}' is not key=value"))?;
+            let bad = || format!("WICK_TUNING: {key}={value} is not a value {key} takes");
+            let flag = || match value {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(bad()),
+            };
+            let pair = || -> Result<(u32, &str), String> {
+                let (a, b) = value.split_once(':').ok_or_else(bad)?;
+                Ok((a.parse().map_err(|_| bad())?, b))
+            };
+            match key {
+                "norm_apart" => t.norm_apart = flag()?,
+                "attention_lanes" => t.attention_lanes = flag()?,
+                "rope_kv_serial" => t.rope_kv_serial = flag()?,
+                "weights_in_textures" => t.weights_in_textures = flag()?,
+                "dot4_every_format" => t.dot4_every_format = flag()?,
+                "norm_lanes" => {
+                    t.norm_lanes = match value {
+                        "none" => None,
+                        v => match v.parse::<u32>() {
+                            Ok(n) if n.is_power_of_two() && (32..=256).contains(&n) => Some(n),
+                            _ => return Err(bad()),
+                        },
+                    }
+                }
+                "tile_rows" => {
+                    t.tile_rows = match value.parse::<u32>() {
+                        Ok(n) if [8, 16, 32].contains(&n) => n,
+                        _ => return Err(bad()),
+                    }
+                }
+                "gemv_rows" => {
+                    let (a, b) = pair()?;
+                    let b: u32 = b.parse().map_err(|_| bad())?;
+                    let ok = |n: u32| n.is_power_of_two() && (1..=16).contains(&n);
+                    if !ok(a) || !ok(b) {
+                        return Err(bad());
+                    }
+                    t.gemv_rows = [a, b];
+                }
+                "chunked_tile" => {
+                    t.chunked_tile = match value {
+                        "none" => None,
+                        _ => {
+                            let (rows, form) = pair()?;
+                            let form = match form {
+                                "loop" => RowForm::Loop,
+                                "unrolled" => RowForm::Unrolled,
+                                "flat" => RowForm::Flat,
+                                _ => return Err(bad()),
+                            };
+                            if ![8, 16, 32].contains(&rows) {
+                                return Err(bad());
+                            }
+                            Some((rows, form))
+                        }
+                    }
+                }
+                "gemv_reduce" => {
+                    t.gemv_reduce = match value {
+                        "serial" => Reduce::Serial,
+                        "tree" => Reduce::Tree,
+                        "subgroup" if subgroups => Reduce::Subgroup,
+                        _ => return Err(bad()),
+                    }
+                }
+                "attention_split" => {
+                    let (workgroups, min_span) = pair()?;
+                    let min_span: usize = min_span.parse().map_err(|_| bad())?;
+                    if workgroups == 0 || min_span == 0 {
+                        return Err(bad());
+                    }
+                    t.attention_split = SplitTarget {
+                        workgroups: workgroups as usize,
+                        min_span,
+                    };
+                }
+                _ => return Err(format!("WICK_TUNING: unknown key '{key}'")),
+            }
+        }
+        Ok(t)
+    }
+
     /// Rows per workgroup of the unit matrix-vector core for `tokens` rows.
     pub fn gemv_rows_for(&self, tokens: usize) -> u32 {
         match tokens {
             0..=2 => self.gemv_rows[0],
             _ => self.gemv_rows[1],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_change_what_they_name_and_refuse_the_rest() {
+        let cpu = Tuning::for_class(AdapterClass::Llvmpipe, false);
+        let t = cpu
+            .overridden(
+                "norm_apart=false, tile_rows=8,chunked_tile=none,gemv_rows=4:4",
+                false,
+            )
+            .unwrap();
+        assert!(!t.norm_apart && t.tile_rows == 8 && t.chunked_tile.is_none());
+        assert_eq!(t.gemv_rows, [4, 4]);
+        assert_eq!(t.attention_lanes, cpu.attention_lanes);
+        let gpu = cpu.overridden("gpu", false).unwrap();
+        assert_eq!(gpu, Tuning::for_class(AdapterClass::Gpu, false));
+        for bad in [
+            "norm_apart=maybe",
+            "tile_rows=6",
+            "gemv_reduce=subgroup",
+            "colour=blue",
+            "norm_apart",
+            "chunked_tile=32:spiral",
+        ] {
+            let e = cpu.overridden(bad, false).unwrap_err();
+            assert!(e.starts_with("WICK_TUNING"), "{bad}: {e}");
         }
     }
 }

@@ -53,6 +53,16 @@ pub enum ModelError {
     /// before it sizes anything.
     #[error("metadata `{key}` is {value}: wick accepts 1..={max}")]
     OutOfBounds { key: String, value: u64, max: u64 },
+    /// A GGUF whose vocabulary and embedding disagree (llama.cpp requires
+    /// them equal): ids past the vocabulary would index rows no token has.
+    #[error(
+        "the tokenizer has {tokens} tokens but '{tensor}' has {rows} rows: a GGUF's vocabulary and embedding must match"
+    )]
+    VocabularyMismatch {
+        tokens: usize,
+        tensor: String,
+        rows: usize,
+    },
     #[error(transparent)]
     Gguf(#[from] GgufError),
     #[error(transparent)]

@@ -343,6 +343,12 @@ fn environment() -> Environment<'static> {
     });
     env.add_filter("tojson", tojson);
     env.add_filter("string", python_str);
+    // Jinja2's `iterable`: none and undefined are not (minijinja iterates
+    // them as empty). Templates test `tools is iterable and tools | length`
+    // with tools none when none are given (Qwen3-Coder's).
+    env.add_test("iterable", |v: Value| {
+        !v.is_none() && !v.is_undefined() && v.try_iter().is_ok()
+    });
     env.set_formatter(python_formatter);
     env
 }

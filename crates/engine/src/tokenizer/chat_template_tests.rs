@@ -179,6 +179,30 @@ fn a_panic_inside_the_template_engine_is_a_render_error() {
     );
 }
 
+/// Jinja2's `iterable` test, as transformers renders: none is not iterable,
+/// so a template that asks `tools is iterable and tools | length > 0`
+/// (Qwen3-Coder's) renders without tools instead of failing on `length`.
+#[test]
+fn none_is_not_iterable() {
+    let msgs = [ChatMessage::new("user", "hi")];
+    let src = "{% if tools is iterable and tools | length > 0 %}{{ tools | length }} tools\
+               {% else %}no tools{% endif %}|{{ messages is iterable }}|{{ 'ab' is iterable }}\
+               |{{ 3 is iterable }}|{{ nothing is iterable }}";
+    assert_eq!(
+        render(src, &msgs).unwrap(),
+        "no tools|True|True|False|False"
+    );
+    let t = ChatTemplate::new(src, "<s>", "</s>").unwrap();
+    let with_tools = t
+        .render_json(
+            r#"[{"role": "user", "content": "hi"}]"#,
+            Some(r#"[{"type": "function"}]"#),
+            true,
+        )
+        .unwrap();
+    assert!(with_tools.starts_with("1 tools|"), "{with_tools}");
+}
+
 #[test]
 fn jinja2_behaviours() {
     let msgs = [
