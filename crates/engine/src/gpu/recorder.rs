@@ -150,11 +150,6 @@ impl<'c> Recorder<'c> {
         self.bytes_moved += bytes;
     }
 
-    /// What `moved` has counted so far.
-    pub fn bytes_moved(&self) -> u64 {
-        self.bytes_moved
-    }
-
     /// Records one dispatch of `spec` with parameter block `params` (at most
     /// 256 bytes; its `KernelParams::WGSL` is the kernel's `Params` struct)
     /// and storage buffers bound at 1.. in order.

@@ -313,12 +313,11 @@ impl Pipeline {
         if let Some(stats) = &mut g.stats.grammar {
             stats.masks += 1;
         }
-        let ctx = self.ctx.clone();
-        self.sampler.set_mask(&ctx, &grammar.mask)?;
+        self.set_token_mask(&grammar.mask)?;
         if !g.host.is_empty() && g.sampling.penalties_on() {
             // Forced tokens were never sampled, so the GPU's penalty window
             // lacks them: refill it with the whole sequence.
-            self.sampler.write_history(&ctx, &g.sequence);
+            self.sampler.write_history(&self.ctx, &g.sequence);
         }
         let u = g.sampler.next_uniform();
         let id = if g.host.is_empty() {
@@ -407,11 +406,10 @@ impl Pipeline {
     ) -> Result<Vec<u32>, PipelineError> {
         let pos0 = in_flight.pos0;
         let ids = self.land_decode(in_flight).await?;
-        let mut embedded = Vec::with_capacity(ids.len());
-        embedded.push(g.ring_token);
-        embedded.extend(&ids[..ids.len() - 1]);
-        self.held.wrote(pos0, &embedded);
-        g.ring_token = *ids.last().expect("a launch has a step");
+        let (&last, sampled_before) = ids.split_last().expect("a launch has a step");
+        self.held.wrote(pos0, &[g.ring_token]);
+        self.held.wrote(pos0 + 1, sampled_before);
+        g.ring_token = last;
         Ok(ids)
     }
 
