@@ -124,7 +124,7 @@ pub struct GoldenModel {
     pub cases: Vec<GoldenCase>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 pub struct GoldenCase {
     pub prompt: String,
     pub add_bos: bool,
@@ -147,6 +147,10 @@ pub struct GoldenCase {
     /// coarsely to be the reference there (see golden_qwen15.rs).
     #[serde(default)]
     pub f64_position0: Option<Vec<(u32, f32)>>,
+    /// The context size llama.cpp ran with, where the file gives it (the
+    /// tiny architectures': Phi-3's LongRoPE factors depend on it).
+    #[serde(default)]
+    pub n_ctx: Option<usize>,
 }
 
 /// The reference cases for `model` from a golden file (`llamacpp_public.json`
@@ -355,11 +359,17 @@ pub fn check_case_except(
 /// are decode steps after the long prefill, which checks that prefill
 /// (through the K/V it leaves) and decode attention over the whole context.
 pub fn check_golden_file(model: &str, file: &str, ctx_len: usize) {
-    let paths = golden_paths();
     let cases = golden(file, model).cases;
+    check_golden_cases(model, &cases, ctx_len);
+}
+
+/// Checks `cases` of `model` at a context of `ctx_len`, each on one golden
+/// path.
+fn check_golden_cases(model: &str, cases: &[GoldenCase], ctx_len: usize) {
+    let paths = golden_paths();
     let mut short = 0;
     let mut by_path: Vec<Vec<&GoldenCase>> = vec![Vec::new(); paths.len()];
-    for case in &cases {
+    for case in cases {
         let path = if case.first_position > 0 {
             paths
                 .iter()
@@ -390,12 +400,29 @@ pub fn check_long_golden_file(model: &str, file: &str, ctx_len: usize) {
 }
 
 fn check_cases_on(model: &str, cases: &[&GoldenCase], ctx_len: usize, kv: KvDtype, act: ActDtype) {
+    let cases: Vec<_> = cases.iter().map(|&c| (c, Vec::new())).collect();
+    check_cases_skipping(model, &cases, ctx_len, kv, act, TOLERANCE);
+}
+
+/// Checks each case of `model` (a context of `ctx_len`, `kv` cache, `act`
+/// activations) with each reference logit within `tol`, but at the
+/// positions its `Vec<bool>` marks (see `check_case_except`). Returns each
+/// case's (largest, mean) distance over the positions checked.
+pub fn check_cases_skipping(
+    model: &str,
+    cases: &[(&GoldenCase, Vec<bool>)],
+    ctx_len: usize,
+    kv: KvDtype,
+    act: ActDtype,
+    tol: f32,
+) -> Vec<(f32, f32)> {
     let mut engine = load_engine_with(gpu(), model, ctx_len, kv, act);
-    for case in cases {
+    let mut distances = Vec::new();
+    for (case, skip) in cases {
         let ids = engine.tokenize_prompt(&case.prompt).unwrap();
         assert_eq!(ids, case.prompt_ids, "{model}: ids of {:?}", case.prompt);
         let how = Positions::for_act(act);
-        let (worst, mean) = check_case(&mut engine, case, TOLERANCE, CLEAR_MARGIN, how);
+        let (worst, mean) = check_case_except(&mut engine, case, tol, CLEAR_MARGIN, skip, how);
         eprintln!(
             "{model} kv {} act {} {:?} ({} tokens): max |logit diff| {worst:.4}, mean {mean:.4}",
             kv.name(),
@@ -403,7 +430,9 @@ fn check_cases_on(model: &str, cases: &[&GoldenCase], ctx_len: usize, kv: KvDtyp
             case.prompt.chars().take(40).collect::<String>(),
             case.prompt_ids.len()
         );
+        distances.push((worst, mean));
     }
+    distances
 }
 
 /// The (KV cache, activations) pairs the golden tests run: the default f16

@@ -11,6 +11,8 @@ use wick::format::gguf::GgufFile;
 use wick::format::gguf_write::GgufWriter;
 use wick::format::MetaValue;
 use wick::gpu::GpuContext;
+use wick::model::config::FreqFactors;
+use wick::model::decoder::RopeFactors;
 use wick::model::ModelError;
 use wick::pipeline::PipelineOptions;
 use wick::{Engine, WickError};
@@ -72,7 +74,8 @@ fn llama3_frequency_factors_are_loaded_and_linear_scaling_read() {
     let (engine, _) = load(&std::fs::read(model_path(LLAMA3)).unwrap());
     let engine = engine.unwrap();
     let model = engine.pipeline.model();
-    assert!(model.config.rope.freq_factors && model.rope_freqs.is_some());
+    assert_eq!(model.config.rope.factors, FreqFactors::Fixed);
+    assert!(matches!(model.rope_factors, RopeFactors::Fixed(_)));
     assert_eq!(model.config.rope.freq_scale, 1.0);
 
     let linear = [

@@ -23,16 +23,32 @@ pub struct RopeConfig {
     /// YaRN's ramp and magnitude, and `rope.scaling.attn_factor`
     /// (`Yarn::NONE` without them).
     pub yarn: Yarn,
-    /// The file's `rope_freqs.weight` divides each pair's frequency (Llama
-    /// 3.1 / 3.2).
-    pub freq_factors: bool,
+    /// Per-pair divisors of the frequencies, from tensors of the file.
+    pub factors: FreqFactors,
+    /// Every `skip_every`-th layer (1-based) has no position embedding at
+    /// all (SmolLM3's NoPE layers: every 4th).
+    pub skip_every: Option<usize>,
+}
+
+/// Where a model's per-pair frequency divisors come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreqFactors {
+    None,
+    /// `rope_freqs.weight` (Llama 3.1 / 3.2's scaling, which llama.cpp's
+    /// converter stores as a tensor).
+    Fixed,
+    /// LongRoPE (Phi-3.5, Phi-3 128k): `rope_factors_long.weight` where the
+    /// context is longer than the original one (`Yarn::n_ctx_orig`),
+    /// `rope_factors_short.weight` where it is not, as llama.cpp chooses.
+    LongShort,
 }
 
 #[derive(Clone, Debug)]
 pub struct SlidingWindow {
     pub window: u32,
-    /// Every `pattern`-th layer (1-based) is global; the others slide.
-    pub pattern: usize,
+    /// Every `global_every`-th layer (1-based) attends globally, the others
+    /// through the window; `None`: every layer slides.
+    pub global_every: Option<usize>,
 }
 
 /// A mixture-of-experts MLP: every block routes each token to `top_k` of
@@ -89,6 +105,11 @@ pub struct ModelConfig {
     pub activation: Activation,
     /// Multiplies token embeddings (Gemma: sqrt(d_model)).
     pub embed_scale: f32,
+    /// Attention scores soft-capped as `c * tanh(s / c)` after scaling
+    /// (Gemma 2: 50).
+    pub attn_softcap: Option<f32>,
+    /// The output logits soft-capped the same way (Gemma 2: 30).
+    pub final_softcap: Option<f32>,
     /// Every block's MLP is a mixture of experts (then `ffn_dim` is unused).
     pub moe: Option<MoeConfig>,
 }
@@ -111,7 +132,12 @@ impl ModelConfig {
     /// The sliding window of layer `layer`, if it is a local layer.
     pub fn window_of(&self, layer: usize) -> Option<u32> {
         let sw = self.sliding_window.as_ref()?;
-        ((layer + 1) % sw.pattern != 0).then_some(sw.window)
+        let global = sw.global_every.is_some_and(|n| (layer + 1) % n == 0);
+        (!global).then_some(sw.window)
+    }
+    /// Whether layer `layer` rotates queries and keys at all.
+    pub fn rotates(&self, layer: usize) -> bool {
+        self.rope.skip_every.is_none_or(|n| (layer + 1) % n != 0)
     }
     pub fn rope_theta_of(&self, layer: usize) -> f32 {
         match (self.window_of(layer), self.rope.local_theta) {

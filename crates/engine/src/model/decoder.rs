@@ -16,6 +16,7 @@ use crate::gpu::{error::shape_err, BufferRef, GpuBuffer, GpuError, Recorder};
 use crate::kernels::attention::kv::KvLayout;
 use crate::kernels::attention::{attention, AttentionArgs};
 use crate::kernels::elementwise::add::add_in_place;
+use crate::kernels::elementwise::softcap::softcap;
 use crate::kernels::embed::embed;
 use crate::kernels::matmul::linear::Epilogue;
 use crate::kernels::norm::rms::{rms_norm, rms_norm_add};
@@ -32,12 +33,35 @@ use super::moe::{self, MoeWeights};
 pub struct Decoder {
     pub config: ModelConfig,
     pub token_embd: QuantMatrix,
-    /// Per-pair divisors of the RoPE frequencies (`rope_freqs.weight`).
-    pub rope_freqs: Option<BufferRef>,
+    /// Per-pair divisors of the RoPE frequencies.
+    pub rope_factors: RopeFactors,
     pub blocks: Vec<Block>,
     pub output_norm: BufferRef,
     /// `None`: the output head is the token embedding (tied).
     pub output: Option<QuantMatrix>,
+}
+
+/// The uploaded per-pair frequency divisors (`config::FreqFactors`).
+pub enum RopeFactors {
+    None,
+    Fixed(BufferRef),
+    LongShort { long: BufferRef, short: BufferRef },
+}
+
+impl RopeFactors {
+    /// The divisors a context of `ctx_len` positions rotates with: LongRoPE's
+    /// long ones past the original context `n_ctx_orig`, as llama.cpp
+    /// chooses them (`n_ctx_per_seq > n_ctx_orig_yarn`).
+    pub fn for_context(&self, ctx_len: usize, n_ctx_orig: u32) -> Option<&GpuBuffer> {
+        match self {
+            RopeFactors::None => None,
+            RopeFactors::Fixed(f) => Some(f),
+            RopeFactors::LongShort { long, short } => match ctx_len > n_ctx_orig as usize {
+                true => Some(long),
+                false => Some(short),
+            },
+        }
+    }
 }
 
 /// Everything one recorded step needs besides the weights. `rows` tokens at
@@ -159,14 +183,16 @@ impl Decoder {
                 kv: f.kv,
                 layer,
                 qk_norm,
-                rotary: Rotary {
+                rotary: cfg.rotates(layer).then(|| Rotary {
                     n_rot: r.n_rot,
                     theta: cfg.rope_theta_of(layer),
                     layout: r.layout,
                     freq_scale: cfg.rope_freq_scale_of(layer),
-                    freq_factors: self.rope_freqs.as_deref(),
+                    freq_factors: self
+                        .rope_factors
+                        .for_context(f.kv.ctx_len, r.yarn.n_ctx_orig),
                     yarn: r.yarn,
-                },
+                }),
                 rows: f.rows,
                 pos0: f.pos0,
             },
@@ -188,7 +214,7 @@ impl Decoder {
             ctx_len: f.kv.ctx_len,
             scale: cfg.attn_scale,
             window: cfg.window_of(layer),
-            softcap: None,
+            softcap: cfg.attn_softcap,
             kv_dtype: f.kv.dtype,
         };
         let layer_offset = f.kv.layer_offset(layer);
@@ -246,6 +272,10 @@ impl Decoder {
             false => layer.normed_rows(first, norm),
         };
         let out = Rows::whole(&f.act.logits, cfg.vocab_size);
-        layer.project_rows(f.rec, &x, head, None, out, Epilogue::Store, n)
+        layer.project_rows(f.rec, &x, head, None, out, Epilogue::Store, n)?;
+        match cfg.final_softcap {
+            Some(cap) => softcap(f.rec, &f.act.logits, 0, n * cfg.vocab_size, cap),
+            None => Ok(()),
+        }
     }
 }

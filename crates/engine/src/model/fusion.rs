@@ -26,6 +26,10 @@ pub enum Layout {
     Concat,
     /// Two members of equal shape, rows alternating (a0, b0, a1, b1, ...).
     Interleave,
+    /// One member whose first half of rows pairs with its second half,
+    /// reordered as Interleave would join the halves (Phi-3's gate and up
+    /// projections, stored as one tensor, gate first).
+    InterleaveHalves,
 }
 
 /// A group of tensors uploaded as one: matrices (raw bytes, one type) or
@@ -159,23 +163,30 @@ impl Pending {
         };
         let (fusion, total_rows) = members;
         let row_bytes = bytes.len() / rows.max(1);
-        let joined = match fusion.layout {
-            Layout::Concat => self.take(&fusion).concat(),
+        let interleave = |a: &[u8], b: &[u8]| {
+            let mut out = Vec::with_capacity(a.len() + b.len());
+            for (ra, rb) in a.chunks(row_bytes).zip(b.chunks(row_bytes)) {
+                out.extend_from_slice(ra);
+                out.extend_from_slice(rb);
+            }
+            out
+        };
+        let (joined, group) = match fusion.layout {
+            Layout::Concat => (self.take(&fusion).concat(), 1),
             Layout::Interleave => {
                 let parts = self.take(&fusion);
-                let (a, b) = (&parts[0], &parts[1]);
-                let mut out = Vec::with_capacity(a.len() + b.len());
-                for (ra, rb) in a.chunks(row_bytes).zip(b.chunks(row_bytes)) {
-                    out.extend_from_slice(ra);
-                    out.extend_from_slice(rb);
-                }
-                out
+                (interleave(&parts[0], &parts[1]), 2)
             }
-        };
-        let group = if fusion.layout == Layout::Interleave {
-            2
-        } else {
-            1
+            Layout::InterleaveHalves => {
+                if total_rows % 2 != 0 {
+                    return Err(ModelError::Config(format!(
+                        "'{name}' has {total_rows} rows: gate and up halves need an even count"
+                    )));
+                }
+                let whole = self.take(&fusion).concat();
+                let (a, b) = whole.split_at(total_rows / 2 * row_bytes);
+                (interleave(a, b), 2)
+            }
         };
         let m = QuantMatrix::upload_grouped(
             ctx,

@@ -45,7 +45,7 @@ pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
     cfg.attn_scale = 1.0 / (cfg.head_dim as f32).sqrt();
     cfg.sliding_window = Some(SlidingWindow {
         window: meta.dim("attention.sliding_window", MAX_CONTEXT)? as u32,
-        pattern: SLIDING_WINDOW_PATTERN,
+        global_every: Some(SLIDING_WINDOW_PATTERN),
     });
     require_block0(
         file,

@@ -12,12 +12,12 @@ use super::bounds::{
     bounded, MAX_CONTEXT, MAX_EMBEDDING, MAX_FFN, MAX_HEADS, MAX_HEAD_DIM, MAX_LAYERS, MAX_VOCAB,
     VOCAB_KEY,
 };
-use super::config::{Meta, ModelConfig, MoeConfig, RopeConfig};
-use super::decoder::{AttentionWeights, Block, Decoder, DenseMlp, GateUp, Mlp};
+use super::config::{FreqFactors, Meta, ModelConfig, MoeConfig, RopeConfig};
+use super::decoder::{AttentionWeights, Block, Decoder, DenseMlp, GateUp, Mlp, RopeFactors};
 use super::fusion;
 use super::loader::{Need, TensorStore};
 use super::moe;
-use super::rope_scaling::{self, ROPE_FREQS};
+use super::rope_scaling::{self, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT, ROPE_FREQS};
 use super::ModelError;
 
 /// A `llama` file with `expert_count` is Mixtral-style: every MLP is a
@@ -84,12 +84,18 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
             local_theta: None,
             freq_scale: scaling.freq_scale,
             yarn: scaling.yarn,
-            freq_factors: meta.file.tensor(ROPE_FREQS).is_some(),
+            factors: match meta.file.tensor(ROPE_FREQS) {
+                Some(_) => FreqFactors::Fixed,
+                None => FreqFactors::None,
+            },
+            skip_every: None,
         },
         attn_scale: 1.0 / (head_dim as f32).sqrt(),
         sliding_window: None,
         activation: Activation::Silu,
         embed_scale: 1.0,
+        attn_softcap: None,
+        final_softcap: None,
         moe: None,
     })
 }
@@ -97,7 +103,7 @@ pub fn base_config(meta: &Meta) -> Result<ModelConfig, ModelError> {
 /// llama.cpp applies `rope_freqs.weight` to Llama only; in another
 /// architecture it would be a tensor read and ignored.
 pub fn refuse_rope_freqs(cfg: &ModelConfig) -> Result<(), ModelError> {
-    match cfg.rope.freq_factors {
+    match cfg.rope.factors == FreqFactors::Fixed {
         true => Err(ModelError::Config(format!(
             "{ROPE_FREQS} in a {} file: rope frequency factors are a Llama 3 scaling",
             cfg.architecture
@@ -113,6 +119,21 @@ pub fn require_block0(file: &GgufFile, tensors: &[&str]) -> Result<(), ModelErro
         let name = format!("blk.0.{t}");
         if file.tensor(&name).is_none() {
             return Err(ModelError::MissingTensor(name));
+        }
+    }
+    Ok(())
+}
+
+/// Fails naming the first of `tensors` that block 0 has but the
+/// architecture does not use (it would be loaded and ignored).
+pub fn refuse_block0(file: &GgufFile, tensors: &[&str]) -> Result<(), ModelError> {
+    for t in tensors {
+        let name = format!("blk.0.{t}");
+        if file.tensor(&name).is_some() {
+            return Err(ModelError::Config(format!(
+                "'{name}' in a {} file: the architecture has no such tensor",
+                file.architecture()?
+            )));
         }
     }
     Ok(())
@@ -134,8 +155,14 @@ pub fn needs(cfg: &ModelConfig, file: &GgufFile) -> Vec<Need> {
         Need::matrix("token_embd.weight", cfg.vocab_size, d),
         Need::vector("output_norm.weight", d),
     ];
-    if cfg.rope.freq_factors {
-        needs.push(Need::vector(ROPE_FREQS, cfg.rope.n_rot / 2));
+    let pairs = cfg.rope.n_rot / 2;
+    match cfg.rope.factors {
+        FreqFactors::None => {}
+        FreqFactors::Fixed => needs.push(Need::vector(ROPE_FREQS, pairs)),
+        FreqFactors::LongShort => needs.extend([
+            Need::vector(ROPE_FACTORS_LONG, pairs),
+            Need::vector(ROPE_FACTORS_SHORT, pairs),
+        ]),
     }
     let optional = [Need::matrix("output.weight", cfg.vocab_size, d)];
     needs.extend(
@@ -212,13 +239,17 @@ pub fn build(cfg: ModelConfig, store: &mut TensorStore) -> Result<Decoder, Model
             post_mlp_norm: store.optional_vector(&n("post_ffw_norm.weight")),
         });
     }
-    let rope_freqs = match cfg.rope.freq_factors {
-        true => Some(store.vector(ROPE_FREQS)?),
-        false => None,
+    let rope_factors = match cfg.rope.factors {
+        FreqFactors::None => RopeFactors::None,
+        FreqFactors::Fixed => RopeFactors::Fixed(store.vector(ROPE_FREQS)?),
+        FreqFactors::LongShort => RopeFactors::LongShort {
+            long: store.vector(ROPE_FACTORS_LONG)?,
+            short: store.vector(ROPE_FACTORS_SHORT)?,
+        },
     };
     Ok(Decoder {
         token_embd: store.matrix("token_embd.weight")?,
-        rope_freqs,
+        rope_factors,
         output_norm: store.vector("output_norm.weight")?,
         output: store.optional_matrix("output.weight"),
         config: cfg,

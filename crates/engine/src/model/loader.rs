@@ -16,7 +16,7 @@ use crate::gpu::{BufferRef, GpuContext};
 use crate::kernels::weights::{ExpertStack, QuantMatrix, GPU_DTYPES};
 
 use super::fusion::{Complete, Fusion, Pending};
-use super::rope_scaling::ROPE_FREQS;
+use super::rope_scaling::{ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT, ROPE_FREQS};
 use super::ModelError;
 
 /// Progress of a load, in bytes of the file.
@@ -175,9 +175,13 @@ impl TensorStore {
                 let values = dequantize(info.dtype, bytes, len)?;
                 // Divisors of the RoPE frequencies: a zero or a NaN would
                 // turn every angle of its pair into NaN without a word.
-                if need.name == ROPE_FREQS && values.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+                let divisors = [ROPE_FREQS, ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT];
+                if divisors.contains(&&*need.name)
+                    && values.iter().any(|v| !(v.is_finite() && *v > 0.0))
+                {
                     return Err(ModelError::Config(format!(
-                        "{ROPE_FREQS} holds a value that is not finite and > 0"
+                        "{} holds a value that is not finite and > 0",
+                        need.name
                     )));
                 }
                 let ready = if self.pending.is_member(&need.name) {

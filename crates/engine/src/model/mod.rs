@@ -11,14 +11,17 @@ pub mod config;
 pub mod config_check;
 pub mod decoder;
 pub mod fusion;
+pub mod gemma2;
 pub mod gemma3;
 pub mod hf;
 pub mod llama;
 pub mod loader;
 pub mod moe;
+pub mod phi3;
 pub mod qwen2;
 pub mod qwen3;
 pub mod rope_scaling;
+pub mod smollm3;
 pub mod synthetic;
 mod traffic;
 
@@ -33,7 +36,7 @@ pub use loader::{LoadProgress, TensorStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("unsupported architecture '{0}' (wick runs: llama (with or without experts), qwen2, qwen2moe, qwen3, qwen3moe, gemma3)")]
+    #[error("unsupported architecture '{0}' (wick runs: llama (with or without experts), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3)")]
     UnsupportedArchitecture(String),
     #[error("tensor '{0}' is missing from the model file")]
     MissingTensor(String),
@@ -80,7 +83,6 @@ pub struct Plan {
     pub needs: Vec<loader::Need>,
     /// Needed tensors uploaded joined (see `fusion.rs`).
     pub fusions: Vec<fusion::Fusion>,
-    build: fn(ModelConfig, &mut TensorStore) -> Result<Decoder, ModelError>,
 }
 
 impl Plan {
@@ -89,28 +91,36 @@ impl Plan {
     /// anything is uploaded.
     pub fn for_file(file: &GgufFile) -> Result<Plan, ModelError> {
         let arch = file.architecture()?;
-        let (config, build): (_, fn(_, &mut _) -> _) = match arch {
-            "llama" => (llama::config(file)?, llama::build),
-            "qwen2" | "qwen2moe" => (qwen2::config(file, arch)?, llama::build),
-            "qwen3" | "qwen3moe" => (qwen3::config(file, arch)?, llama::build),
-            "gemma3" => (gemma3::config(file)?, llama::build),
+        let config = match arch {
+            "llama" => llama::config(file)?,
+            "qwen2" | "qwen2moe" => qwen2::config(file, arch)?,
+            "qwen3" | "qwen3moe" => qwen3::config(file, arch)?,
+            "gemma2" => gemma2::config(file)?,
+            "gemma3" => gemma3::config(file)?,
+            "phi3" => phi3::config(file)?,
+            "smollm3" => smollm3::config(file)?,
             other => return Err(ModelError::UnsupportedArchitecture(other.to_string())),
         };
         // Before `needs` lists a tensor per layer and anything is sized.
         config_check::check(&config)?;
-        // Every architecture here names its tensors as Llama does.
-        let needs = llama::needs(&config, file);
-        let fusions = fusion::decoder_fusions(file, config.n_layers, config.moe.is_none());
+        // Every architecture here names its tensors as Llama does; Phi-3
+        // stores some of them fused.
+        let (needs, fusions) = match arch {
+            "phi3" => (phi3::needs(&config, file), phi3::fusions(&config)),
+            _ => (
+                llama::needs(&config, file),
+                fusion::decoder_fusions(file, config.n_layers, config.moe.is_none()),
+            ),
+        };
         Ok(Plan {
             config,
             needs,
             fusions,
-            build,
         })
     }
 
     /// Builds the model from its uploaded tensors.
     pub fn build(self, store: &mut TensorStore) -> Result<Decoder, ModelError> {
-        (self.build)(self.config, store)
+        llama::build(self.config, store)
     }
 }

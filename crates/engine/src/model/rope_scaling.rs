@@ -24,10 +24,14 @@ use crate::kernels::rope::Yarn;
 
 /// The tensor of per-pair frequency divisors.
 pub const ROPE_FREQS: &str = "rope_freqs.weight";
+/// LongRoPE's two sets of divisors (`config::FreqFactors::LongShort`).
+pub const ROPE_FACTORS_LONG: &str = "rope_factors_long.weight";
+pub const ROPE_FACTORS_SHORT: &str = "rope_factors_short.weight";
 
 /// What wick implements, for refusals.
-const IMPLEMENTED: &str = "wick implements linear and YaRN rope scaling and Llama 3's \
-     frequency factors (rope_freqs.weight), not LongRoPE or others";
+const IMPLEMENTED: &str = "wick implements linear and YaRN rope scaling, Llama 3's \
+     frequency factors (rope_freqs.weight) and Phi-3's LongRoPE factors \
+     (rope_factors_long / rope_factors_short.weight), not others";
 
 /// Keys under `{arch}.rope.scaling.` that wick reads, or that change nothing
 /// (`finetuned`: whether the model was fine-tuned at the new length).

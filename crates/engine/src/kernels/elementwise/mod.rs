@@ -1,7 +1,8 @@
 //! Elementwise kernels: gated activations (SwiGLU, GeGLU), residual adds,
-//! biases, GELU.
+//! biases, GELU, soft-capping.
 
 pub mod activation;
 pub mod add;
 pub mod bias;
 pub mod gelu;
+pub mod softcap;

@@ -25,7 +25,7 @@ kernel_params! {
         kv_heads: u32,
         /// <= 256
         head_dim: u32,
-        /// even, <= head_dim
+        /// even, <= head_dim; 0: no rotation (a NoPE layer)
         n_rot: u32,
         /// position of token 0
         pos0: u32,
@@ -107,7 +107,9 @@ pub struct RopeKv<'a> {
     pub layer: usize,
     /// Per-head norms of queries and keys (`head_dim` weights each) and eps.
     pub qk_norm: Option<(&'a GpuBuffer, &'a GpuBuffer, f32)>,
-    pub rotary: Rotary<'a>,
+    /// `None`: the layer has no position embedding at all (SmolLM3's NoPE
+    /// layers): q and k pass through, normed where `qk_norm` says.
+    pub rotary: Option<Rotary<'a>>,
     pub rows: usize,
     pub pos0: u32,
 }
@@ -123,7 +125,7 @@ pub fn rope_kv(rec: &mut Recorder, a: &RopeKv) -> Result<(), GpuError> {
 /// on lavapipe whatever they did).
 fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuError> {
     const K: &str = "rope_kv";
-    let (kv, rot) = (&a.kv, &a.rotary);
+    let kv = &a.kv;
     let hd = kv.head_dim;
     if a.q_heads == 0 || kv.kv_heads == 0 || hd == 0 || hd > 256 {
         return Err(shape_err(
@@ -134,7 +136,9 @@ fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuE
             ),
         ));
     }
-    rot.check(K, hd)?;
+    if let Some(rot) = &a.rotary {
+        rot.check(K, hd)?;
+    }
     if a.layer >= kv.layers || a.pos0 as usize + a.rows > kv.ctx_len {
         return Err(shape_err(
             K,
@@ -166,22 +170,35 @@ fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuE
             "qkv, q_out and the two caches must be four buffers",
         ));
     }
-    let (corr_low, corr_high, mscale) = rot.yarn_params();
+    // Without a rotation n_rot is 0: every element takes the kernel's
+    // pass-through branch, which reads none of the angle parameters.
+    let (n_rot, neox, log2_base_step, freq_scale, yarn) = match &a.rotary {
+        Some(r) => (
+            r.n_rot,
+            r.layout == RopeLayout::NeoX,
+            r.log2_base_step(),
+            r.freq_scale,
+            r.yarn_params(),
+        ),
+        None => (0, false, 0.0, 1.0, (0.0, 0.0, 1.0)),
+    };
+    let (corr_low, corr_high, mscale) = yarn;
+    let ext_factor = a.rotary.map_or(0.0, |r| r.yarn.ext_factor);
     let params = Params {
         rows: a.rows as u32,
         q_heads: a.q_heads as u32,
         kv_heads: kv.kv_heads as u32,
         head_dim: hd as u32,
-        n_rot: rot.n_rot as u32,
+        n_rot: n_rot as u32,
         pos0: a.pos0,
-        neox: (rot.layout == RopeLayout::NeoX) as u32,
+        neox: neox as u32,
         qkv_offset: a.qkv_offset as u32,
         q_offset: a.q_offset as u32,
         layer_offset: kv.layer_offset(a.layer) as u32,
-        log2_base_step: rot.log2_base_step(),
-        freq_scale: rot.freq_scale,
+        log2_base_step,
+        freq_scale,
         eps: a.qk_norm.map_or(0.0, |n| n.2),
-        ext_factor: rot.yarn.ext_factor,
+        ext_factor,
         corr_low,
         corr_high,
         mscale,
@@ -196,7 +213,8 @@ fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuE
         buffers[4..6].copy_from_slice(&[qn, kn]);
         n = 6;
     }
-    if let Some(f) = rot.freq_factors {
+    let factors = a.rotary.and_then(|r| r.freq_factors);
+    if let Some(f) = factors {
         buffers[n] = f;
         n += 1;
     }
@@ -204,7 +222,7 @@ fn rope_kv_form(rec: &mut Recorder, a: &RopeKv, serial: bool) -> Result<(), GpuE
     let (q_dim, kv_dim) = (a.q_heads * hd, kv.kv_heads * hd);
     let cache = 2 * (a.rows * kv_dim) as u64 * kv.dtype.bytes_per_elem();
     rec.moved(words(a.rows * (2 * q_dim + 2 * kv_dim)) + cache);
-    let (norm, ff) = (a.qk_norm.is_some(), rot.freq_factors.is_some());
+    let (norm, ff) = (a.qk_norm.is_some(), factors.is_some());
     let key = VariantKey {
         family: "rope_kv",
         fmt: kv.dtype.name(),

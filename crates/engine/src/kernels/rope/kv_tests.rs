@@ -83,14 +83,15 @@ fn run(c: &Case, fused: Option<bool>) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         };
         ctx.upload_f32("ff", &f).unwrap()
     });
-    let rotary = Rotary {
+    // n_rot 0: a layer without RoPE.
+    let rotary = (c.n_rot > 0).then_some(Rotary {
         n_rot: c.n_rot,
         theta: 10000.0,
         layout: c.layout,
         freq_scale: 0.5,
         freq_factors: factors.as_deref(),
         yarn: if c.yarn { YARN } else { Yarn::NONE },
-    };
+    });
     let mut rec = Recorder::new(ctx);
     if let Some(serial) = fused {
         let args = RopeKv {
@@ -139,7 +140,9 @@ fn run(c: &Case, fused: Option<bool>) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
             rms_norm(&mut rec, &ks, 0, &kn, &ks, 0, c.rows * c.kv_heads, hd, 1e-6).unwrap();
         }
         for (x, heads) in [(&qs, c.q_heads), (&ks, c.kv_heads)] {
-            rope(&mut rec, x, 0, c.rows, heads, hd, c.pos0, &rotary).unwrap();
+            if let Some(rotary) = &rotary {
+                rope(&mut rec, x, 0, c.rows, heads, hd, c.pos0, rotary).unwrap();
+            }
         }
         for (src, cache) in [(&ks, &kc), (&vs, &vc)] {
             kv_write(
@@ -276,6 +279,33 @@ fn rope_kv_equals_the_separate_kernels() {
             kv_dtype: KvDtype::F32,
             yarn: true,
         },
+        // No rotation (SmolLM3's NoPE layers), with and without q/k norms.
+        Case {
+            rows: 4,
+            q_heads: 4,
+            kv_heads: 2,
+            head_dim: 64,
+            n_rot: 0,
+            layout: RopeLayout::Interleaved,
+            norm: false,
+            factors: false,
+            pos0: 9,
+            kv_dtype: KvDtype::F32,
+            yarn: false,
+        },
+        Case {
+            rows: 2,
+            q_heads: 3,
+            kv_heads: 1,
+            head_dim: 24,
+            n_rot: 0,
+            layout: RopeLayout::NeoX,
+            norm: true,
+            factors: false,
+            pos0: 0,
+            kv_dtype: KvDtype::F32,
+            yarn: false,
+        },
         // An odd head_dim (an f32 cache only): its last element has no pair.
         Case {
             rows: 3,
@@ -347,36 +377,36 @@ fn rope_kv_refuses_bad_shapes() {
         kv,
         layer: 0,
         qk_norm: None,
-        rotary: Rotary {
+        rotary: Some(Rotary {
             n_rot: 8,
             theta: 1e4,
             layout: RopeLayout::NeoX,
             freq_scale: 1.0,
             freq_factors: None,
             yarn: Yarn::NONE,
-        },
+        }),
         rows: 1,
         pos0: 0,
     };
     let mut rec = Recorder::new(ctx);
     let odd = Rotary {
         n_rot: 7,
-        ..base().rotary
+        ..base().rotary.unwrap()
     };
     let short = b(3, "ff");
     let few_factors = Rotary {
         freq_factors: Some(&short),
-        ..base().rotary
+        ..base().rotary.unwrap()
     };
     for bad in [
         RopeKv { pos0: 4, ..base() },
         RopeKv { layer: 1, ..base() },
         RopeKv {
-            rotary: odd,
+            rotary: Some(odd),
             ..base()
         },
         RopeKv {
-            rotary: few_factors,
+            rotary: Some(few_factors),
             ..base()
         },
         RopeKv {
