@@ -175,6 +175,8 @@ export interface EngineInfo {
   limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number; deviceMemory: number | null };
   /** The engine's own count of what it holds on the GPU now (buffers of every kind, their bytes, cached bind groups). */
   gpuMemory: { liveBytes: number; liveBuffers: number; liveBindGroups: number };
+  /** The GGUF architectures (`general.architecture`) this build runs: llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3. */
+  supportedArchitectures: string[];
   model: {
     name: string | null;
     architecture: string;
@@ -184,6 +186,15 @@ export interface EngineInfo {
     nKvHeads: number;
     headDim: number;
     ffnDim: number;
+    /** Soft-caps of attention scores and output logits (Gemma 2: 50 and 30), null where the model has none. */
+    attentionSoftcap: number | null;
+    finalSoftcap: number | null;
+    /** The local layers' sliding window, null where every layer attends globally. */
+    slidingWindow: number | null;
+    /** RoPE frequency divisors in use: "llama3" (Llama 3.1/3.2), LongRoPE's "long" or "short" set (Phi-3.5: long when contextLength is past the original context), or "none". */
+    ropeFactors: "none" | "llama3" | "long" | "short";
+    /** Layers with no position embedding at all (SmolLM3: every 4th). */
+    unrotatedLayers: number[];
     /** Mixture of experts (null for a dense model): experts per layer, experts each token uses, their MLP width, and the shared expert's width where there is one. */
     experts: { count: number; used: number; ffnDim: number; sharedFfnDim: number | null } | null;
     vocabSize: number;

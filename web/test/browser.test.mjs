@@ -100,6 +100,9 @@ describe("Engine on the page", () => {
     // 8-bit activations are lavapipe's default only (slower on SwiftShader).
     assert.equal(info.activations, "f32");
     assert.equal(info.model.architecture, "llama");
+    for (const arch of ["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"]) {
+      assert.ok(info.supportedArchitectures.includes(arch), arch);
+    }
     assert.equal(info.model.contextLength, CTX);
     assert.equal(info.model.hasChatTemplate, true);
     metrics.info = info;
@@ -287,9 +290,9 @@ describe("Engine on the page", () => {
 
 /** Loads `url` on the page, greedy-generates n tokens of PROMPT; returns
  * the ids, the prompt's ids and `info().model`. */
-function greedyOnPage(page, url, n) {
-  return page.evaluate(async ({ url, prompt, n }) => {
-    const engine = await window.wick.Engine.load(url, { contextLength: 64, warmUp: false });
+function greedyOnPage(page, url, n, contextLength = 64) {
+  return page.evaluate(async ({ url, prompt, n, contextLength }) => {
+    const engine = await window.wick.Engine.load(url, { contextLength, warmUp: false });
     const ids = [];
     for await (const c of engine.generate(prompt, { maxTokens: n, temperature: 0 })) {
       if (c.tokenId !== null) ids.push(c.tokenId);
@@ -298,7 +301,7 @@ function greedyOnPage(page, url, n) {
     const model = engine.info().model;
     await engine.dispose();
     return { ids, promptIds, model };
-  }, { url, prompt: PROMPT, n });
+  }, { url, prompt: PROMPT, n, contextLength });
 }
 
 describe("Gemma 3 on the page (K-quants on the f32 path)", () => {
@@ -345,6 +348,35 @@ describe("Mixture of experts on the page (qwen3moe, routed on the GPU)", () => {
       await page.close();
     }
   });
+});
+
+describe("Gemma 2 and Phi-3 on the page (soft-caps, LongRoPE, fused tensors)", () => {
+  // Tiny random-weight files of the two architectures (../shared/models.md).
+  // Two tokens each: their top-1 leads their top-2 by 0.4-0.8 there in
+  // llama.cpp, far beyond the engines' numerical difference.
+  const n = 2;
+  for (const [file, arch, ctx, extra] of [
+    ["tiny-gemma2.q8_0.gguf", "gemma2", 64, { attentionSoftcap: 50, finalSoftcap: 30, slidingWindow: 64, ropeFactors: "none" }],
+    // 512 positions: past the original 256, so LongRoPE's long factors.
+    ["tiny-phi3.q8_0.gguf", "phi3", 512, { ropeFactors: "long", attentionSoftcap: null, finalSoftcap: null }],
+  ]) {
+    test(`${arch}: greedy-generates the native engine's tokens`, { timeout: LOAD_MS + 200_000 }, async () => {
+      const want = nativeGenerate(PROMPT, n, ctx, file);
+      const page = await openTestPage(browser, base, log);
+      try {
+        const r = await within(LOAD_MS + 180_000, greedyOnPage(page, `/models/${file}`, n, ctx), `${arch} load + generate`);
+        log(`${arch} browser: ${JSON.stringify(r.ids)} native: ${JSON.stringify(want.ids)}`);
+        assert.equal(r.model.architecture, arch);
+        for (const [k, v] of Object.entries(extra)) assert.equal(r.model[k], v, k);
+        assert.deepEqual(r.promptIds, want.prompt_ids, "prompt ids");
+        assert.deepEqual(r.ids, want.ids, "greedy ids equal the native engine's");
+        const ref = llamaCppCase(PROMPT, file, "llamacpp_tiny_archs_public.json");
+        assert.deepEqual(r.promptIds, ref.prompt_ids, "llama.cpp prompt ids");
+      } finally {
+        await page.close();
+      }
+    });
+  }
 });
 
 describe("Engine in a Web Worker", () => {

@@ -83,13 +83,21 @@ export function nativeJson(args) {
   return JSON.parse(out.slice(out.indexOf("{")));
 }
 
+/** Where model file `model` is: models/ (or $WICK_MODELS_DIR), else the
+ * small test models in tests/fixtures/models or ../shared/models, as the
+ * test server resolves /models/ (web/tools/serve.mjs). */
+export function modelFile(model) {
+  const fetched = path.join(modelsDir, model);
+  const fixtures = [path.join(repoRoot, "tests/fixtures/models", model), path.join(repoRoot, "../shared/models", model)];
+  return existsSync(fetched) ? fetched : fixtures.find((f) => existsSync(f)) ?? fetched;
+}
+
 /**
  * The native engine's greedy output for `prompt` (`wick generate --json`),
  * built with cargo if the binary is missing.
  */
 export function nativeGenerate(prompt, maxTokens, ctxLen, model = MODEL) {
-  const fixture = path.join(repoRoot, "tests/fixtures/models", model);
-  const file = existsSync(path.join(modelsDir, model)) || !existsSync(fixture) ? path.join(modelsDir, model) : fixture;
+  const file = modelFile(model);
   return nativeJson(["generate", "--model", file, "--prompt", prompt, "--max-tokens", String(maxTokens), "--ctx-len", String(ctxLen)]);
 }
 

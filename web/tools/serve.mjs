@@ -32,11 +32,12 @@ function resolvePath(root, modelsDir, urlPath) {
   const clean = path.posix.normalize(decodeURIComponent(urlPath));
   if (clean.includes("\0") || clean.split("/").includes("..")) return null;
   if (clean.startsWith("/models/")) {
-    // The small test models (mixture-of-experts fixtures) live in the repo.
+    // The small test models live in the repo (tests/fixtures/models) or
+    // beside it (../shared/models): looked for there where models/ lacks them.
     const name = clean.slice("/models/".length);
     const fetched = path.join(modelsDir, name);
-    const fixture = path.join(root, "tests/fixtures/models", name);
-    return existsSync(fetched) || !existsSync(fixture) ? fetched : fixture;
+    const fixtures = [path.join(root, "tests/fixtures/models", name), path.join(root, "../shared/models", name)];
+    return existsSync(fetched) ? fetched : fixtures.find((f) => existsSync(f)) ?? fetched;
   }
   return path.join(root, clean);
 }

@@ -21,6 +21,7 @@ pub fn run(as_json: bool) -> CliResult {
         println!("features  {}", report["features"]);
         println!("paths     {}", report["paths"]);
         println!("limits    {}", report["limits"]);
+        println!("models    {}", wick::model::ARCHITECTURES.join(", "));
     }
     Ok(())
 }
@@ -60,6 +61,8 @@ pub fn info_json(ctx: &GpuContext) -> serde_json::Value {
             // WICK_WEIGHT_STORE variable overrides it.
             "weight_store": ctx.weight_store.name(),
         },
+        // The GGUF architectures (`general.architecture`) wick runs.
+        "architectures": wick::model::ARCHITECTURES,
         "limits": {
             "max_storage_buffer_binding_size": l.max_storage_buffer_binding_size,
             "max_uniform_buffer_binding_size": l.max_uniform_buffer_binding_size,

@@ -30,6 +30,8 @@ pub struct Info {
     pub limits: Limits,
     /// What the engine holds on the GPU now, by its own count.
     pub gpu_memory: GpuMemory,
+    /// The GGUF architectures this build runs (`general.architecture`).
+    pub supported_architectures: &'static [&'static str],
     pub model: Model,
 }
 
@@ -98,6 +100,17 @@ pub struct Model {
     pub n_kv_heads: usize,
     pub head_dim: usize,
     pub ffn_dim: usize,
+    /// Attention scores and output logits soft-capped at these (Gemma 2).
+    pub attention_softcap: Option<f32>,
+    pub final_softcap: Option<f32>,
+    /// The sliding window of the local layers, where the model has them.
+    pub sliding_window: Option<u32>,
+    /// Per-pair RoPE frequency divisors in use: "none", "llama3"
+    /// (`rope_freqs`), or LongRoPE's "long" or "short" set, chosen by the
+    /// context length against the original one.
+    pub rope_factors: &'static str,
+    /// Layers without any position embedding (SmolLM3's NoPE layers).
+    pub unrotated_layers: Vec<usize>,
     /// Mixture of experts: how many, and how many each token uses.
     pub experts: Option<Experts>,
     pub vocab_size: usize,
@@ -160,6 +173,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             device_memory: ctx.device_memory,
         },
         gpu_memory: GpuMemory::now(ctx),
+        supported_architectures: &wick::model::ARCHITECTURES,
         model: Model {
             name: engine
                 .gguf
@@ -174,6 +188,11 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             n_kv_heads: c.n_kv_heads,
             head_dim: c.head_dim,
             ffn_dim: c.ffn_dim,
+            attention_softcap: c.attn_softcap,
+            final_softcap: c.final_softcap,
+            sliding_window: c.sliding_window.as_ref().map(|w| w.window),
+            rope_factors: rope_factors(c, engine.pipeline.ctx_len()),
+            unrotated_layers: (0..c.n_layers).filter(|&l| !c.rotates(l)).collect(),
             experts: c.moe.as_ref().map(|m| Experts {
                 count: m.n_experts,
                 used: m.top_k,
@@ -188,5 +207,16 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
             eos_id: t.eos_id(),
             stop_ids: t.stop_ids(),
         },
+    }
+}
+
+/// The name of the frequency divisors a context of `ctx_len` rotates with.
+fn rope_factors(c: &wick::model::ModelConfig, ctx_len: usize) -> &'static str {
+    use wick::model::config::FreqFactors;
+    match c.rope.factors {
+        FreqFactors::None => "none",
+        FreqFactors::Fixed => "llama3",
+        FreqFactors::LongShort if c.rope.long_factors_at(ctx_len) => "long",
+        FreqFactors::LongShort => "short",
     }
 }

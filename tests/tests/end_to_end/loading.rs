@@ -158,7 +158,19 @@ fn edited_moe(
     tensor: Option<(&str, GgmlType, Vec<u64>)>,
     drop: Option<&str>,
 ) -> Vec<u8> {
-    let bytes = std::fs::read(model_path(MOE)).unwrap();
+    edited(MOE, meta, tensor, drop)
+}
+
+/// Model file `model` with metadata values replaced or added, one tensor
+/// re-typed, re-shaped (its bytes sized to match; zeros) or added, or one
+/// dropped.
+fn edited(
+    model: &str,
+    meta: &[(&str, MetaValue)],
+    tensor: Option<(&str, GgmlType, Vec<u64>)>,
+    drop: Option<&str>,
+) -> Vec<u8> {
+    let bytes = std::fs::read(model_path(model)).unwrap();
     let gguf = GgufFile::parse(&bytes).unwrap();
     let mut w = GgufWriter::new();
     for (k, v) in &gguf.metadata {
@@ -167,6 +179,18 @@ fn edited_moe(
             .find(|(name, _)| name == k)
             .map_or(v, |(_, new)| new);
         w = w.meta(k, v.clone());
+    }
+    for (k, v) in meta.iter().filter(|(k, _)| gguf.meta(k).is_none()) {
+        w = w.meta(*k, v.clone());
+    }
+    if let Some((name, dtype, dims)) = tensor.as_ref().filter(|t| gguf.tensor(t.0).is_none()) {
+        let elements: u64 = dims.iter().product();
+        w = w.tensor(
+            *name,
+            dims,
+            *dtype,
+            vec![0u8; dtype.row_bytes(elements).unwrap() as usize],
+        );
     }
     for t in gguf
         .tensors
@@ -239,4 +263,52 @@ fn bad_mixture_of_experts_files_are_typed_errors() {
         matches!(&err, ModelError::MissingTensor(n) if n == shared_gate),
         "{err}"
     );
+}
+
+/// Gemma 2, Phi-3 and SmolLM3 files that say something wick does not run,
+/// or lack what their architecture needs: refused by name before upload.
+#[test]
+fn bad_gemma2_and_phi3_files_are_typed_errors() {
+    let load = |bytes: Vec<u8>| match load_in_chunks(&bytes, &[bytes.len()]) {
+        Err(e) => e.to_string(),
+        Ok(_) => "loaded".to_string(),
+    };
+    let gemma2 = "tiny-gemma2.q8_0.gguf";
+    let phi3 = "tiny-phi3.q8_0.gguf";
+    let cap = [("gemma2.attn_logit_softcapping", MetaValue::F32(-1.0))];
+    let m = load(edited(gemma2, &cap, None, None));
+    assert!(m.contains("gemma2.attn_logit_softcapping is -1"), "{m}");
+    let cap = [("gemma2.final_logit_softcapping", MetaValue::F32(f32::NAN))];
+    let m = load(edited(gemma2, &cap, None, None));
+    assert!(m.contains("gemma2.final_logit_softcapping is NaN"), "{m}");
+    // Gemma 2 has no q/k norms: one in the file would be read and ignored.
+    let q_norm = ("blk.0.attn_q_norm.weight", GgmlType::F32, vec![64]);
+    let m = load(edited(gemma2, &[], Some(q_norm), None));
+    assert!(
+        m.contains("'blk.0.attn_q_norm.weight' in a gemma2 file"),
+        "{m}"
+    );
+    let m = load(edited(
+        gemma2,
+        &[],
+        None,
+        Some("blk.1.post_ffw_norm.weight"),
+    ));
+    assert!(m.contains("blk.1.post_ffw_norm.weight"), "{m}");
+    // LongRoPE needs both factor sets; a divisor of 0 would make NaN angles.
+    let m = load(edited(phi3, &[], None, Some("rope_factors_short.weight")));
+    assert!(m.contains("rope_factors_short.weight"), "{m}");
+    // Re-typed to F16, so written as zeros.
+    let zero = ("rope_factors_long.weight", GgmlType::F16, vec![32]);
+    let m = load(edited(phi3, &[], Some(zero), None));
+    assert!(m.contains("rope_factors_long.weight holds a value"), "{m}");
+    // Gate and up in one tensor of 2 x ffn rows.
+    let half = ("blk.0.ffn_up.weight", GgmlType::Q8_0, vec![256, 512]);
+    let m = load(edited(phi3, &[], Some(half), None));
+    assert!(
+        m.contains("blk.0.ffn_up.weight") && m.contains("1024"),
+        "{m}"
+    );
+    let m = load(edited(phi3, &[], None, Some("blk.1.attn_qkv.weight")));
+    assert!(m.contains("blk.1.attn_qkv.weight"), "{m}");
 }

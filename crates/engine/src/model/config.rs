@@ -30,6 +30,15 @@ pub struct RopeConfig {
     pub skip_every: Option<usize>,
 }
 
+impl RopeConfig {
+    /// Whether a context of `ctx_len` positions takes LongRoPE's long
+    /// factors: past the original context, as llama.cpp chooses
+    /// (`n_ctx_per_seq > n_ctx_orig_yarn`).
+    pub fn long_factors_at(&self, ctx_len: usize) -> bool {
+        ctx_len > self.yarn.n_ctx_orig as usize
+    }
+}
+
 /// Where a model's per-pair frequency divisors come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FreqFactors {

@@ -49,15 +49,14 @@ pub enum RopeFactors {
 }
 
 impl RopeFactors {
-    /// The divisors a context of `ctx_len` positions rotates with: LongRoPE's
-    /// long ones past the original context `n_ctx_orig`, as llama.cpp
-    /// chooses them (`n_ctx_per_seq > n_ctx_orig_yarn`).
-    pub fn for_context(&self, ctx_len: usize, n_ctx_orig: u32) -> Option<&GpuBuffer> {
+    /// The divisors to rotate with: LongRoPE's long ones where `long`
+    /// (`RopeConfig::long_factors_at`).
+    pub fn chosen(&self, long: bool) -> Option<&GpuBuffer> {
         match self {
             RopeFactors::None => None,
             RopeFactors::Fixed(f) => Some(f),
-            RopeFactors::LongShort { long, short } => match ctx_len > n_ctx_orig as usize {
-                true => Some(long),
+            RopeFactors::LongShort { long: l, short } => match long {
+                true => Some(l),
                 false => Some(short),
             },
         }
@@ -188,9 +187,7 @@ impl Decoder {
                     theta: cfg.rope_theta_of(layer),
                     layout: r.layout,
                     freq_scale: cfg.rope_freq_scale_of(layer),
-                    freq_factors: self
-                        .rope_factors
-                        .for_context(f.kv.ctx_len, r.yarn.n_ctx_orig),
+                    freq_factors: self.rope_factors.chosen(r.long_factors_at(f.kv.ctx_len)),
                     yarn: r.yarn,
                 }),
                 rows: f.rows,

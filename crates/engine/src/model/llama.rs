@@ -142,7 +142,8 @@ pub fn refuse_block0(file: &GgufFile, tensors: &[&str]) -> Result<(), ModelError
 /// The tensors of a decoder with Llama's naming (`blk.N.attn_q.weight`, ...),
 /// with expert tensors in place of the MLP's in a mixture of experts.
 /// The optional ones (biases, q/k norms, post-norms, a separate output head)
-/// are needed where the file has them, so variations of Llama reuse this.
+/// are needed where the file has them (a block's in every block where block
+/// 0 has them), so variations of Llama reuse this.
 pub fn needs(cfg: &ModelConfig, file: &GgufFile) -> Vec<Need> {
     let (d, q, kv, ffn, hd) = (
         cfg.d_model,
@@ -197,11 +198,11 @@ pub fn needs(cfg: &ModelConfig, file: &GgufFile) -> Vec<Need> {
             Need::vector(n("post_attention_norm.weight"), d),
             Need::vector(n("post_ffw_norm.weight"), d),
         ];
-        needs.extend(
-            optional
-                .into_iter()
-                .filter(|n| file.tensor(&n.name).is_some()),
-        );
+        // All layers or none: one a layer lacks is missing, not skipped.
+        needs.extend(optional.into_iter().filter(|n| {
+            let block0 = n.name.replacen(&format!("blk.{l}."), "blk.0.", 1);
+            file.tensor(&block0).is_some()
+        }));
     }
     needs
 }

@@ -34,9 +34,18 @@ pub use config::ModelConfig;
 pub use decoder::{Decoder, Forward};
 pub use loader::{LoadProgress, TensorStore};
 
+/// The GGUF architectures wick runs (`general.architecture`); `llama`
+/// with or without experts (Mixtral).
+pub const ARCHITECTURES: [&str; 9] = [
+    "llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "smollm3",
+];
+
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("unsupported architecture '{0}' (wick runs: llama (with or without experts), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3)")]
+    #[error(
+        "unsupported architecture '{0}' (wick runs: {runs})",
+        runs = ARCHITECTURES.join(", ")
+    )]
     UnsupportedArchitecture(String),
     #[error("tensor '{0}' is missing from the model file")]
     MissingTensor(String),
