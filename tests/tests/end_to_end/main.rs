@@ -29,6 +29,7 @@ mod quant_real_models;
 mod reference_moe;
 mod reference_qwen3;
 mod reference_smollm2;
+mod reference_tiny_archs;
 mod reference_yarn;
 mod stop_strings;
 mod tool_calls;
