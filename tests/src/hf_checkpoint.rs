@@ -5,15 +5,12 @@
 //! written here from Hugging Face's conventions, not taken from the engine's
 //! mapping, so a test comparing the two loads checks that mapping.
 
-use std::borrow::Cow;
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use safetensors::{Dtype, View};
-use serde_json::json;
+use serde_json::{json, Value};
 use wick::format::gguf_write::GgufWriter;
 use wick::format::quant::{dequantize, quantize, GgmlType};
-use wick::format::{GgufFile, MetaValue};
+use wick::format::{GgufFile, MetaValue, TensorInfo};
 
 use crate::tiny_tokenizer::tokenizer_metadata;
 pub use crate::tiny_tokenizer::{
@@ -58,7 +55,9 @@ const FFN: usize = 96;
 const LAYERS: usize = 2;
 const CTX: usize = 128;
 
-/// `arch`: "llama" (untied head), "qwen2" (q/k/v biases) or "gemma3".
+/// `arch`: "llama" (untied head), "qwen2" (q/k/v biases) or "gemma3"; a
+/// real file's architecture ("gemma2", "phi3", "smollm3" too) from
+/// `checkpoint_of_gguf`, which writes only its tensors.
 pub struct TinyModel {
     pub arch: &'static str,
     pub head_dim: usize,
@@ -232,6 +231,8 @@ impl TinyModel {
 
     /// The checkpoint's safetensors files from the GGUF file's tensors,
     /// `shards` files of about equal tensor counts, plus the index when sharded.
+    /// Each file is written tensor by tensor, as safetensors lays it out
+    /// (tensors by name): one tensor's values in memory beside the files.
     pub fn safetensors(
         &self,
         gguf: &[u8],
@@ -239,45 +240,66 @@ impl TinyModel {
         shards: usize,
     ) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
         let file = GgufFile::parse(gguf).unwrap();
-        let mut tensors: Vec<(String, Tensor)> = Vec::new();
-        for info in &file.tensors {
-            let bytes = file.tensor_bytes(gguf, info).unwrap();
-            let mut values = dequantize(info.dtype, bytes, info.n_elements as usize).unwrap();
-            let name = hf_name(self.arch, &info.name);
-            if self.arch == "llama" && is_rotary(&info.name) {
-                values = to_hf_rotary(&values, info.row_elements() as usize, self.head_dim);
-            }
-            if self.arch == "gemma3" && info.name.ends_with("norm.weight") {
-                values.iter_mut().for_each(|v| *v -= 1.0);
-            }
-            let dtype = storage.checkpoint_type();
-            let shape: Vec<usize> = info.dims.iter().rev().map(|&d| d as usize).collect();
-            tensors.push((
-                name,
-                Tensor {
-                    dtype,
-                    shape,
-                    data: quantize(dtype, &values).unwrap(),
-                },
-            ));
-        }
+        let dtype = storage.checkpoint_type();
+        // Phi-3's LongRoPE factors are config.json's lists, not tensors.
+        let mut tensors: Vec<(String, &TensorInfo)> = file
+            .tensors
+            .iter()
+            .filter(|t| !t.name.starts_with("rope_factors_"))
+            .map(|t| (hf_name(self.arch, &t.name), t))
+            .collect();
         let per_shard = tensors.len().div_ceil(shards);
         let names: Vec<String> = (1..=shards).map(|i| shard_name(i - 1, shards)).collect();
         let mut weight_map = serde_json::Map::new();
         let mut files = Vec::new();
-        for (i, chunk) in tensors.chunks(per_shard).enumerate() {
-            for (n, _) in chunk {
-                weight_map.insert(n.clone(), json!(names[i]));
+        for (i, chunk) in tensors.chunks_mut(per_shard).enumerate() {
+            chunk.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut header = serde_json::Map::new();
+            let mut at = 0;
+            for (name, info) in chunk.iter() {
+                let len = info.n_elements as usize * dtype.block_bytes();
+                let shape: Vec<u64> = info.dims.iter().rev().copied().collect();
+                header.insert(
+                    name.clone(),
+                    json!({"dtype": safetensors_dtype(dtype), "shape": shape,
+                           "data_offsets": [at, at + len]}),
+                );
+                weight_map.insert(name.clone(), json!(names[i]));
+                at += len;
             }
-            files.push(
-                safetensors::serialize(chunk.iter().map(|(n, t)| (n.clone(), t)), None).unwrap(),
-            );
+            let mut header = serde_json::to_vec(&header).unwrap();
+            header.resize(header.len().next_multiple_of(8), b' ');
+            let mut out = Vec::with_capacity(8 + header.len() + at);
+            out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+            out.extend_from_slice(&header);
+            for (_, info) in chunk.iter() {
+                let values = self.hf_values(&file, gguf, info);
+                match dtype {
+                    GgmlType::F32 => out.extend(values.iter().flat_map(|v| v.to_le_bytes())),
+                    _ => out.extend_from_slice(&quantize(dtype, &values).unwrap()),
+                }
+            }
+            files.push(out);
         }
         let index = (shards > 1).then(|| {
             serde_json::to_vec(&json!({"metadata": {"total_size": 0}, "weight_map": weight_map}))
                 .unwrap()
         });
         (files, index)
+    }
+
+    /// A GGUF tensor's values as the checkpoint stores them: Llama's and
+    /// SmolLM3's q/k rows in HF's rotary order, Gemma's norms as w for 1 + w.
+    fn hf_values(&self, file: &GgufFile, gguf: &[u8], info: &TensorInfo) -> Vec<f32> {
+        let bytes = file.tensor_bytes(gguf, info).unwrap();
+        let mut values = dequantize(info.dtype, bytes, info.n_elements as usize).unwrap();
+        if matches!(self.arch, "llama" | "smollm3") && is_rotary(&info.name) {
+            values = to_hf_rotary(&values, info.row_elements() as usize, self.head_dim);
+        }
+        if matches!(self.arch, "gemma3" | "gemma2") && info.name.ends_with("norm.weight") {
+            values.iter_mut().for_each(|v| *v -= 1.0);
+        }
+        values
     }
 }
 
@@ -286,29 +308,12 @@ pub fn shard_name(i: usize, shards: usize) -> String {
     format!("model-{:05}-of-{shards:05}.safetensors", i + 1)
 }
 
-/// A tensor for the safetensors crate's writer.
-struct Tensor {
-    dtype: GgmlType,
-    shape: Vec<usize>,
-    data: Vec<u8>,
-}
-
-impl View for &Tensor {
-    fn dtype(&self) -> Dtype {
-        match self.dtype {
-            GgmlType::F32 => Dtype::F32,
-            GgmlType::F16 => Dtype::F16,
-            _ => Dtype::BF16,
-        }
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.data)
-    }
-    fn data_len(&self) -> usize {
-        self.data.len()
+/// The safetensors name of a checkpoint type.
+fn safetensors_dtype(t: GgmlType) -> &'static str {
+    match t {
+        GgmlType::F32 => "F32",
+        GgmlType::F16 => "F16",
+        _ => "BF16",
     }
 }
 
@@ -349,13 +354,16 @@ fn hf_name(arch: &str, gguf: &str) -> String {
     let (layer, rest) = rest.split_once('.').unwrap();
     let hf = match (rest, arch) {
         ("attn_norm.weight", _) => "input_layernorm.weight",
-        ("ffn_norm.weight", "gemma3") => "pre_feedforward_layernorm.weight",
+        ("ffn_norm.weight", "gemma3" | "gemma2") => "pre_feedforward_layernorm.weight",
         ("ffn_norm.weight", _) => "post_attention_layernorm.weight",
         ("post_attention_norm.weight", _) => "post_attention_layernorm.weight",
         ("post_ffw_norm.weight", _) => "post_feedforward_layernorm.weight",
         ("attn_q_norm.weight", _) => "self_attn.q_norm.weight",
         ("attn_k_norm.weight", _) => "self_attn.k_norm.weight",
         ("attn_output.weight", _) => "self_attn.o_proj.weight",
+        // Phi-3's fused tensors: q, k, v rows; gate rows, then up rows.
+        ("attn_qkv.weight", "phi3") => "self_attn.qkv_proj.weight",
+        ("ffn_up.weight", "phi3") => "mlp.gate_up_proj.weight",
         ("ffn_gate.weight", _) => "mlp.gate_proj.weight",
         ("ffn_up.weight", _) => "mlp.up_proj.weight",
         ("ffn_down.weight", _) => "mlp.down_proj.weight",
@@ -369,39 +377,110 @@ fn hf_name(arch: &str, gguf: &str) -> String {
     format!("model.layers.{layer}.{hf}")
 }
 
-/// `config.json` for a real GGUF file's model (its shapes from the metadata),
-/// and the `TinyModel` that writes its tensors out as a checkpoint.
-pub fn checkpoint_of_gguf(file: &GgufFile) -> (Vec<u8>, TinyModel) {
+/// `config.json` for a real GGUF file's model (its shapes from the metadata;
+/// `gguf`: the file's bytes),
+/// and the `TinyModel` that writes its tensors out as a checkpoint. Written
+/// from transformers' config classes: Gemma 2's soft-caps, window and
+/// alternating `layer_types`; Phi-3's LongRoPE factor tensors as
+/// `rope_scaling` lists; SmolLM3's NoPE layers as `no_rope_layers`.
+pub fn checkpoint_of_gguf(gguf: &[u8]) -> (Vec<u8>, TinyModel) {
+    let file = &GgufFile::parse(gguf).unwrap();
     let arch: &'static str = match file.architecture().unwrap() {
         "llama" => "llama",
         "qwen2" => "qwen2",
         "gemma3" => "gemma3",
+        "gemma2" => "gemma2",
+        "phi3" => "phi3",
+        "smollm3" => "smollm3",
         other => panic!("no checkpoint layout for {other}"),
     };
-    let u = |k: &str| file.meta_u64(&format!("{arch}.{k}")).unwrap();
-    let f = |k: &str| file.meta_f32(&format!("{arch}.{k}")).unwrap() as f64;
+    let key = |k: &str| format!("{arch}.{k}");
+    let u = |k: &str| file.meta_u64(&key(k)).unwrap();
+    let f = |k: &str| file.meta_f32(&key(k)).unwrap() as f64;
     let heads = u("attention.head_count");
+    let d_model = u("embedding_length");
     let head_dim = file
-        .meta_u64_opt(&format!("{arch}.attention.key_length"))
+        .meta_u64_opt(&key("attention.key_length"))
         .unwrap()
-        .unwrap_or(u("embedding_length") / heads);
+        .unwrap_or(d_model / heads);
+    let layers = u("block_count");
     let tied = file.tensor("output.weight").is_none();
+    let model_type = match arch {
+        "gemma3" => "gemma3_text",
+        a => a,
+    };
     let mut c = json!({
-        "model_type": if arch == "gemma3" { "gemma3_text" } else { arch },
-        "hidden_size": u("embedding_length"),
+        "model_type": model_type,
+        "hidden_size": d_model,
         "intermediate_size": u("feed_forward_length"),
-        "num_hidden_layers": u("block_count"),
+        "num_hidden_layers": layers,
         "num_attention_heads": heads,
         "num_key_value_heads": u("attention.head_count_kv"),
-        "head_dim": head_dim,
         "max_position_embeddings": u("context_length"),
         "rms_norm_eps": f("attention.layer_norm_rms_epsilon"),
         "rope_theta": f("rope.freq_base"),
         "tie_word_embeddings": tied,
     });
-    if arch == "gemma3" {
-        c["sliding_window"] = json!(u("attention.sliding_window"));
-        c["query_pre_attn_scalar"] = json!(head_dim);
+    // Phi-3's config has no head_dim: its heads are d_model / heads wide.
+    if arch != "phi3" {
+        c["head_dim"] = json!(head_dim);
+    }
+    match arch {
+        "gemma3" => {
+            c["sliding_window"] = json!(u("attention.sliding_window"));
+            c["query_pre_attn_scalar"] = json!(head_dim);
+        }
+        "gemma2" => {
+            c["hidden_activation"] = json!("gelu_pytorch_tanh");
+            c["sliding_window"] = json!(u("attention.sliding_window"));
+            // 27B (46 layers) scales by d_model / heads; the rest by head_dim.
+            let scalar = if layers == 46 {
+                d_model / heads
+            } else {
+                head_dim
+            };
+            c["query_pre_attn_scalar"] = json!(scalar);
+            for cap in ["attn_logit_softcapping", "final_logit_softcapping"] {
+                let v = file.meta_f32_opt(&key(cap)).unwrap();
+                c[cap] = v.map_or(Value::Null, |v| json!(v as f64));
+            }
+            // transformers: sliding where (layer + 1) % 2 != 0.
+            let types: Vec<_> = (0..layers)
+                .map(|l| match (l + 1) % 2 {
+                    0 => "full_attention",
+                    _ => "sliding_attention",
+                })
+                .collect();
+            c["layer_types"] = json!(types);
+        }
+        "phi3" => {
+            c["hidden_act"] = json!("silu");
+            c["sliding_window"] = file
+                .meta_u64_opt(&key("attention.sliding_window"))
+                .unwrap()
+                .map_or(Value::Null, |w| json!(w));
+            let n_rot = file
+                .meta_u64_opt(&key("rope.dimension_count"))
+                .unwrap()
+                .unwrap_or(head_dim);
+            c["partial_rotary_factor"] = json!((n_rot * heads) as f64 / d_model as f64);
+            if let Some(original) = file
+                .meta_u64_opt(&key("rope.scaling.original_context_length"))
+                .unwrap()
+            {
+                c["original_max_position_embeddings"] = json!(original);
+            }
+            c["rope_scaling"] = phi3_rope_scaling(file, gguf, arch);
+        }
+        "smollm3" => {
+            c["hidden_act"] = json!("silu");
+            // 1: the layer rotates; llama.cpp's smollm3 skips every 4th.
+            let pattern: Vec<u64> = (0..layers).map(|l| ((l + 1) % 4 != 0) as u64).collect();
+            c["no_rope_layers"] = json!(pattern);
+            c["no_rope_layer_interval"] = json!(4);
+            c["use_sliding_window"] = json!(false);
+        }
+        _ => {}
     }
     let model = TinyModel {
         arch,
@@ -409,4 +488,47 @@ pub fn checkpoint_of_gguf(file: &GgufFile) -> (Vec<u8>, TinyModel) {
         tied,
     };
     (serde_json::to_vec_pretty(&c).unwrap(), model)
+}
+
+/// Phi-3's `rope_scaling`: `null`, or LongRoPE's two factor lists (the
+/// file's `rope_factors_*` tensors). Transformers scales cos and sin by
+/// `attention_factor`, else by sqrt(1 + ln s / ln original) with s = context
+/// / original (1 where s <= 1); the file's own `attn_factor` is written as
+/// `attention_factor` where it is not that value.
+fn phi3_rope_scaling(file: &GgufFile, gguf: &[u8], arch: &str) -> Value {
+    let key = |k: &str| format!("{arch}.{k}");
+    let (Some(long), Some(short)) = (
+        file.tensor("rope_factors_long.weight"),
+        file.tensor("rope_factors_short.weight"),
+    ) else {
+        return Value::Null;
+    };
+    let values = |t: &TensorInfo| -> Vec<f64> {
+        let bytes = file.tensor_bytes(gguf, t).unwrap();
+        dequantize(t.dtype, bytes, t.n_elements as usize)
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect()
+    };
+    let mut scaling = json!({
+        "type": "longrope",
+        "long_factor": values(long),
+        "short_factor": values(short),
+    });
+    let context = file.meta_u64(&key("context_length")).unwrap() as f64;
+    let original = file
+        .meta_u64(&key("rope.scaling.original_context_length"))
+        .unwrap() as f64;
+    let scale = context / original;
+    let derived = match scale > 1.0 {
+        true => (1.0 + scale.ln() / original.ln()).sqrt(),
+        false => 1.0,
+    };
+    if let Some(a) = file.meta_f32_opt(&key("rope.scaling.attn_factor")).unwrap() {
+        if a != derived as f32 {
+            scaling["attention_factor"] = json!(a as f64);
+        }
+    }
+    scaling
 }

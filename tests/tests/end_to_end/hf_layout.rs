@@ -4,10 +4,13 @@
 //! bit-identical logits both ways, for F32 and F16 checkpoints and for BF16
 //! ones (read as F32, exactly) against a GGUF file of the same values. Any
 //! wrong name, norm offset or rotary layout would move the logits by far
-//! more than a bit.
+//! more than a bit. The real tiny Gemma 2, Phi-3 and SmolLM3 files, written
+//! as checkpoints, run bit for bit as the files dequantized to F32 do, and
+//! give the Q8_0 files' greedy tokens; configs of theirs that wick would run
+//! otherwise than transformers are refused naming the field.
 
-use wick::format::quant::GgmlType;
-use wick::format::SafetensorsError;
+use wick::format::quant::{dequantize, GgmlType};
+use wick::format::{GgufFile, GgufWriter, MetaValue, SafetensorsError};
 use wick::hf_folder::{HfConfigFiles, HfFiles, HfLoader};
 use wick::model::hf::HfOptions;
 use wick::model::ModelError;
@@ -69,17 +72,15 @@ impl Checkpoint {
     }
 
     fn load(&self, hf_opts: &HfOptions) -> Result<Engine, WickError> {
+        self.load_with(&opts(), hf_opts)
+    }
+
+    fn load_with(&self, opts: &PipelineOptions, hf_opts: &HfOptions) -> Result<Engine, WickError> {
         let files = HfFiles {
             meta: self.meta(),
             shards: self.shards.iter().map(Vec::as_slice).collect(),
         };
-        pollster::block_on(Engine::load_hf(
-            gpu(),
-            &files,
-            &opts(),
-            hf_opts,
-            &mut |_| {},
-        ))
+        pollster::block_on(Engine::load_hf(gpu(), &files, opts, hf_opts, &mut |_| {}))
     }
 }
 
@@ -273,8 +274,7 @@ fn checkpoints_stream_in_chunks_of_any_size() {
 #[test]
 fn a_real_models_tensors_as_a_checkpoint_match_its_gguf_file() {
     let bytes = std::fs::read(model_path("SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
-    let file = wick::format::GgufFile::parse(&bytes).unwrap();
-    let (config, model) = checkpoint_of_gguf(&file);
+    let (config, model) = checkpoint_of_gguf(&bytes);
     let (shards, _) = model.safetensors(&bytes, Storage::F32, 1);
     // The tiny tokenizer: the input is ids, and the model's vocabulary is
     // only in its GGUF metadata.
@@ -294,5 +294,295 @@ fn a_real_models_tensors_as_a_checkpoint_match_its_gguf_file() {
         let diff = max_abs_diff(g, w);
         assert!(diff < 1e-3, "position {pos}: logits differ by {diff}");
         assert_eq!(argmax(g), argmax(w), "position {pos}");
+    }
+}
+
+fn opts_at(ctx: usize) -> PipelineOptions {
+    PipelineOptions {
+        ctx_len: Some(ctx),
+        ..opts()
+    }
+}
+
+/// Greedy decoding: `prompt` prefilled, then `n` tokens, each the argmax of
+/// the last logits. The ids chosen and the logits at every position.
+fn greedy(engine: &mut Engine, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let argmax = |v: &[f32]| (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap() as u32;
+    engine.pipeline.reset();
+    let mut logits = pollster::block_on(engine.pipeline.prefill(prompt, prompt.len())).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let id = argmax(logits.last().unwrap());
+        ids.push(id);
+        logits.push(pollster::block_on(engine.pipeline.decode(id)).unwrap());
+    }
+    (ids, logits)
+}
+
+/// The checkpoint of a real GGUF file's dequantized tensors (F32), with
+/// the tiny tokenizer: the input is ids.
+fn f32_checkpoint(config: Vec<u8>, model: &TinyModel, gguf: &[u8]) -> Checkpoint {
+    let (shards, _) = model.safetensors(gguf, Storage::F32, 1);
+    Checkpoint {
+        config,
+        shards,
+        index: None,
+        tokenizer: tokenizer_json(),
+        tokenizer_config: tokenizer_config_json(),
+    }
+}
+
+/// The GGUF file with metadata `key` set to `value`.
+fn with_meta(gguf: &[u8], key: &str, value: MetaValue) -> Vec<u8> {
+    let file = GgufFile::parse(gguf).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in &file.metadata {
+        w = w.meta(k.clone(), if k == key { value.clone() } else { v.clone() });
+    }
+    for t in &file.tensors {
+        let bytes = file.tensor_bytes(gguf, t).unwrap();
+        w = w.tensor(t.name.clone(), &t.dims, t.dtype, bytes);
+    }
+    w.to_bytes()
+}
+
+/// The GGUF file with every tensor dequantized to F32: the values of the
+/// checkpoint `checkpoint_of_gguf` writes, read by the same kernels.
+fn as_f32(gguf: &[u8]) -> Vec<u8> {
+    let file = GgufFile::parse(gguf).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in &file.metadata {
+        w = w.meta(k.clone(), v.clone());
+    }
+    for t in &file.tensors {
+        let bytes = file.tensor_bytes(gguf, t).unwrap();
+        let values = dequantize(t.dtype, bytes, t.n_elements as usize).unwrap();
+        w = w.tensor_f32(t.name.clone(), &t.dims, &values);
+    }
+    w.to_bytes()
+}
+
+/// A greedy run (`greedy`) at context `ctx`.
+struct Run {
+    ctx: usize,
+    ids: Vec<u32>,
+    logits: Vec<Vec<f32>>,
+}
+
+const GREEDY_TOKENS: usize = 8;
+
+fn run_gguf(gguf: &[u8], ctx: usize, prompt: &[u32]) -> Run {
+    let mut engine =
+        pollster::block_on(Engine::load(gpu(), gguf, &opts_at(ctx), &mut |_| {})).unwrap();
+    let (ids, logits) = greedy(&mut engine, prompt, GREEDY_TOKENS);
+    Run { ctx, ids, logits }
+}
+
+/// Largest logit difference the checkpoint and the Q8_0 file may show. The
+/// checkpoint holds the file's weights dequantized, and runs bit for bit as
+/// the F32 file of those values does (checked first), so only the kernels
+/// differ: Q8_0 decoded in the matmul against F32 read. Measured on
+/// lavapipe over 80 positions: at most 4.0e-4 (Gemma 2, logits up to 26),
+/// 1.35e-3 (SmolLM3, logits up to 2.6: a few positions reach 1e-4 to 1e-3,
+/// most stay near 1e-5), 9e-5 (Phi-3, both factor sets). A wrong
+/// name, norm offset, rotary order, window, soft-cap, NoPE layer or
+/// LongRoPE factor set moves them by tenths to whole units (Phi-3's two
+/// factor sets alone: 0.47 a position on average in llama.cpp), and fails
+/// the bit-for-bit check besides; 1e-2 leaves other GPUs' rounding room.
+const Q8_0_TOLERANCE: f32 = 1e-2;
+
+/// The checkpoint's greedy runs at `contexts` against the GGUF file's: bit
+/// for bit against the file dequantized to F32, the same ids and logits
+/// within `Q8_0_TOLERANCE` at every position against the file itself,
+/// whose runs are returned.
+fn assert_same_runs(
+    what: &str,
+    gguf: &[u8],
+    config: Vec<u8>,
+    model: &TinyModel,
+    contexts: &[usize],
+    prompt: &[u32],
+) -> Vec<Run> {
+    let hf: Vec<Run> = {
+        let ckpt = f32_checkpoint(config, model, gguf);
+        contexts
+            .iter()
+            .map(|&ctx| {
+                let mut engine = ckpt
+                    .load_with(&opts_at(ctx), &HfOptions::default())
+                    .unwrap();
+                let (ids, logits) = greedy(&mut engine, prompt, GREEDY_TOKENS);
+                Run { ctx, ids, logits }
+            })
+            .collect()
+    };
+    {
+        let f32_file = as_f32(gguf);
+        for h in &hf {
+            let want = run_gguf(&f32_file, h.ctx, prompt);
+            for (pos, (g, w)) in h.logits.iter().zip(&want.logits).enumerate() {
+                let same = g.iter().zip(w).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "{what}, context {}: position {pos} differs from the F32 file by {}",
+                    h.ctx,
+                    max_abs_diff(g, w)
+                );
+            }
+        }
+    }
+    let mut runs = Vec::new();
+    for h in hf {
+        let want = run_gguf(gguf, h.ctx, prompt);
+        assert_eq!(h.ids, want.ids, "{what}, context {}: greedy ids", h.ctx);
+        let mut worst = 0f32;
+        for (pos, (g, w)) in h.logits.iter().zip(&want.logits).enumerate() {
+            let diff = max_abs_diff(g, w);
+            worst = worst.max(diff);
+            assert!(
+                diff < Q8_0_TOLERANCE,
+                "{what}, context {}: position {pos} differs by {diff}",
+                h.ctx
+            );
+        }
+        eprintln!(
+            "{what}, context {}: greedy {:?}, logits within {worst:.2e} of the Q8_0 file",
+            h.ctx, want.ids
+        );
+        runs.push(want);
+    }
+    runs
+}
+
+/// Gemma 2, Phi-3 and SmolLM3 from Hugging Face folders against their GGUF
+/// files: the tiny models' tensors, dequantized, written as the F32
+/// checkpoint transformers would store (`checkpoint_of_gguf`: Gemma's norms
+/// as w, SmolLM3's q/k rows in HF's rotary order, Phi-3's fused tensors
+/// under their HF names and its LongRoPE factors as `rope_scaling` lists).
+/// A 72-token prompt passes Gemma 2's 64-token window; Phi-3 runs at a
+/// context over its original 256 (long factors) and at one within it (short
+/// factors), and once more with the attention factor transformers derives
+/// from the contexts in place of the file's.
+#[test]
+fn gemma2_phi3_and_smollm3_checkpoints_match_their_gguf_files() {
+    let prompt: Vec<u32> = (0..72u32).map(|i| 3 + (i * 7919) % 30_000).collect();
+    for (file, contexts) in [
+        ("tiny-gemma2.q8_0.gguf", &[128][..]),
+        ("tiny-smollm3.q8_0.gguf", &[128]),
+        ("tiny-phi3.q8_0.gguf", &[512, 128]),
+    ] {
+        let gguf = std::fs::read(model_path(file)).unwrap();
+        let (config, model) = checkpoint_of_gguf(&gguf);
+        let runs = assert_same_runs(file, &gguf, config, &model, contexts, &prompt);
+        if let [long, short] = &runs[..] {
+            // The two factor sets really differ on this prompt.
+            let apart = long
+                .logits
+                .iter()
+                .zip(&short.logits)
+                .map(|(l, s)| max_abs_diff(l, s))
+                .fold(0f32, f32::max);
+            assert!(
+                apart > 0.1,
+                "{file}: long and short factors agree ({apart})"
+            );
+        }
+    }
+
+    // The tiny Phi-3 file's attn_factor (1.190238) is Phi-3.5's, derived
+    // from 131072 / 4096, not from its own 8192 / 256: its checkpoint says
+    // so with `attention_factor`. Without it, transformers (and wick)
+    // derive sqrt(1 + ln 32 / ln 256) = 1.2747549; the file with that
+    // factor runs the same as the checkpoint without the field.
+    let gguf = std::fs::read(model_path("tiny-phi3.q8_0.gguf")).unwrap();
+    let (config, model) = checkpoint_of_gguf(&gguf);
+    let mut config: serde_json::Value = serde_json::from_slice(&config).unwrap();
+    let scaling = config["rope_scaling"].as_object_mut().unwrap();
+    let given = scaling
+        .remove("attention_factor")
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    assert!((given - 1.190238).abs() < 1e-6, "{given}");
+    let derived = (1.0 + (8192f64 / 256.0).ln() / 256f64.ln()).sqrt();
+    assert!((derived - 1.2747549).abs() < 1e-6, "{derived}");
+    let gguf = with_meta(
+        &gguf,
+        "phi3.rope.scaling.attn_factor",
+        MetaValue::F32(derived as f32),
+    );
+    let config = serde_json::to_vec(&config).unwrap();
+    assert_same_runs(
+        "tiny-phi3, derived attn_factor",
+        &gguf,
+        config,
+        &model,
+        &[512],
+        &prompt,
+    );
+}
+
+/// A safetensors file of no tensors: enough for a load refused by its config.
+fn no_tensors() -> Vec<u8> {
+    let mut out = 8u64.to_le_bytes().to_vec();
+    out.extend_from_slice(b"{}      ");
+    out
+}
+
+/// Configs of these architectures that wick would run otherwise than
+/// transformers are refused, naming the field.
+#[test]
+fn gemma2_phi3_and_smollm3_configs_wick_runs_otherwise_are_refused_by_field() {
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit, &str); 5] = [
+        // Layer 3 rotating: wick's smollm3 skips RoPE there.
+        (
+            "tiny-smollm3.q8_0.gguf",
+            |c| c["no_rope_layers"] = serde_json::json!([1, 1, 1, 1]),
+            "`no_rope_layers[3]`",
+        ),
+        (
+            "tiny-smollm3.q8_0.gguf",
+            |c| c["no_rope_layer_interval"] = serde_json::json!(3),
+            "`no_rope_layer_interval`",
+        ),
+        (
+            "tiny-phi3.q8_0.gguf",
+            |c| c["rope_scaling"]["type"] = serde_json::json!("dynamic"),
+            "`rope_scaling.type`",
+        ),
+        (
+            "tiny-phi3.q8_0.gguf",
+            |c| c["rope_scaling"]["short_mscale"] = serde_json::json!(1.1),
+            "`rope_scaling.short_mscale`",
+        ),
+        // Layer 0 global, layer 1 sliding: the other way round from wick's.
+        (
+            "tiny-gemma2.q8_0.gguf",
+            |c| c["layer_types"] = serde_json::json!(["full_attention", "sliding_attention"]),
+            "`layer_types[0]`",
+        ),
+    ];
+    for (file, edit, field) in cases {
+        let gguf = std::fs::read(model_path(file)).unwrap();
+        let (config, _) = checkpoint_of_gguf(&gguf);
+        let mut config: serde_json::Value = serde_json::from_slice(&config).unwrap();
+        edit(&mut config);
+        let ckpt = Checkpoint {
+            config: serde_json::to_vec(&config).unwrap(),
+            shards: vec![no_tensors()],
+            index: None,
+            tokenizer: tokenizer_json(),
+            tokenizer_config: tokenizer_config_json(),
+        };
+        match ckpt.load(&HfOptions::default()) {
+            Err(WickError::Model(ModelError::Config(msg))) => {
+                assert!(msg.contains(field), "{file}: {msg}")
+            }
+            other => panic!(
+                "{file}: expected a refusal naming {field}, got {:?}",
+                other.map(|_| ())
+            ),
+        }
     }
 }

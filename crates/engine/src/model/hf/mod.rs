@@ -13,6 +13,11 @@
 //! Everything is decided from `config.json` and the safetensors headers
 //! before the first tensor byte is read: an unknown tensor, a type wick does
 //! not read or a shape that cannot be converted fails naming the tensor.
+//!
+//! Folders of `model_type` llama, qwen2, gemma3_text, gemma2, phi3 and
+//! smollm3 are read. A few GGUF tensors come from `config.json` rather than
+//! the safetensors (Phi-3's LongRoPE factors): they lead the GGUF stream,
+//! sent with its header.
 
 pub mod config;
 pub mod convert;
@@ -20,7 +25,7 @@ pub mod names;
 pub mod stream;
 
 use crate::format::gguf::MetaValue;
-use crate::format::gguf_write::GgufWriter;
+use crate::format::gguf_write::{GgufWriter, ALIGNMENT};
 use crate::format::quant::GgmlType;
 use crate::format::safetensors::SafetensorsHeader;
 use crate::tokenizer::chat_template::CHAT_TEMPLATE_KEY;
@@ -60,6 +65,9 @@ pub struct HfCheckpoint {
     pub config: HfConfig,
     /// The header of the GGUF stream: metadata and tensor table.
     header: Vec<u8>,
+    /// The bytes of the tensors made from the config, each padded to GGUF's
+    /// alignment: the first of the GGUF data, sent right after the header.
+    inline: Vec<u8>,
     /// In stream order: shard by shard, each in file order.
     jobs: Vec<Job>,
 }
@@ -86,6 +94,16 @@ impl HfCheckpoint {
         }
         if let Some(t) = chat_template {
             w = w.meta(CHAT_TEMPLATE_KEY, MetaValue::String(t.to_string()));
+        }
+        // The config's tensors first: their bytes are known now.
+        let mut inline = Vec::new();
+        for (name, values) in &config.tensors {
+            w = w.declare_tensor(name.clone(), &[values.len() as u64], GgmlType::F32);
+            inline.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+            inline.resize(
+                (inline.len() as u64).next_multiple_of(ALIGNMENT) as usize,
+                0,
+            );
         }
         let mut jobs = Vec::new();
         for (shard, header) in shards.iter().enumerate() {
@@ -135,6 +153,7 @@ impl HfCheckpoint {
         Ok(HfCheckpoint {
             config,
             header,
+            inline,
             jobs,
         })
     }
@@ -170,17 +189,19 @@ fn conversion(
         (_, GgmlType::BF16) => GgmlType::F32,
         (_, s) => s,
     };
-    let add_one = config.architecture == "gemma3" && names::is_norm(gguf);
-    // Only Llama's converter permutes (Qwen2 and Gemma 3 keep HF's layout);
-    // q and k alike, weights and biases, in heads of head_dim rows.
+    let add_one = matches!(config.architecture, "gemma3" | "gemma2") && names::is_norm(gguf);
+    // Only Llama's converter permutes, and SmolLM3's, which subclasses it
+    // (Qwen2, Gemma and Phi-3 keep HF's layout); q and k alike, weights and
+    // biases, in heads of head_dim rows.
     let rotary = [
         "attn_q.weight",
         "attn_k.weight",
         "attn_q.bias",
         "attn_k.bias",
     ];
-    let rotary_rows = (config.architecture == "llama" && rotary.iter().any(|s| gguf.ends_with(s)))
-        .then_some(config.head_dim);
+    let permuted = matches!(config.architecture, "llama" | "smollm3");
+    let rotary_rows =
+        (permuted && rotary.iter().any(|s| gguf.ends_with(s))).then_some(config.head_dim);
     Ok(Conversion {
         stored,
         // Added in f32: the sum is kept as F32 (vectors are uploaded as f32).
@@ -192,4 +213,72 @@ fn conversion(
         rotary_rows,
         add_one,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::gguf::GgufFile;
+
+    /// A safetensors file of F32 tensors `(name, shape)`, values 0, 1, 2, ...
+    fn safetensors(tensors: &[(&str, &[u64])]) -> Vec<u8> {
+        let mut header = serde_json::Map::new();
+        let mut data = Vec::new();
+        for (name, shape) in tensors {
+            let n: u64 = shape.iter().product();
+            let at = data.len();
+            data.extend((0..n).flat_map(|i| (i as f32).to_le_bytes()));
+            header.insert(
+                name.to_string(),
+                serde_json::json!({"dtype": "F32", "shape": shape,
+                                   "data_offsets": [at, data.len()]}),
+            );
+        }
+        let mut json = serde_json::to_vec(&header).unwrap();
+        json.resize(json.len().next_multiple_of(8), b' ');
+        let mut out = (json.len() as u64).to_le_bytes().to_vec();
+        out.extend(json);
+        out.extend(data);
+        out
+    }
+
+    #[test]
+    fn config_tensors_lead_the_gguf_stream() {
+        let config = r#"{"model_type": "phi3", "hidden_size": 8, "intermediate_size": 4,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64,
+            "original_max_position_embeddings": 16, "rope_scaling": {"type": "longrope",
+            "long_factor": [2.0, 3.0], "short_factor": [1.0, 1.5]}}"#;
+        let file = safetensors(&[
+            ("model.embed_tokens.weight", &[3, 8]),
+            ("lm_head.weight", &[3, 8]),
+            ("model.layers.0.self_attn.qkv_proj.weight", &[24, 8]),
+        ]);
+        let header = SafetensorsHeader::parse(&file).unwrap();
+        let ckpt =
+            HfCheckpoint::new(config.as_bytes(), &[header], None, &HfOptions::default()).unwrap();
+        let mut gguf = Vec::new();
+        let mut stream = ckpt.into_stream();
+        // In two chunks, the cut inside a tensor.
+        for chunk in [&file[..file.len() - 100], &file[file.len() - 100..]] {
+            stream
+                .push(0, chunk, &mut |b: &[u8]| -> Result<(), ModelError> {
+                    gguf.extend_from_slice(b);
+                    Ok(())
+                })
+                .unwrap();
+        }
+        stream.finish().unwrap();
+        let parsed = GgufFile::parse(&gguf).unwrap();
+        let values = |name: &str| {
+            let t = parsed.tensor(name).unwrap();
+            let bytes = parsed.tensor_bytes(&gguf, t).unwrap();
+            crate::format::quant::dequantize(t.dtype, bytes, t.n_elements as usize).unwrap()
+        };
+        assert_eq!(values("rope_factors_long.weight"), [2.0, 3.0]);
+        assert_eq!(values("rope_factors_short.weight"), [1.0, 1.5]);
+        let qkv = values("blk.0.attn_qkv.weight");
+        assert_eq!((qkv.len(), qkv[191]), (192, 191.0));
+        assert_eq!(values("output.weight")[23], 23.0);
+        assert_eq!(parsed.tensors[0].name, "rope_factors_long.weight");
+    }
 }

@@ -4,7 +4,8 @@
 //! through unchanged is forwarded as its bytes arrive (no copy); one that is
 //! converted is held until whole, converted, then sent. Bytes the GGUF file
 //! does not carry (safetensors headers, tensors not loaded) are skipped, and
-//! each tensor is followed by the padding GGUF's alignment asks for.
+//! each tensor is followed by the padding GGUF's alignment asks for. The
+//! tensors made from `config.json` go first, with the header.
 
 use crate::format::gguf_write::ALIGNMENT;
 use crate::model::ModelError;
@@ -56,6 +57,9 @@ impl HfStream {
     ) -> Result<(), E> {
         if !self.header_sent {
             sink(&self.ckpt.header)?;
+            if !self.ckpt.inline.is_empty() {
+                sink(&self.ckpt.inline)?;
+            }
             self.header_sent = true;
         }
         if shard != self.shard {
