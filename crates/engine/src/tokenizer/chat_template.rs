@@ -9,9 +9,12 @@
 //! - `raise_exception(msg)` fails the render with the template's message;
 //! - `tojson` as Python's `json.dumps(x, ensure_ascii=False)`: `", "` and
 //!   `": "` separators, keys in their given order, no HTML escaping;
+//! - `{{ x }}` and `x | string` as Python's `str(x)`: lists and dicts as their
+//!   `repr`, floats as `1e-05` / `1e+16`, `True`, `None`;
 //! - Python string and dict methods (`.strip()`, `.startswith()`, `.items()` ...)
 //!   through minijinja-contrib's pycompat;
-//! - `strftime_now(fmt)` for the templates that print today's date;
+//! - `strftime_now(fmt)` for the templates that print today's date (UTC;
+//!   [`ChatTemplate::at_time`] pins the clock);
 //! - `{% generation %}...{% endgeneration %}` (transformers' assistant-mask
 //!   tag) renders its body;
 //! - extra variables (`chat_template_kwargs`: `enable_thinking`, `tools` ...)
@@ -108,6 +111,16 @@ impl ChatTemplate {
 
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// Pins the clock `strftime_now` reads to `unix_secs` (UTC), for renders
+    /// that must not change with the day (tests, caches).
+    pub fn at_time(mut self, unix_secs: u64) -> Self {
+        self.env
+            .add_function("strftime_now", move |fmt: String| -> Result<Value, Error> {
+                Ok(Value::from(strftime(&fmt, unix_secs)))
+            });
+        self
     }
 
     /// Renders `messages`; `add_generation_prompt` appends the opening of the

@@ -1,5 +1,7 @@
 //! Chat templates against Hugging Face's renderings and llama.cpp's token ids
-//! (`chat_templates_public.json`), plus the jinja2 behaviours templates rely on.
+//! (`chat_templates_public.json`), real templates of the newer architectures
+//! against transformers' renderings (`chat_templates_new_archs.json`), plus
+//! the jinja2 behaviours templates rely on.
 //!
 //! Golden JSON: `$WICK_GOLDEN_DIR`, else `<workspace>/tests/fixtures/golden`,
 //! else `<workspace>/../shared/golden`. Models: `$WICK_MODELS_DIR`, else
@@ -19,6 +21,10 @@ fn workspace() -> PathBuf {
 }
 
 fn golden() -> Json {
+    golden_file("chat_templates_public.json")
+}
+
+fn golden_file(name: &str) -> Json {
     let ws = workspace();
     let dirs: Vec<PathBuf> = std::env::var_os("WICK_GOLDEN_DIR")
         .map(PathBuf::from)
@@ -30,9 +36,9 @@ fn golden() -> Json {
         .collect();
     let path = dirs
         .iter()
-        .map(|d| d.join("chat_templates_public.json"))
+        .map(|d| d.join(name))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("chat_templates_public.json not found in {dirs:?}"));
+        .unwrap_or_else(|| panic!("{name} not found in {dirs:?}"));
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
 }
 
@@ -74,6 +80,79 @@ fn renders_like_hugging_face() {
             assert_eq!(t.render_json(&json, None, agp).unwrap(), want, "{model}");
         }
     }
+}
+
+/// The real templates of Gemma 2, Phi-3.5, Phi-3 (tiny-phi3's), SmolLM3 and
+/// Qwen3-Coder as transformers renders them (`chat_templates_new_archs.json`,
+/// made by tests/fixtures/chat_templates/make_renders.py with jinja2): every
+/// case renders to the same text, or fails with the template's own
+/// `raise_exception` message as a typed error. Each entry point that can take
+/// the case gives the same answer.
+#[test]
+fn new_arch_templates_render_like_transformers() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for entry in golden_file("chat_templates_new_archs.json")
+        .as_array()
+        .unwrap()
+    {
+        let model = entry["model"].as_str().unwrap();
+        let t = ChatTemplate::new(
+            entry["chat_template"].as_str().unwrap(),
+            entry["bos_token"].as_str().unwrap(),
+            entry["eos_token"].as_str().unwrap(),
+        )
+        .unwrap_or_else(|e| panic!("{model}: {e}"))
+        .at_time(entry["strftime_now_unix"].as_u64().unwrap());
+        for case in entry["cases"].as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let agp = case["add_generation_prompt"].as_bool().unwrap();
+            let want = match case.get("error") {
+                Some(msg) => Err(ChatTemplateError::Raised(msg.as_str().unwrap().into())),
+                None => Ok(case["rendered"].as_str().unwrap().to_string()),
+            };
+            let messages = case["messages"].to_string();
+            let tools = (!case["tools"].is_null()).then(|| case["tools"].to_string());
+            let mut kwargs = case["kwargs"].as_object().unwrap().clone();
+            let plain = kwargs.is_empty();
+            if !case["tools"].is_null() {
+                kwargs.insert("tools".into(), case["tools"].clone());
+            }
+            let mut got = vec![(
+                "render_json_with_kwargs",
+                t.render_json_with_kwargs(&messages, agp, &Json::Object(kwargs).to_string()),
+            )];
+            if plain {
+                got.push((
+                    "render_json",
+                    t.render_json(&messages, tools.as_deref(), agp),
+                ));
+            }
+            let text_only = case["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|m| m.as_object().unwrap().len() == 2 && m["content"].is_string());
+            if plain && tools.is_none() && text_only {
+                got.push(("render", t.render(&messages_of(case), agp)));
+            }
+            for (how, got) in got {
+                checked += 1;
+                if got != want {
+                    failures.push(format!(
+                        "{model} / {name} ({how}):\n  want {want:?}\n  got  {got:?}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked > 40, "{checked} renders checked");
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} renders differ from transformers':\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -348,6 +427,29 @@ fn printed_lists_and_dicts_are_python_reprs() {
         t.render_json(msgs, None, false).unwrap(),
         "['a', \"it's\", None, True, 1.5, {'k': 'v\\n\"q\"', 'n': 1e+16}, \
          '\\xa0\\u200b🙂\\\\']|{'b': [1, 2.0]}|2.0"
+    );
+}
+
+/// `{{ x }}` is `str(x)` in jinja2: a float prints in Python's notation
+/// (`1e-05`, `1e+16`, `2.0`, `inf`), as `| string` and `repr` do; `tojson`
+/// keeps json.dumps' names for the non-finite ones. Qwen3-Coder prints a
+/// tool parameter's enum values this way.
+#[test]
+fn printed_floats_are_pythons_str() {
+    let t = ChatTemplate::new(
+        "{% for x in messages[0].content %}{{ x }}|{{ x | string }}|{% endfor %}\
+         {{ messages[0].content }}|{{ 1e300 * 1e300 }}|{{ -1e300 * 1e300 }}|\
+         {{ [1e300 * 1e300] | tojson }}",
+        "",
+        "",
+    )
+    .unwrap();
+    let msgs =
+        r#"[{"role": "user", "content": [1e-05, 1e16, 2.0, 0.1, 123456.789, 3, true, null]}]"#;
+    assert_eq!(
+        t.render_json(msgs, None, false).unwrap(),
+        "1e-05|1e-05|1e+16|1e+16|2.0|2.0|0.1|0.1|123456.789|123456.789|3|3|True|True|None|None|\
+         [1e-05, 1e+16, 2.0, 0.1, 123456.789, 3, True, None]|inf|-inf|[Infinity]"
     );
 }
 

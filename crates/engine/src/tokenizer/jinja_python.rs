@@ -7,7 +7,9 @@ use minijinja::{Error, ErrorKind, Output, State};
 
 /// Writes `{{ value }}` as jinja2 does: `str(value)`, which for lists and
 /// dicts is their Python `repr` (`['a', 1]`, `{'k': None}`), where
-/// minijinja would print JSON-like text.
+/// minijinja would print JSON-like text, and for floats the shortest round
+/// trip in Python's notation (`1e-05`, `1e+16`), where minijinja would print
+/// `0.00001` and `10000000000000000.0`.
 pub(super) fn python_formatter(
     out: &mut Output,
     state: &State,
@@ -19,6 +21,9 @@ pub(super) fn python_formatter(
             write_repr(value, &mut s)?;
             out.write_str(&s).map_err(Error::from)
         }
+        ValueKind::Number if !value.is_integer() => out
+            .write_str(&python_float(f64::try_from(value.clone())?))
+            .map_err(Error::from),
         _ => minijinja::escape_formatter(out, state, value),
     }
 }
@@ -158,7 +163,12 @@ fn write_json(
                 out.push_str(&v.to_string());
             } else {
                 let f = f64::try_from(v.clone())?;
-                out.push_str(&python_float(f));
+                // json.dumps writes the non-finite floats as JavaScript names.
+                out.push_str(&match f {
+                    f if f.is_nan() => "NaN".into(),
+                    f if f.is_infinite() => if f > 0.0 { "Infinity" } else { "-Infinity" }.into(),
+                    f => python_float(f),
+                });
             }
         }
         ValueKind::String | ValueKind::Bytes => {
@@ -219,13 +229,14 @@ fn write_json(
     Ok(())
 }
 
-/// Python's `repr(float)`: shortest round trip, `1.0` not `1`, `1e+16` exponents.
+/// Python's `repr(float)` (and `str`): shortest round trip, `1.0` not `1`,
+/// `1e+16` / `1e-05` exponents, `nan`, `inf`.
 pub(super) fn python_float(f: f64) -> String {
     if f.is_nan() {
-        return "NaN".into();
+        return "nan".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
+        return if f > 0.0 { "inf" } else { "-inf" }.into();
     }
     let a = f.abs();
     if a != 0.0 && !(1e-4..1e16).contains(&a) {

@@ -2,9 +2,10 @@
 //! streaming decode and typed errors.
 //!
 //! Real models: `$WICK_MODELS_DIR` (default `<workspace>/models`); a missing
-//! one fails the test. Tiny MoE models: `<workspace>/tests/fixtures/models`,
-//! else `<workspace>/../shared/models`. Golden JSON: `$WICK_GOLDEN_DIR`, else
-//! `<workspace>/tests/fixtures/golden`, else `<workspace>/../shared/golden`.
+//! one fails the test. Tiny models: `<workspace>/tests/fixtures/models`, else
+//! `<workspace>/../shared/models`, file by file. Golden JSON:
+//! `$WICK_GOLDEN_DIR`, else `<workspace>/tests/fixtures/golden`, else
+//! `<workspace>/../shared/golden`.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -12,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
-use wick::format::gguf::GgufFile;
+use wick::format::gguf::{GgufFile, MetaValue};
+use wick::tokenizer::chat_template::ChatTemplate;
 use wick::tokenizer::{StreamDecoder, Tokenizer, TokenizerError};
 
 const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -35,13 +37,14 @@ fn first_dir(candidates: &[PathBuf]) -> PathBuf {
 fn model_path(name: &str) -> PathBuf {
     if name.starts_with("tiny-") {
         let ws = workspace();
-        let dir = first_dir(&[
+        let dirs = [
             ws.join("tests/fixtures/models"),
             ws.join("../shared/models"),
-        ]);
-        let p = dir.join(name);
-        assert!(p.is_file(), "test model {} not found", p.display());
-        p
+        ];
+        dirs.iter()
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("test model {name} not found in {dirs:?}"))
     } else {
         let dir = std::env::var_os("WICK_MODELS_DIR")
             .map(PathBuf::from)
@@ -398,6 +401,129 @@ fn special_ids_and_stop_tokens() {
             vocab: 262144
         })
     ));
+}
+
+// ---- end of turn: Gemma 2, Phi-3, SmolLM3, Qwen3-Coder ----------------------------
+
+/// The vocabulary a `chat_templates_new_archs.json` entry names: a tiny
+/// file's, with `rename` giving some ids other texts. SmolLM3's vocabulary is
+/// Llama 3's with its ChatML markers in reserved special slots; tiny-smollm3
+/// carries plain Llama 3's, so the test puts them there (control tokens
+/// either way) and the stop ids come from the texts, as in the real file.
+fn family_tokenizer(spec: &Value) -> (GgufFile, Tokenizer) {
+    let mut header = read_header(&model_path(spec["gguf"].as_str().unwrap()));
+    if let Some(rename) = spec.get("rename").and_then(Value::as_object) {
+        let (_, tokens) = header
+            .metadata
+            .iter_mut()
+            .find(|(k, _)| k == "tokenizer.ggml.tokens")
+            .unwrap();
+        let MetaValue::Array(tokens) = tokens else {
+            panic!("tokenizer.ggml.tokens is not an array")
+        };
+        for (id, text) in rename {
+            let slot = &mut tokens[id.parse::<usize>().unwrap()];
+            assert!(
+                matches!(slot, MetaValue::String(s) if s.starts_with("<|reserved_special_token_")),
+                "{id} is not a reserved slot: {slot:?}"
+            );
+            *slot = MetaValue::String(text.as_str().unwrap().to_string());
+        }
+    }
+    let tok = Tokenizer::from_gguf(&header).unwrap();
+    (header, tok)
+}
+
+/// Generation stops at the end-of-turn tokens of the architectures wick
+/// gained (Gemma 2: `<end_of_turn>`; Phi-3: `<|end|>` and EOS
+/// `<|endoftext|>`; SmolLM3: `<|im_end|>`, Llama 3's `<|eot_id|>`) and of
+/// Qwen3-Coder, in the tiny files' real vocabularies (Gemma 3's, Phi-3's,
+/// Llama 3's, Qwen2's): each family stop text is one token and a stop id.
+/// Where a rendered conversation of chat_templates_new_archs.json ends an
+/// assistant turn, the token closing it is one of them; where the GGUF
+/// carries the entry's template (tiny-phi3), `ChatTemplate::from_gguf`
+/// renders the cases the same with the vocabulary's BOS/EOS texts.
+#[test]
+fn new_arch_end_of_turn_tokens_are_stop_ids() {
+    for entry in golden("chat_templates_new_archs.json").as_array().unwrap() {
+        let model = entry["model"].as_str().unwrap();
+        let (header, tok) = family_tokenizer(&entry["tokenizer"]);
+        let stops: Vec<&str> = entry["stop_tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        for &text in &stops {
+            let id = tok
+                .token_id(text)
+                .unwrap_or_else(|| panic!("{model}: {text} is not in the vocabulary"));
+            assert!(
+                tok.stop_ids().contains(&id),
+                "{model}: {text} ({id}) is not a stop id"
+            );
+            assert_eq!(
+                tok.encode(text, false, true).unwrap(),
+                [id],
+                "{model}: {text}"
+            );
+        }
+        let eot = entry["end_of_turn"].as_str().unwrap();
+        let eos = entry["eos_token"].as_str().unwrap();
+        assert!(stops.contains(&eot) && stops.contains(&eos), "{model}");
+        let eot_id = tok.token_id(eot).unwrap();
+
+        let mut closed = 0;
+        for case in entry["cases"].as_array().unwrap() {
+            let Some(text) = case["rendered"].as_str() else {
+                continue;
+            };
+            let last = case["messages"].as_array().unwrap().last().unwrap();
+            if case["add_generation_prompt"].as_bool().unwrap() || last["role"] != "assistant" {
+                continue;
+            }
+            // The assistant's turn ends the render, before trailing
+            // whitespace and an EOS the template appends (Phi-3.5's).
+            let mut body = text.trim_end();
+            if eos != eot {
+                body = body.strip_suffix(eos).unwrap_or(body).trim_end();
+            }
+            let reply = last["content"].as_str().unwrap().trim();
+            let turn = &body[body
+                .rfind(reply)
+                .unwrap_or_else(|| panic!("{model}: {reply:?} not in {body:?}"))..];
+            assert_eq!(turn, format!("{reply}{eot}"), "{model}: {text:?}");
+            let ids = tok.encode(turn, false, true).unwrap();
+            let (&closing, content) = ids.split_last().unwrap();
+            assert_eq!(closing, eot_id, "{model}: {text:?}");
+            assert!(
+                !content.iter().any(|&id| tok.is_stop(id)),
+                "{model}: the reply itself holds a stop id: {ids:?}"
+            );
+            closed += 1;
+        }
+        assert!(closed > 0, "{model}: no case ends an assistant turn");
+
+        let Some(source) = header.meta_str_opt("tokenizer.chat_template").unwrap() else {
+            continue;
+        };
+        if source != entry["chat_template"].as_str().unwrap() {
+            continue;
+        }
+        let t = ChatTemplate::from_gguf(&header, &tok).unwrap();
+        assert_eq!(
+            (t.bos_token.as_str(), t.eos_token.as_str()),
+            (entry["bos_token"].as_str().unwrap(), eos),
+            "{model}"
+        );
+        for case in entry["cases"].as_array().unwrap() {
+            let agp = case["add_generation_prompt"].as_bool().unwrap();
+            let got = t
+                .render_json(&case["messages"].to_string(), None, agp)
+                .unwrap();
+            assert_eq!(got, case["rendered"].as_str().unwrap(), "{model}");
+        }
+    }
 }
 
 // ---- tokenizer.json --------------------------------------------------------------
