@@ -10,7 +10,7 @@
 //! otherwise than transformers are refused naming the field.
 
 use wick::format::quant::{dequantize, GgmlType};
-use wick::format::{GgufFile, GgufWriter, MetaValue, SafetensorsError};
+use wick::format::{GgufFile, GgufWriter, SafetensorsError};
 use wick::hf_folder::{HfConfigFiles, HfFiles, HfLoader};
 use wick::model::hf::HfOptions;
 use wick::model::ModelError;
@@ -332,20 +332,6 @@ fn f32_checkpoint(config: Vec<u8>, model: &TinyModel, gguf: &[u8]) -> Checkpoint
     }
 }
 
-/// The GGUF file with metadata `key` set to `value`.
-fn with_meta(gguf: &[u8], key: &str, value: MetaValue) -> Vec<u8> {
-    let file = GgufFile::parse(gguf).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in &file.metadata {
-        w = w.meta(k.clone(), if k == key { value.clone() } else { v.clone() });
-    }
-    for t in &file.tensors {
-        let bytes = file.tensor_bytes(gguf, t).unwrap();
-        w = w.tensor(t.name.clone(), &t.dims, t.dtype, bytes);
-    }
-    w.to_bytes()
-}
-
 /// The GGUF file with every tensor dequantized to F32: the values of the
 /// checkpoint `checkpoint_of_gguf` writes, read by the same kernels.
 fn as_f32(gguf: &[u8]) -> Vec<u8> {
@@ -461,8 +447,9 @@ fn assert_same_runs(
 /// under their HF names and its LongRoPE factors as `rope_scaling` lists).
 /// A 72-token prompt passes Gemma 2's 64-token window; Phi-3 runs at a
 /// context over its original 256 (long factors) and at one within it (short
-/// factors), and once more with the attention factor transformers derives
-/// from the contexts in place of the file's.
+/// factors). The attention factor a config without `attention_factor`
+/// derives is the `model::hf` unit tests' (the tiny file's 1.190238 is
+/// Phi-3.5's, from 131072 / 4096, so its checkpoint carries it).
 #[test]
 fn gemma2_phi3_and_smollm3_checkpoints_match_their_gguf_files() {
     let prompt: Vec<u32> = (0..72u32).map(|i| 3 + (i * 7919) % 30_000).collect();
@@ -488,38 +475,6 @@ fn gemma2_phi3_and_smollm3_checkpoints_match_their_gguf_files() {
             );
         }
     }
-
-    // The tiny Phi-3 file's attn_factor (1.190238) is Phi-3.5's, derived
-    // from 131072 / 4096, not from its own 8192 / 256: its checkpoint says
-    // so with `attention_factor`. Without it, transformers (and wick)
-    // derive sqrt(1 + ln 32 / ln 256) = 1.2747549; the file with that
-    // factor runs the same as the checkpoint without the field.
-    let gguf = std::fs::read(model_path("tiny-phi3.q8_0.gguf")).unwrap();
-    let (config, model) = checkpoint_of_gguf(&gguf);
-    let mut config: serde_json::Value = serde_json::from_slice(&config).unwrap();
-    let scaling = config["rope_scaling"].as_object_mut().unwrap();
-    let given = scaling
-        .remove("attention_factor")
-        .unwrap()
-        .as_f64()
-        .unwrap();
-    assert!((given - 1.190238).abs() < 1e-6, "{given}");
-    let derived = (1.0 + (8192f64 / 256.0).ln() / 256f64.ln()).sqrt();
-    assert!((derived - 1.2747549).abs() < 1e-6, "{derived}");
-    let gguf = with_meta(
-        &gguf,
-        "phi3.rope.scaling.attn_factor",
-        MetaValue::F32(derived as f32),
-    );
-    let config = serde_json::to_vec(&config).unwrap();
-    assert_same_runs(
-        "tiny-phi3, derived attn_factor",
-        &gguf,
-        config,
-        &model,
-        &[512],
-        &prompt,
-    );
 }
 
 /// A safetensors file of no tensors: enough for a load refused by its config.
