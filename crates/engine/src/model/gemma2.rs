@@ -49,16 +49,22 @@ pub fn config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
     Ok(cfg)
 }
 
-/// Layers of Gemma 2 27B, the one size that scales scores by
-/// 1/sqrt(d_model / n_heads).
-pub const LAYERS_27B: usize = 46;
+/// Layers of Gemma 2 27B, the one size whose query scalar is
+/// d_model / n_heads rather than head_dim.
+const LAYERS_27B: usize = 46;
+
+/// Gemma 2's `query_pre_attn_scalar` as GGUF leaves it to be derived (by
+/// llama.cpp too): from the layer count, which tells 27B apart.
+pub fn query_scalar(n_layers: usize, d_model: usize, n_heads: usize, head_dim: usize) -> usize {
+    match n_layers {
+        LAYERS_27B => d_model / n_heads,
+        _ => head_dim,
+    }
+}
 
 /// 1/sqrt of the query scalar of the size the file is.
-pub fn attn_scale(cfg: &ModelConfig) -> f32 {
-    let scalar = match cfg.n_layers {
-        LAYERS_27B => cfg.d_model / cfg.n_heads,
-        _ => cfg.head_dim,
-    };
+fn attn_scale(cfg: &ModelConfig) -> f32 {
+    let scalar = query_scalar(cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.head_dim);
     1.0 / (scalar as f32).sqrt()
 }
 

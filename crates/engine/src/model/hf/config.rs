@@ -17,7 +17,7 @@
 use serde_json::{Map, Value};
 
 use crate::format::gguf::MetaValue;
-use crate::model::gemma2::LAYERS_27B;
+use crate::model::gemma2::query_scalar;
 use crate::model::rope_scaling::{ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT};
 use crate::model::smollm3::NO_ROPE_LAYER_STEP;
 use crate::model::ModelError;
@@ -413,10 +413,7 @@ fn gemma2_checks(
     }
     // GGUF does not carry the scalar: wick's gemma2 (as llama.cpp) derives
     // it from the layer count (`gemma2::attn_scale`).
-    let derived = match n_layers {
-        LAYERS_27B => d_model.checked_div(n_heads).unwrap_or(0),
-        _ => head_dim,
-    };
+    let derived = query_scalar(n_layers, d_model, n_heads.max(1), head_dim);
     let scalar = f.f64_or("query_pre_attn_scalar", 256.0)?;
     if scalar != derived as f64 {
         return Err(config_err(format!(
