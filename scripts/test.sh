@@ -66,7 +66,7 @@ report() {
     end=$([ $((i + 1)) -lt "$n" ] && echo "${phase_starts[$((i + 1))]}" || echo "$SECONDS")
     printf '  %6d s  %s\n' $((end - phase_starts[i])) "${phase_names[$i]}"
   done
-  [ -n "${unit_seconds:-}" ] && printf '  %6d s    the unit and doc tests, fuzzing\n' "$unit_seconds"
+  [ -n "${unit_seconds:-}" ] && printf '  %6d s    the unit and doc tests%s\n' "$unit_seconds" "$([ "$quick" = 1 ] || echo ', fuzzing')"
   [ -n "${integration_seconds:-}" ] && printf '  %6d s    the integration tests, beside them\n' "$integration_seconds"
   [ -n "${encoders_seconds:-}" ] && printf '  %6d s    the encoder end-to-end tests, beside them\n' "$encoders_seconds"
   [ -n "${web_seconds:-}" ] && printf '  %6d s    the browser part, beside them\n' "$web_seconds"
@@ -101,6 +101,38 @@ wait_models() {
   rm -f "$models_log"
 }
 
+logs="$(mktemp -d)"
+failed=()
+# Runs one part in the background: its lines prefixed "[name] ", kept in
+# $logs/name, its seconds in $logs/name.seconds.
+part() {
+  local name=$1
+  shift
+  (
+    s=$SECONDS
+    "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$logs/$name"
+    status=${PIPESTATUS[0]}
+    echo $((SECONDS - s)) >"$logs/$name.seconds"
+    exit "$status"
+  ) &
+}
+# What failed in one part: cargo's "failures:" sections, node's "not ok"
+# entries with their TAP details; the part's last lines when neither shows
+# (a build, an install or the fuzzer failed). awk bounds its own output:
+# a `head` after it would end it with SIGPIPE, which pipefail and set -e
+# would turn into an exit before the summary.
+failure_lines() {
+  local log="$logs/$1" found
+  found="$(awk '
+    /\] failures:$/ { show = 1 }
+    /\] test result: FAILED/ { print; show = 0 }
+    /\] *not ok / { show = 2 }
+    show && shown++ < 300 { print }
+    show == 2 && /\] *\.\.\.$/ { show = 0 }
+  ' "$log")"
+  if [ -n "$found" ]; then echo "$found"; else tail -40 "$log"; fi
+}
+
 if [ "$quick" = 1 ]; then
   phase "formatting, the import graph, building the native tests"
   cargo fmt --all --check
@@ -120,21 +152,40 @@ if [ "$quick" = 1 ]; then
   while read -r filter; do
     skip_args+=(--skip "$filter")
   done < <(grep -v '^#' scripts/quick-skip.txt | grep -v '^$')
-  set +e
-  "${test_cmd[@]}" -- "${skip_args[@]}" 2>&1 | tee "$out/native.log"
-  status=${PIPESTATUS[0]}
-  set -e
+  # Two streams side by side, as in the whole suite: the unit and doc
+  # tests, and the integration test binaries (one stream leaves a core idle
+  # while lavapipe compiles).
+  quick_unit_tests() {
+    "${test_cmd[@]}" --lib --bins -- "${skip_args[@]}" && "${test_cmd[@]}" --doc
+  }
+  part unit quick_unit_tests
+  unit=$!
+  part integration "${test_cmd[@]}" --test '*' -- "${skip_args[@]}"
+  integration=$!
+  wait "$unit" || failed+=(unit)
+  wait "$integration" || failed+=(integration)
   echo "test.sh: [$(((SECONDS - started) / 60)) min] done"
+  unit_seconds="$(cat "$logs/unit.seconds")"
+  integration_seconds="$(cat "$logs/integration.seconds")"
+  cat "$logs/unit" "$logs/integration" >"$out/native.log"
   report
-  if [ "$status" = 0 ]; then echo "test.sh: quick tier passed"; else echo "test.sh: quick tier failed" >&2; fi
-  exit "$status"
+  if [ ${#failed[@]} = 0 ]; then
+    rm -rf "$logs"
+    echo "test.sh: quick tier passed"
+    exit 0
+  fi
+  for part in "${failed[@]}"; do
+    echo "test.sh: what failed in $part:" >&2
+    failure_lines "$part" >&2
+  done
+  echo "test.sh: quick tier failed: ${failed[*]}" >&2
+  exit 1
 fi
 
 # The browser part's tools and package (wasm-bindgen CLI, npm packages, the
 # wasm build with its own target dir) are built beside the native build:
 # both are compiles on a 2-core machine, and starting the web part first
 # shortens the run, whose last part to finish is the browser tests.
-logs="$(mktemp -d)"
 ( WICK_NATIVE_BUILT=1 scripts/test-web.sh --prepare 2>&1 | sed -u 's/^/[web] /' | tee "$logs/web-prepare" ) &
 web_prepare=$!
 phase "formatting, the import graph, clippy, building the native tests (the browser's build beside them)"
@@ -161,20 +212,6 @@ wait_models
 # rebuild nothing. Each part's lines are also kept, so that a failure's own
 # lines can be printed again at the end, where a reader of a long CI log
 # looks first.
-failed=()
-# Runs one part in the background: its lines prefixed "[name] ", kept in
-# $logs/name, its seconds in $logs/name.seconds.
-part() {
-  local name=$1
-  shift
-  (
-    s=$SECONDS
-    "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$logs/$name"
-    status=${PIPESTATUS[0]}
-    echo $((SECONDS - s)) >"$logs/$name.seconds"
-    exit "$status"
-  ) &
-}
 unit_tests() {
   "${test_cmd[@]}" --lib --bins && "${test_cmd[@]}" --doc && WICK_NATIVE_BUILT=1 scripts/fuzz.sh 60
 }
@@ -205,23 +242,6 @@ encoders_seconds="$(cat "$logs/encoders.seconds" 2>/dev/null || true)"
 web_seconds="$(cat "$logs/web.seconds" 2>/dev/null || true)"
 cat "$logs/unit" "$logs/integration" "$logs/encoders" >"$out/native.log"
 report
-
-# What failed in one part: cargo's "failures:" sections, node's "not ok"
-# entries with their TAP details; the part's last lines when neither shows
-# (a build, an install or the fuzzer failed). awk bounds its own output:
-# a `head` after it would end it with SIGPIPE, which pipefail and set -e
-# would turn into an exit before the summary.
-failure_lines() {
-  local log="$logs/$1" found
-  found="$(awk '
-    /\] failures:$/ { show = 1 }
-    /\] test result: FAILED/ { print; show = 0 }
-    /\] *not ok / { show = 2 }
-    show && shown++ < 300 { print }
-    show == 2 && /\] *\.\.\.$/ { show = 0 }
-  ' "$log")"
-  if [ -n "$found" ]; then echo "$found"; else tail -40 "$log"; fi
-}
 
 if [ ${#failed[@]} -gt 0 ]; then
   for part in "${failed[@]}"; do
