@@ -77,7 +77,7 @@ export class EmbeddingEngine {
    * `dimensions` below its own).
    */
   static async load(source, options = {}) {
-    const { onProgress, signal, cache = false, wasmUrl, name, matryoshka = false } = options;
+    const { onProgress, signal, cache = true, wasmUrl, name, matryoshka = false } = options;
     checkWebGPU();
     await initWasm(wasmUrl);
     signal?.throwIfAborted();

@@ -96,6 +96,31 @@ export class GpuValidationError extends WickError {
   }
 }
 
+/**
+ * The model does not fit the browser's storage: `needed` bytes to store
+ * it (what is not cached yet), `available` bytes the origin's quota leaves
+ * (with what a stale copy of the same file would free). Nothing was
+ * downloaded; load with `cache: false` to stream it without storing it.
+ */
+export class StorageQuotaError extends WickError {
+  constructor(message, details) {
+    super(message, "storage_quota", details);
+    this.name = "StorageQuotaError";
+  }
+}
+
+/**
+ * A model download failed: the server refused it (an HTTP status), or a
+ * chunk still failed after every retry. `url` names the file and `offset`
+ * the first byte that could not be fetched.
+ */
+export class DownloadError extends WickError {
+  constructor(message, details) {
+    super(message, "download", details);
+    this.name = "DownloadError";
+  }
+}
+
 /** Errors after which an engine is unusable: every later call throws them again. */
 export function isFatal(e) {
   return e instanceof DeviceLostError || e instanceof OutOfMemoryError || e instanceof GpuValidationError;
@@ -117,6 +142,8 @@ const BY_CODE = {
   out_of_memory: OutOfMemoryError,
   gpu_validation: GpuValidationError,
   wasm_load: WasmLoadError,
+  storage_quota: StorageQuotaError,
+  download: DownloadError,
 };
 
 /**
@@ -139,10 +166,10 @@ export function errorMessage(e) {
   return { name: e?.name ?? "Error", message: e?.message ?? String(e), code: e?.code, field: e?.field, details: detailsOf(e) };
 }
 
-/** The details a typed error carries (ContextWindowExceededError's numbers and embeddings' inputIndex, WasmLoadError's url, ModelLoadError's file). */
+/** The details a typed error carries (ContextWindowExceededError's numbers and embeddings' inputIndex, WasmLoadError's url, ModelLoadError's file, StorageQuotaError's needed and available, DownloadError's url, offset and status). */
 function detailsOf(e) {
   const details = {};
-  for (const k of ["promptTokens", "contextLength", "cachedTokens", "url", "inputIndex", "file"]) {
+  for (const k of ["promptTokens", "contextLength", "cachedTokens", "url", "inputIndex", "file", "needed", "available", "offset", "status"]) {
     if (e?.[k] !== undefined) details[k] = e[k];
   }
   return details;

@@ -5,8 +5,9 @@
 // the engine (crates/web/src/embedder.rs, hf_loader.rs). A missing or unreadable file is a
 // ModelLoadError that names it.
 
-import { ModelLoadError } from "./errors.js";
-import { CACHE_NAME, readSource } from "./source.js";
+import { ModelLoadError, StorageQuotaError } from "./errors.js";
+import { storedPrefix } from "./model-cache.js";
+import { readSource } from "./source.js";
 
 /**
  * Whether `source` names a folder rather than one file: a URL ending in "/",
@@ -57,12 +58,13 @@ function urlFolder(source, signal) {
       }
       return new Uint8Array(await res.arrayBuffer());
     },
-    async prefix(path, n, { cache = false } = {}) {
-      // A copy in the Cache API (a load with `cache: true`) is read first.
-      const store = cache && typeof caches !== "undefined" ? await caches.open(CACHE_NAME) : null;
-      let res = store ? await store.match(urlOf(path)) : null;
+    async prefix(path, n, { cache = true } = {}) {
+      // A stored copy (a load with `cache`) is read first.
+      const stored = cache ? await storedPrefix(urlOf(path), n).catch(() => null) : null;
+      if (stored) return stored;
+      let res;
       try {
-        res ??= await fetch(urlOf(path), { signal, headers: { Range: `bytes=0-${n - 1}` } });
+        res = await fetch(urlOf(path), { signal, headers: { Range: `bytes=0-${n - 1}` } });
       } catch (e) {
         if (e?.name === "AbortError") throw e;
         throw new ModelLoadError(`${path}: fetching ${urlOf(path)} failed: ${e?.message ?? e}`, { file: path });
@@ -149,7 +151,8 @@ async function* named(path, chunks) {
   try {
     yield* chunks;
   } catch (e) {
-    if (e?.name === "AbortError" || e instanceof ModelLoadError) throw e;
+    // A full store is no fault of the file: it stays a StorageQuotaError.
+    if (e?.name === "AbortError" || e instanceof ModelLoadError || e instanceof StorageQuotaError) throw e;
     throw new ModelLoadError(`${path}: ${e?.message ?? e}`, { file: path });
   }
 }

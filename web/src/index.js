@@ -13,17 +13,21 @@ import { InvalidRequestError, isFatal } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
 import { loadCheckpoint } from "./checkpoint.js";
 import { hfFolder, isFolderSource } from "./hf-folder.js";
-import { clearCache, readSource } from "./source.js";
+import { readSource } from "./source.js";
+import { clearCache, modelCache } from "./model-cache.js";
 
-export { ChatCompletionStream, clearCache, NO_WEBGPU };
+export { ChatCompletionStream, clearCache, modelCache, NO_WEBGPU };
+export { DOWNLOAD_DEFAULTS } from "./download.js";
 export {
   AbortError,
   ContextWindowExceededError,
   DeviceLostError,
+  DownloadError,
   GpuValidationError,
   InvalidRequestError,
   ModelLoadError,
   OutOfMemoryError,
+  StorageQuotaError,
   UnsupportedFieldError,
   WasmLoadError,
   WebGPUUnavailableError,
@@ -109,10 +113,14 @@ export class Engine {
    * model.safetensors.index.json lists (F32, F16 or BF16). The bytes are
    * streamed into GPU buffers tensor by tensor; no file is held whole in
    * memory. `quantize: "q8_0"` quantizes a checkpoint's matrices at load.
+   * A URL is kept in the persistent model store (`cache`, default true where
+   * the browser has one; see modelCache) and downloaded in parallel Range
+   * requests that retry and resume (`download`).
    */
   static async load(source, options = {}) {
     const { onProgress, signal, wasmUrl, warmUp = true } = options;
     if (typeof warmUp !== "boolean") throw new InvalidRequestError("warmUp", `must be true or false, got ${JSON.stringify(warmUp)}`);
+    checkCache(options.cache ?? true);
     checkWebGPU();
     await init(wasmUrl);
     signal?.throwIfAborted();
@@ -267,12 +275,12 @@ export class Engine {
 
 /** Streams a GGUF file into a WasmEngine (not warmed up yet): `{ wasm, total }`, total in bytes. */
 async function loadGguf(source, options, report) {
-  const { onProgress, signal, cache = false, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize } = options;
+  const { onProgress, signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize } = options;
   const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize }));
   try {
     let parsed = false;
     let total = 0;
-    for await (const chunk of readSource(source, { signal, onProgress, cache })) {
+    for await (const chunk of readSource(source, { signal, onProgress, cache, download })) {
       const p = call(() => loader.push(chunk));
       total = p.total;
       if (p.headerParsed && !parsed) {
@@ -291,6 +299,11 @@ async function loadGguf(source, options, report) {
   } finally {
     loader.free();
   }
+}
+
+/** The `cache` load option: true (the default) or false. */
+export function checkCache(cache) {
+  if (typeof cache !== "boolean") throw new InvalidRequestError("cache", `must be true or false, got ${JSON.stringify(cache)}`);
 }
 
 /** A step as the iteration yields it: `reasoning` only where the chat split it off. */

@@ -1,21 +1,27 @@
-// Reading a model's bytes in order, in chunks, from a URL (streamed, in
-// Range requests where the server allows them, optionally through the Cache
-// API), a File/Blob, an ArrayBuffer or a ReadableStream. Nothing here holds
-// a whole model in memory.
+// Reading a model's bytes in order, in chunks, from a URL (parallel Range
+// requests where the server allows them, retried and resumed, written
+// through to the persistent model store), a File/Blob, an ArrayBuffer or a
+// ReadableStream. Nothing here holds a whole model in memory.
+
+import { downloadOptions, probe, startDownload } from "./download.js";
+import { DownloadError, StorageQuotaError } from "./errors.js";
+import {
+  absoluteUrl, askPersist, backends, checkQuota, findEntry, newMeta, storedBytes,
+} from "./model-cache.js";
 
 const MiB = 1 << 20;
-/** Bytes asked for per Range request. */
-export const RANGE_BYTES = 64 * MiB;
-export const CACHE_NAME = "wick-models-v1";
 
 /**
  * Async iterator of Uint8Array chunks of `source`, reporting
  * `onProgress({ phase, loaded, total })` with phase "fetch", "cache" or "read".
+ * A URL with `cache` true is read from the model store where it is there
+ * whole, else downloaded into it (resuming a partial copy); `download`
+ * tunes the Range requests (download.js, DOWNLOAD_DEFAULTS).
  */
-export async function* readSource(source, { signal, onProgress, cache = false } = {}) {
+export async function* readSource(source, { signal, onProgress, cache = false, download } = {}) {
   const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
   if (typeof source === "string" || source instanceof URL) {
-    yield* readUrl(String(source), { signal, report, cache });
+    yield* readUrl(String(source), { signal, report, cache, opts: downloadOptions(download) });
   } else if (typeof Blob !== "undefined" && source instanceof Blob) {
     yield* readStream(source.stream(), source.size, "read", { signal, report });
   } else if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
@@ -67,132 +73,212 @@ function readResponse(res, what, phase, opts) {
   return readStream(res.body, len > 0 ? len : null, phase, opts);
 }
 
-async function fetchOrThrow(url, init) {
-  try {
-    return await fetch(url, init);
-  } catch (e) {
-    if (e?.name === "AbortError") throw e;
-    throw new Error(`fetching ${url} failed: ${e?.message ?? e}`);
-  }
+/**
+ * An exclusive hold on `url`'s store entry across pages and workers (Web
+ * Locks), so two loads never write one entry at once: a release function,
+ * or null when another load holds it (this one then does not use the store).
+ */
+function holdEntry(url) {
+  const locks = globalThis.navigator?.locks;
+  if (typeof locks?.request !== "function") return Promise.resolve(() => {});
+  return new Promise((resolve, reject) => {
+    locks.request(`wick-model:${url}`, { ifAvailable: true }, (lock) => {
+      if (!lock) return resolve(null);
+      return new Promise((release) => resolve(release));
+    }).catch(reject);
+  });
 }
 
-/** `bytes START-END/TOTAL` of a 206 response. */
-function contentRange(res) {
-  const m = /bytes\s+(\d+)-(\d+)\/(\d+|\*)/.exec(res.headers.get("content-range") ?? "");
-  if (!m) return null;
-  return { start: Number(m[1]), end: Number(m[2]), total: m[3] === "*" ? null : Number(m[3]) };
+/** Whether the server's validators say the file is not the stored one. */
+function changed(meta, v) {
+  if (v.size != null && meta.size != null && v.size !== meta.size) return true;
+  if (v.etag && meta.etag) return v.etag !== meta.etag;
+  if (v.lastModified && meta.lastModified) return v.lastModified !== meta.lastModified;
+  return false;
 }
 
-/** The file as one stream of chunks: Range requests in turn where the server
- *  answers 206, else the plain 200 body. Sets `meta.total` once known. */
-async function* fetchChunks(url, signal, meta) {
-  let res = await fetchOrThrow(url, { signal, headers: { Range: `bytes=0-${RANGE_BYTES - 1}` } });
-  const range = res.status === 206 ? contentRange(res) : null;
-  if (!range || range.start !== 0 || range.total == null) {
-    if (!res.ok) throw new Error(`fetching ${url} failed: HTTP ${res.status} ${res.statusText}`.trim());
-    const len = Number(res.headers.get("content-length"));
-    meta.total = len > 0 ? len : null;
-    meta.ranges = false;
-    yield* chunksOf(res);
+async function* readUrl(url, { signal, report, cache, opts }) {
+  const abs = absoluteUrl(url);
+  const stores = cache ? await backends() : [];
+  const release = stores.length ? await holdEntry(abs) : null;
+  if (!release) {
+    yield* network(abs, { signal, report, opts });
     return;
   }
-  meta.total = range.total;
-  meta.ranges = true;
-  let offset = 0;
-  for (;;) {
-    for await (const chunk of chunksOf(res)) {
-      offset += chunk.byteLength;
-      yield chunk;
-    }
-    if (offset >= range.total) return;
-    const end = Math.min(offset + RANGE_BYTES, range.total) - 1;
-    res = await fetchOrThrow(url, { signal, headers: { Range: `bytes=${offset}-${end}` } });
-    const r = res.status === 206 ? contentRange(res) : null;
-    if (!r || r.start !== offset) {
-      throw new Error(`fetching ${url} failed: range ${offset}-${end} answered HTTP ${res.status}`);
-    }
-  }
-}
-
-async function* chunksOf(res) {
-  const reader = res.body.getReader();
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      yield value;
-    }
+    yield* throughStore(abs, stores, { signal, report, opts });
   } finally {
-    reader.cancel().catch(() => {});
+    release();
   }
 }
 
-async function* readUrl(url, { signal, report, cache }) {
-  const abs = new URL(url, globalThis.location?.href).href;
-  const store = cache && typeof caches !== "undefined" ? await caches.open(CACHE_NAME) : null;
-  const hit = store ? await store.match(abs) : null;
-  if (hit) {
-    yield* readResponse(hit, abs, "cache", { signal, report });
-    return;
-  }
-  const meta = {};
-  // Our own controller, so a failed load also stops the cache's copy.
-  const ac = new AbortController();
-  const onAbort = () => ac.abort(signal.reason);
-  signal?.addEventListener("abort", onAbort, { once: true });
-  try {
-    yield* fetchInto(abs, store, meta, ac, { signal, report });
-  } finally {
-    signal?.removeEventListener("abort", onAbort);
-  }
-}
-
-async function* fetchInto(abs, store, meta, ac, { signal, report }) {
-  const chunks = fetchChunks(abs, ac.signal, meta);
-  if (!store) {
-    let loaded = 0;
-    for await (const chunk of chunks) {
-      loaded += chunk.byteLength;
-      report("fetch", loaded, meta.total);
-      yield chunk;
-    }
-    return;
-  }
-  // Write through to the cache: one branch of a tee goes to cache.put, which
-  // stores it only if the whole stream arrives.
-  const first = await chunks.next();
-  const stream = new ReadableStream({
-    start(c) {
-      if (first.done) c.close();
-      else c.enqueue(first.value);
-    },
-    async pull(c) {
-      const { done, value } = await chunks.next();
-      if (done) c.close();
-      else c.enqueue(value);
-    },
-    cancel(reason) {
-      chunks.return(reason);
+/** The file from the network only (no store here, or `cache: false`). */
+async function* network(abs, { signal, report, opts }) {
+  let loaded = 0;
+  let total = null;
+  const dl = await startDownload(abs, {
+    opts,
+    signal,
+    onBytes: (n) => {
+      loaded += n;
+      report("fetch", total == null ? loaded : Math.min(loaded, total), total);
     },
   });
-  const [forUs, forCache] = stream.tee();
-  const headers = meta.total ? { "content-length": String(meta.total) } : {};
-  const stored = store.put(abs, new Response(forCache, { headers })).catch(() => {});
-  let ok = false;
-  try {
-    yield* readStream(forUs, meta.total, "fetch", { signal, report });
-    ok = true;
-  } finally {
-    if (!ok) ac.abort(new DOMException("model load failed", "AbortError"));
-    await stored;
-    if (!ok) await store.delete(abs).catch(() => {});
+  total = dl.size;
+  for await (const { bytes } of dl.chunks()) yield bytes;
+}
+
+/** Chunks `from`..`to` (exclusive) of a stored entry, each read while the one before is used. */
+async function* storedChunks(backend, meta, to, { report, signal }) {
+  let loaded = 0;
+  let next = to > 0 ? backend.chunk(meta.url, 0) : null;
+  for (let i = 0; i < to; i++) {
+    signal?.throwIfAborted();
+    const bytes = new Uint8Array(await (await next).arrayBuffer());
+    if (i + 1 < to) next = backend.chunk(meta.url, i + 1);
+    loaded += bytes.byteLength;
+    report("cache", loaded, meta.size);
+    yield bytes;
   }
 }
 
-/** Removes `url` (or every model) from the cache `Engine.load(..., { cache: true })` fills. */
-export async function clearCache(url) {
-  if (typeof caches === "undefined") return false;
-  if (url == null) return caches.delete(CACHE_NAME);
-  const store = await caches.open(CACHE_NAME);
-  return store.delete(new URL(url, globalThis.location?.href).href);
+/**
+ * The file through the store: whole from it where the server does not say
+ * it changed (a HEAD request; none answering is no change, so a stored
+ * model loads offline), else the stored prefix of a partial copy and the
+ * rest from the network, each chunk written before it is handed on.
+ */
+async function* throughStore(abs, stores, { signal, report, opts }) {
+  let hit = await findEntry(abs, stores);
+  const head = await probe(abs, signal);
+  let freed = 0;
+  if (hit && head.ok && changed(hit.meta, head)) {
+    freed = storedBytes(hit.meta);
+    await hit.backend.remove(abs);
+    hit = null;
+  }
+  if (hit && !hit.meta.complete && hit.meta.size != null && storedBytes(hit.meta) >= hit.meta.size) {
+    // Every chunk was written, the last meta write was not.
+    hit.meta.complete = true;
+    hit.meta.cachedAt = Date.now();
+    await hit.backend.writeMeta(abs, hit.meta);
+  }
+  if (hit?.meta.complete) {
+    yield* storedChunks(hit.backend, hit.meta, hit.meta.chunks, { report, signal });
+    return;
+  }
+  // A definite refusal (404, 403 ...) before anything is fetched; a failed
+  // HEAD (no network, a server without HEAD) leaves it to the GET.
+  if (head.status >= 400 && head.status !== 405 && head.status !== 501) {
+    throw new DownloadError(`fetching ${abs} failed: HTTP ${head.status} ${head.statusText}`.trim(), { url: abs, offset: 0, status: head.status });
+  }
+  const backend = hit?.backend ?? stores[0];
+  let meta = hit?.meta ?? null;
+  const known = head.ok ? head.size : null;
+  if (known != null) await checkQuota(abs, known - (meta ? storedBytes(meta) : 0), freed);
+
+  const dlOpts = { ...opts, chunkSize: meta?.chunkSize ?? opts.chunkSize };
+  let from = meta ? meta.chunks * dlOpts.chunkSize : 0;
+  let fetched = from;
+  let total = known ?? meta?.size ?? null;
+  const onBytes = (n) => {
+    fetched += n;
+    report("fetch", total == null ? fetched : Math.min(fetched, total), total);
+  };
+  const expect = { size: total, etag: head.etag ?? meta?.etag ?? null };
+  let dl = await startDownload(abs, { from, opts: dlOpts, signal, onBytes, expect });
+  if (meta && (!dl.ranges || changed(meta, dl))) {
+    // The partial copy cannot be continued (no Range support) or is stale.
+    freed += storedBytes(meta);
+    await backend.remove(abs);
+    meta = null;
+    if (dl.ranges) {
+      dl.cancel();
+      dl = await startDownload(abs, { from: 0, opts: dlOpts, signal, onBytes, expect: { size: dl.size, etag: dl.etag } });
+    }
+    from = 0;
+    fetched = 0;
+  }
+  total = dl.size;
+  if (known == null && total != null) {
+    try {
+      await checkQuota(abs, total - (meta ? storedBytes(meta) : 0), freed);
+    } catch (e) {
+      dl.cancel();
+      throw e;
+    }
+  }
+  if (!meta) {
+    meta = newMeta(abs, { size: total, etag: dl.etag, lastModified: dl.lastModified, chunkSize: dlOpts.chunkSize });
+    await backend.writeMeta(abs, meta);
+    askPersist();
+  }
+
+  // The consumer stopping at a yield without an abort means it refused the
+  // bytes (not a model it can load): the copy is then not kept. A failed
+  // download or an abort keeps it for the next load to resume.
+  let refused = false;
+  let done = false;
+  try {
+    if (from > 0) {
+      for await (const bytes of storedChunks(backend, meta, meta.chunks, { report, signal })) {
+        refused = true;
+        yield bytes;
+        refused = false;
+      }
+      report("fetch", from, total);
+    }
+    let writing = true;
+    let bytesIn = from;
+    for await (const { index, bytes } of dl.chunks()) {
+      bytesIn += bytes.byteLength;
+      if (writing) writing = await store(backend, meta, index, bytes, bytesIn);
+      refused = true;
+      yield bytes;
+      refused = false;
+    }
+    if (writing && !meta.complete) {
+      meta.size ??= bytesIn;
+      meta.complete = true;
+      meta.cachedAt = Date.now();
+      await backend.writeMeta(abs, meta);
+    }
+    done = true;
+  } finally {
+    if (!done && refused && !signal?.aborted) await backend.remove(abs).catch(() => {});
+  }
 }
+
+/**
+ * Writes chunk `index` and the meta that counts it; false when the store
+ * failed for a reason other than space (the load goes on without it, and
+ * says so on the console); a full store is a StorageQuotaError.
+ */
+async function store(backend, meta, index, bytes, bytesIn) {
+  try {
+    await backend.writeChunk(meta.url, index, bytes);
+    meta.chunks = index + 1;
+    if (meta.size != null && meta.chunks * meta.chunkSize >= meta.size) {
+      meta.complete = true;
+      meta.cachedAt = Date.now();
+    }
+    await backend.writeMeta(meta.url, meta);
+    return true;
+  } catch (e) {
+    await backend.remove(meta.url).catch(() => {});
+    if (e?.name === "QuotaExceededError") {
+      const est = await globalThis.navigator?.storage?.estimate?.().catch(() => null);
+      const available = est?.quota != null ? Math.max(0, est.quota - (est.usage ?? 0)) : 0;
+      const needed = (meta.size ?? bytesIn) - bytesIn + bytes.byteLength;
+      throw new StorageQuotaError(
+        `${meta.url} does not fit the browser's storage: writing it failed with ${needed} bytes still to store, ${available} available ` +
+          "(free space with modelCache.delete or clear, or load with cache: false)",
+        { url: meta.url, needed, available },
+      );
+    }
+    console.warn(`wick: storing ${meta.url} failed (${e?.message ?? e}); the load goes on without storing it`);
+    return false;
+  }
+}
+
+export { clearCache } from "./model-cache.js";

@@ -3,6 +3,10 @@
 // repository root (web/demo, web/src, web/pkg ...) and /models/ from
 // $WICK_MODELS_DIR (default models/), with Range requests (206) so models
 // stream in parts. `?norange` on a URL makes it ignore Range (a plain 200).
+// Files carry an ETag and Last-Modified. For the download tests: `?cut=N`
+// drops the connection once per URL, after the bytes before offset N of the
+// first response that covers N; `control.etags` overrides a path's ETag (a
+// changed file); `control.requests` logs every request with the bytes sent.
 // Listens on 127.0.0.1 only.
 //
 // usage: node web/tools/serve.mjs [--port N] [--root DIR]
@@ -42,12 +46,20 @@ function resolvePath(root, modelsDir, urlPath) {
   return path.join(root, clean);
 }
 
-/** Starts the server; resolves to { server, url, port }. */
+/**
+ * Starts the server; resolves to { server, url, port, control }. control:
+ * `requests` ({ method, path, range, status, start, end, sent } per request,
+ * `sent` the body bytes written), `etags` (a Map of path -> ETag that
+ * replaces the file's own).
+ */
 export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
   modelsDir ??= process.env.WICK_MODELS_DIR || path.join(root, "models");
+  const control = { requests: [], etags: new Map(), cut: new Set() };
   const server = createServer(async (req, res) => {
     try {
       const url = new URL(req.url, "http://localhost");
+      const entry = { method: req.method, path: url.pathname + url.search, range: req.headers.range ?? null, status: 0, sent: 0 };
+      control.requests.push(entry);
       let file = resolvePath(root, modelsDir, url.pathname);
       if (!file) return send(res, 400, "bad path");
       let st = await fs.stat(file).catch(() => null);
@@ -64,6 +76,23 @@ export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
         "Content-Type": TYPES[path.extname(file)] ?? "application/octet-stream",
         "Cache-Control": "no-store",
         "Accept-Ranges": url.searchParams.has("norange") ? "none" : "bytes",
+        ETag: control.etags.get(url.pathname) ?? `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`,
+        "Last-Modified": st.mtime.toUTCString(),
+      };
+      // The body bytes start..end, cut before `?cut=N` once per URL.
+      const body = (start, end) => {
+        Object.assign(entry, { start, end, sent: req.method === "HEAD" ? 0 : end - start + 1 });
+        if (req.method === "HEAD") return res.end();
+        const cutAt = url.searchParams.has("cut") ? Number(url.searchParams.get("cut")) : NaN;
+        const key = url.pathname + url.search;
+        if (cutAt >= start && cutAt <= end && !control.cut.has(key)) {
+          control.cut.add(key);
+          entry.sent = cutAt - start;
+          const part = createReadStream(file, { start, end: cutAt - 1 });
+          part.on("end", () => setTimeout(() => res.destroy(), 20));
+          return part.pipe(res, { end: false });
+        }
+        createReadStream(file, { start, end }).pipe(res);
       };
       const range = url.searchParams.has("norange") ? null : req.headers.range;
       const m = range && /^bytes=(\d*)-(\d*)$/.exec(range);
@@ -76,14 +105,12 @@ export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
         }
         headers["Content-Range"] = `bytes ${start}-${end}/${st.size}`;
         headers["Content-Length"] = end - start + 1;
-        res.writeHead(206, headers);
-        if (req.method === "HEAD") return res.end();
-        return createReadStream(file, { start, end }).pipe(res);
+        res.writeHead((entry.status = 206), headers);
+        return body(start, end);
       }
       headers["Content-Length"] = st.size;
-      res.writeHead(200, headers);
-      if (req.method === "HEAD") return res.end();
-      createReadStream(file).pipe(res);
+      res.writeHead((entry.status = 200), headers);
+      body(0, st.size - 1);
     } catch (e) {
       send(res, 500, String(e));
     }
@@ -92,7 +119,7 @@ export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
     server.on("error", reject);
     server.listen(port, "127.0.0.1", () => {
       const p = server.address().port;
-      resolve({ server, port: p, url: `http://127.0.0.1:${p}` });
+      resolve({ server, port: p, url: `http://127.0.0.1:${p}`, control });
     });
   });
 }
