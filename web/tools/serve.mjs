@@ -4,8 +4,8 @@
 // $WICK_MODELS_DIR (default models/), with Range requests (206) so models
 // stream in parts. `?norange` on a URL makes it ignore Range (a plain 200).
 // Files carry an ETag and Last-Modified. For the download tests: `?cut=N`
-// drops the connection once per URL, after the bytes before offset N of the
-// first response that covers N; `control.etags` overrides a path's ETag (a
+// drops the connection once per URL (`&times=K`: K times), after the bytes
+// before offset N of a response that covers N; `control.etags` overrides a path's ETag (a
 // changed file); `control.requests` logs every request with the bytes sent.
 // Listens on 127.0.0.1 only.
 //
@@ -54,7 +54,7 @@ function resolvePath(root, modelsDir, urlPath) {
  */
 export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
   modelsDir ??= process.env.WICK_MODELS_DIR || path.join(root, "models");
-  const control = { requests: [], etags: new Map(), cut: new Set() };
+  const control = { requests: [], etags: new Map(), cut: new Map() };
   const server = createServer(async (req, res) => {
     try {
       const url = new URL(req.url, "http://localhost");
@@ -85,8 +85,9 @@ export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
         if (req.method === "HEAD") return res.end();
         const cutAt = url.searchParams.has("cut") ? Number(url.searchParams.get("cut")) : NaN;
         const key = url.pathname + url.search;
-        if (cutAt >= start && cutAt <= end && !control.cut.has(key)) {
-          control.cut.add(key);
+        const times = Number(url.searchParams.get("times") ?? 1);
+        if (cutAt >= start && cutAt <= end && (control.cut.get(key) ?? 0) < times) {
+          control.cut.set(key, (control.cut.get(key) ?? 0) + 1);
           entry.sent = cutAt - start;
           const part = createReadStream(file, { start, end: cutAt - 1 });
           part.on("end", () => setTimeout(() => res.destroy(), 20));
