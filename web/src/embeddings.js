@@ -14,6 +14,7 @@
 import { WasmEmbedLoader } from "../pkg/wick_web.js";
 import { InvalidRequestError, ModelLoadError, UnsupportedFieldError } from "./errors.js";
 import { hfFolder } from "./hf-folder.js";
+import { checkCache } from "./model-cache.js";
 import { call, checkWebGPU, guard, initWasm } from "./runtime.js";
 
 const WEIGHTS = "model.safetensors";
@@ -71,13 +72,14 @@ export class EmbeddingEngine {
    * model.safetensors (or model.safetensors.index.json and the shards it
    * lists) and, when present, modules.json, the Pooling
    * module's config.json and sentence_bert_config.json.
-   * Options: onProgress, signal, cache (for the weights, as Engine.load),
+   * Options: onProgress, signal, cache and download (for the weights, as Engine.load),
    * wasmUrl, name (the response's `model`; default: the folder's name),
    * matryoshka (the model was trained for truncated embeddings: allows
    * `dimensions` below its own).
    */
   static async load(source, options = {}) {
-    const { onProgress, signal, cache = true, wasmUrl, name, matryoshka = false } = options;
+    const { onProgress, signal, cache = true, download, wasmUrl, name, matryoshka = false } = options;
+    checkCache(cache);
     checkWebGPU();
     await initWasm(wasmUrl);
     signal?.throwIfAborted();
@@ -99,7 +101,7 @@ export class EmbeddingEngine {
       }
       await set("sentence_bert_config.json", undefined, true);
       signal?.throwIfAborted();
-      const bytes = await pushWeights(folder, loader, { signal, onProgress, cache });
+      const bytes = await pushWeights(folder, loader, { signal, onProgress, cache, download });
       // "upload" covers the engine's checks and the weights' upload in one step.
       const report = (phase) => onProgress?.({ phase, loaded: bytes, total: bytes });
       report("upload");

@@ -21,12 +21,17 @@ export type ModelSource =
 
 export interface LoadProgress {
   /**
-   * "fetch" (network bytes), "cache" (bytes from the Cache API), "read"
+   * "fetch" (network bytes), "cache" (bytes from the model store), "read"
    * (File/Blob/ArrayBuffer bytes), "parse" (the header is parsed), "upload"
    * (file bytes whose tensors are on the GPU), "ready" (done). A checkpoint
    * folder counts the bytes of its safetensors files, every shard together.
    */
   phase: "fetch" | "cache" | "read" | "parse" | "upload" | "warmup" | "ready";
+  /**
+   * Bytes so far, never going back: a resumed download's "cache" phase
+   * counts the stored part and "fetch" goes on from there to the total; a
+   * retried range counts each byte once.
+   */
   loaded: number;
   /** null when the size is not known (no Content-Length). */
   total: number | null;
@@ -63,8 +68,20 @@ export interface LoadOptions {
    * for a GGUF file, or another type, it is an InvalidRequestError.
    */
   quantize?: "q8_0";
-  /** Keep the downloaded file in the Cache API so a reload does not fetch it again. */
+  /**
+   * URL sources: keep the file in the browser's persistent model store
+   * (default true; see `modelCache`). The store is the Origin Private File
+   * System, or the Cache API where OPFS is missing; where neither exists
+   * the file streams as with false. A stored copy loads with no model byte
+   * fetched (one HEAD request checks the server's size, ETag and
+   * Last-Modified; a changed file is fetched again, an unreachable server
+   * leaves the copy in use); a download cut short resumes from its stored
+   * chunks. A file that does not fit the storage quota is a
+   * StorageQuotaError before its download starts. false: stream only.
+   */
   cache?: boolean;
+  /** How a URL is downloaded (Range requests where the server answers 206). */
+  download?: DownloadOptions;
   /**
    * Compile every GPU pipeline a generation can use, and run one step, before
    * load resolves (default true), so the first token does not wait for
@@ -77,6 +94,59 @@ export interface LoadOptions {
   /** Where to fetch wick_web_bg.wasm from (default: beside the package's JS). */
   wasmUrl?: string | URL;
 }
+
+export interface DownloadOptions {
+  /** Bytes per Range request, and per stored chunk (default 16 MiB, at least 64 KiB). */
+  chunkSize?: number;
+  /** Range requests at once (default 4, 1 to 16); at most this many chunks wait ahead of the loader. */
+  parallel?: number;
+  /** Tries again per chunk after a failure, with a doubling pause (default 5; then a DownloadError). */
+  retries?: number;
+  /** The first pause in milliseconds (default 500). */
+  retryDelay?: number;
+}
+
+/** The `download` defaults: `{ chunkSize: 16 MiB, parallel: 4, retries: 5, retryDelay: 500 }`. */
+export declare const DOWNLOAD_DEFAULTS: Readonly<Required<DownloadOptions>>;
+
+/** A model in the store, as `modelCache.list()` gives it. */
+export interface CachedModel {
+  /** The absolute URL it was loaded from (its key). */
+  url: string;
+  /** The file's size in bytes (null while a size-less download is partial). */
+  size: number | null;
+  /** Bytes stored: `size` when complete, less for a download cut short. */
+  bytes: number;
+  /** false: a partial download the next load of `url` resumes. */
+  complete: boolean;
+  /** When it was stored whole, in ms since the epoch (null while partial). */
+  cachedAt: number | null;
+  /** "opfs" (Origin Private File System) or "cache" (the Cache API). */
+  store: "opfs" | "cache";
+}
+
+/**
+ * The persistent model store that `load` fills (`cache`, default true), per
+ * origin: the same from a page and from a worker.
+ */
+export declare const modelCache: {
+  /** Every stored model, whole or partial, sorted by URL. */
+  list(): Promise<CachedModel[]>;
+  /** Whether `url` is stored whole (a load reads it from the store). */
+  has(url: string | URL): Promise<boolean>;
+  /** The stored file as a Blob (read lazily from the store), or null unless it is stored whole. */
+  get(url: string | URL): Promise<Blob | null>;
+  /** Removes `url`, whole or partial; true if anything was stored. */
+  delete(url: string | URL): Promise<boolean>;
+  /** Removes every stored model; true if there was any. */
+  clear(): Promise<boolean>;
+  /**
+   * `bytes`: what the stored models hold; `models`: how many are whole;
+   * `usage` and `quota`: the origin's, from navigator.storage.estimate()
+   * (null where the browser has none).
+   */
+  usage(): Promise<{ bytes: number; models: number; usage: number | null; quota: number | null }>;
+};
 
 export interface GenerateOptions {
   /** Default 256. */
@@ -250,6 +320,28 @@ export declare class GpuValidationError extends WickError {}
 export declare class WasmLoadError extends WickError {
   url: string;
 }
+/**
+ * The model does not fit the browser's storage; nothing was downloaded.
+ * Free space (modelCache.delete / clear) or load with `cache: false`.
+ * code "storage_quota".
+ */
+export declare class StorageQuotaError extends WickError {
+  url: string;
+  /** Bytes still to store (the file less what a partial copy holds). */
+  needed: number;
+  /** quota - usage from navigator.storage.estimate(), plus what a stale copy of the file frees. */
+  available: number;
+}
+/**
+ * A download failed: an HTTP status (`status`), or a chunk that failed
+ * every retry. `offset`: the first byte not fetched; what was stored
+ * whole stays for the next load to resume. code "download".
+ */
+export declare class DownloadError extends WickError {
+  url: string;
+  offset: number;
+  status?: number;
+}
 /** An aborted request (name "AbortError"). code "aborted". */
 export declare class AbortError extends WickError {}
 
@@ -260,7 +352,7 @@ export declare const DEFAULTS: Readonly<{ maxTokens: number; temperature: number
 export declare function init(wasmUrl?: string | URL): Promise<string>;
 /** Live GPU memory as the engine counts it, over every Engine on this page (after init() or a load). */
 export declare function liveGpuMemory(): { liveBytes: number; liveBuffers: number; liveBindGroups: number };
-/** Removes a model (or all) from the cache that `load(..., { cache: true })` fills. */
+/** The old name of `modelCache.delete(url)` (with a URL) and `modelCache.clear()` (without). */
 export declare function clearCache(url?: string | URL): Promise<boolean>;
 
 export declare class Engine {
@@ -307,8 +399,9 @@ export type HfFolderSource = string | URL | FileList | ArrayLike<File> | Record<
 export interface EmbeddingLoadOptions {
   onProgress?: (p: LoadProgress) => void;
   signal?: AbortSignal;
-  /** Keep model.safetensors in the Cache API (URL sources). */
+  /** Keep model.safetensors in the model store (URL sources; default true, as Engine.load). */
   cache?: boolean;
+  download?: DownloadOptions;
   wasmUrl?: string | URL;
   /** The responses' `model` (default: the folder's name). */
   name?: string;

@@ -14,7 +14,7 @@ import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./run
 import { loadCheckpoint } from "./checkpoint.js";
 import { hfFolder, isFolderSource } from "./hf-folder.js";
 import { readSource } from "./source.js";
-import { clearCache, modelCache } from "./model-cache.js";
+import { checkCache, clearCache, modelCache } from "./model-cache.js";
 
 export { ChatCompletionStream, clearCache, modelCache, NO_WEBGPU };
 export { DOWNLOAD_DEFAULTS } from "./download.js";
@@ -299,11 +299,6 @@ async function loadGguf(source, options, report) {
   } finally {
     loader.free();
   }
-}
-
-/** The `cache` load option: true (the default) or false. */
-export function checkCache(cache) {
-  if (typeof cache !== "boolean") throw new InvalidRequestError("cache", `must be true or false, got ${JSON.stringify(cache)}`);
 }
 
 /** A step as the iteration yields it: `reasoning` only where the chat split it off. */

@@ -18,13 +18,18 @@
 // The meta also keeps the server's validators (size, ETag, Last-Modified)
 // so a changed file invalidates the copy.
 
-import { StorageQuotaError } from "./errors.js";
+import { InvalidRequestError, StorageQuotaError } from "./errors.js";
 
 /** The Cache API cache of this layout; "wick-models-v1" held whole files (wick <= 0.1). */
 export const CACHE_NAME = "wick-models-v2";
 const LEGACY_CACHE = "wick-models-v1";
 const OPFS_DIR = "wick-models";
 const META_VERSION = 1;
+
+/** The `cache` load option: true (the default) or false. */
+export function checkCache(cache) {
+  if (typeof cache !== "boolean") throw new InvalidRequestError("cache", `must be true or false, got ${JSON.stringify(cache)}`);
+}
 
 /** `url` made absolute against the page (or worker) location. */
 export function absoluteUrl(url) {

@@ -243,7 +243,7 @@ describe("Engine on the page", () => {
     await checkMultiTurnReuse(page, log);
   });
 
-  test("a cached model loads again from the Cache API, with progress", { timeout: 300_000 }, async () => {
+  test("a cached model loads again from the model store, with progress", { timeout: 300_000 }, async () => {
     const r = await within(280_000, page.evaluate(async ({ url, ctx }) => {
       const { Engine, clearCache } = window.wick;
       await clearCache(url);

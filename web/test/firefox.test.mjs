@@ -4,7 +4,8 @@
 // Chromium's Tint accepts may fail here), reads buffers back by polling, and
 // grants no subgroups; its adapter reports no name. One page holds one
 // SmolLM2 engine through the file: load by URL with progress, greedy ids
-// against the native engine and llama.cpp, a two-turn chat reusing its
+// against the native engine and llama.cpp, the model store that load filled
+// (OPFS: listed whole, read back with the file's bytes), a two-turn chat reusing its
 // prefix, a malformed file refused, the worker engine, and dispose()
 // returning the page's GPU memory to where it was. Decode tok/s and the
 // readback round trip go to test-output/firefox-metrics.json.
@@ -12,11 +13,12 @@
 // run: node --test web/test/firefox.test.mjs   (after npm run build; part of npm test)
 
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
-  checkBuilt, launchFirefox, MODEL, nativeGenerate, openFirefoxPage, outDir,
+  checkBuilt, launchFirefox, MODEL, modelFile, nativeGenerate, openFirefoxPage, outDir,
   readbackRoundTrip, startServer, within,
 } from "./harness.mjs";
 import { checkLlamaCppGreedy, checkMultiTurnReuse } from "./core-checks.mjs";
@@ -83,6 +85,32 @@ describe("Firefox: the engine on the page", () => {
     assert.deepEqual(r.ids, native.ids, "greedy ids equal the native engine's");
     assert.equal(r.text, native.text);
     checkLlamaCppGreedy(PROMPT, r.promptIds, r.ids);
+  });
+
+  test("the load stored the model: modelCache lists it whole, its bytes are the file's, a read comes from the store", { timeout: 120_000 }, async () => {
+    const r = await within(100_000, page.evaluate(async (url) => {
+      const { modelCache } = window.wick;
+      const { readSource } = await import("/web/src/source.js");
+      const list = await modelCache.list();
+      const phases = new Set();
+      let bytes = 0;
+      for await (const c of readSource(url, { cache: true, onProgress: (p) => phases.add(p.phase) })) bytes += c.byteLength;
+      const blob = await modelCache.get(url);
+      const digest = await crypto.subtle.digest("SHA-256", await blob.arrayBuffer());
+      const sha = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+      return { list, phases: [...phases], bytes, sha, has: await modelCache.has(url), usage: await modelCache.usage() };
+    }, modelUrl), "stored model");
+    log(`firefox store: ${JSON.stringify({ ...r, list: r.list.map((m) => [m.store, m.size, m.complete]) })}`);
+    const file = readFileSync(modelFile(MODEL));
+    const entry = r.list.find((m) => m.url.endsWith(modelUrl));
+    assert.ok(entry?.complete, JSON.stringify(r.list));
+    assert.equal(entry.store, "opfs", "Firefox stores in OPFS");
+    assert.equal(entry.size, file.length);
+    assert.equal(r.has, true);
+    assert.deepEqual(r.phases, ["cache"], "read from the store, nothing fetched");
+    assert.equal(r.bytes, file.length);
+    assert.equal(r.sha, createHash("sha256").update(file).digest("hex"), "the stored bytes are the file's");
+    assert.ok(r.usage.bytes >= file.length && r.usage.quota > 0, JSON.stringify(r.usage));
   });
 
   test("info() says what Firefox grants, and the readback round trip is measured", { timeout: 120_000 }, async () => {
