@@ -42,6 +42,17 @@ function validators(res, size) {
   return { size, etag: res.headers.get("etag"), lastModified: res.headers.get("last-modified") };
 }
 
+/**
+ * A 200 body's length from Content-Length, null where it is missing or
+ * counts encoded bytes (Content-Encoding: fetch hands on the decoded body).
+ */
+function bodyLength(res) {
+  const encoding = res.headers.get("content-encoding");
+  if (encoding && encoding !== "identity") return null;
+  const len = Number(res.headers.get("content-length"));
+  return len > 0 ? len : null;
+}
+
 /** Statuses worth asking again: timeouts, throttling, server errors. */
 const retryable = (status) => status === 408 || status === 429 || status >= 500;
 
@@ -72,8 +83,7 @@ export async function probe(url, signal) {
     if (e?.name === "AbortError") throw e;
     return { ok: false, status: 0, statusText: String(e?.message ?? e) };
   }
-  const len = Number(res.headers.get("content-length"));
-  return { ok: res.ok, status: res.status, statusText: res.statusText, ...validators(res, res.ok && len > 0 ? len : null) };
+  return { ok: res.ok, status: res.status, statusText: res.statusText, ...validators(res, res.ok ? bodyLength(res) : null) };
 }
 
 /**
@@ -110,6 +120,7 @@ export async function startDownload(url, { from = 0, opts, signal, onBytes = () 
       first = await get(from, guessEnd(from));
       if (first.ok || !retryable(first.status)) break;
       if (tries >= retries) break;
+      first.body?.cancel().catch(() => {});
     } catch (e) {
       if (e?.name === "AbortError") {
         stop();
@@ -133,8 +144,7 @@ export async function startDownload(url, { from = 0, opts, signal, onBytes = () 
     throw new DownloadError(`fetching ${url} failed: the server answered bytes ${from}- with ${first.headers.get("content-range")}`, { url, offset: from });
   }
   const ranges = first.status === 206;
-  const len = Number(first.headers.get("content-length"));
-  const size = ranges ? range.total : len > 0 ? len : null;
+  const size = ranges ? range.total : bodyLength(first);
   const v = validators(first, size);
   const changed = (res, total) =>
     (expect.size != null && total != null && total !== expect.size) ||
@@ -162,6 +172,9 @@ export async function startDownload(url, { from = 0, opts, signal, onBytes = () 
         }
         if (r.done) break;
         let piece = r.value;
+        if (size != null && offset + piece.byteLength > size) {
+          throw new DownloadError(`fetching ${url} failed at byte ${offset}: the body is longer than its Content-Length ${size}`, { url, offset });
+        }
         onBytes(piece.byteLength);
         while (piece.byteLength) {
           const n = Math.min(piece.byteLength, buf.length - at);
@@ -200,7 +213,7 @@ export async function startDownload(url, { from = 0, opts, signal, onBytes = () 
         const r = res.status === 206 ? contentRange(res) : null;
         if (!r || r.start !== start + got || r.total !== size || r.end >= end || changed(res, r.total)) {
           res.body?.cancel().catch(() => {});
-          if (res.ok && (r?.total !== size || changed(res, r?.total))) {
+          if (r && (r.total !== size || changed(res, r.total))) {
             throw new DownloadError(`fetching ${url} failed: the file changed on the server during the load; load it again`, { url, offset: start + got });
           }
           if (!res.ok && !retryable(res.status)) throw httpError(url, res, start + got);

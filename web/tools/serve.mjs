@@ -5,7 +5,8 @@
 // stream in parts. `?norange` on a URL makes it ignore Range (a plain 200).
 // Files carry an ETag and Last-Modified. For the download tests: `?cut=N`
 // drops the connection once per URL (`&times=K`: K times), after the bytes
-// before offset N of a response that covers N; `control.etags` overrides a path's ETag (a
+// before offset N of a response that covers N; `?fail=N` answers 503 to a
+// Range request over N (once, or `&times=K`); `control.etags` overrides a path's ETag (a
 // changed file); `control.requests` logs every request with the bytes sent.
 // Listens on 127.0.0.1 only.
 //
@@ -79,7 +80,8 @@ export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
         ETag: control.etags.get(url.pathname) ?? `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`,
         "Last-Modified": st.mtime.toUTCString(),
       };
-      // The body bytes start..end, cut before `?cut=N` once per URL.
+      // The body bytes start..end, cut before `?cut=N` once per URL; or a 503
+      // for a range over `?fail=N` (K times with `&times=K`).
       const body = (start, end) => {
         Object.assign(entry, { start, end, sent: req.method === "HEAD" ? 0 : end - start + 1 });
         if (req.method === "HEAD") return res.end();
@@ -103,6 +105,13 @@ export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
         if (start >= st.size || start > end) {
           res.writeHead(416, { "Content-Range": `bytes */${st.size}` });
           return res.end();
+        }
+        const failAt = url.searchParams.has("fail") ? Number(url.searchParams.get("fail")) : NaN;
+        const key = `fail ${url.pathname}${url.search}`;
+        if (failAt >= start && failAt <= end && (control.cut.get(key) ?? 0) < Number(url.searchParams.get("times") ?? 1)) {
+          control.cut.set(key, (control.cut.get(key) ?? 0) + 1);
+          Object.assign(entry, { start, end, status: 503 });
+          return send(res, 503, "failing on purpose (?fail)");
         }
         headers["Content-Range"] = `bytes ${start}-${end}/${st.size}`;
         headers["Content-Length"] = end - start + 1;
