@@ -106,9 +106,10 @@ describe("the model store and resumable downloads", () => {
     const cutChunk = Math.floor(CUT / CHUNK) * CHUNK;
     const cut = gets.find((q) => q.start <= CUT && q.end >= CUT && q.sent < q.end - q.start + 1);
     assert.ok(cut, `a response was cut: ${JSON.stringify(gets)}`);
-    const retry = gets.filter((q) => q.start > cut.start && q.start <= CUT && q.end === cut.end);
+    // The retry asks from the first byte the page did not receive: the cut,
+    // or the chunk's start where the reset reached the page before its bytes.
+    const retry = gets.filter((q) => q !== cut && q.start >= cutChunk && q.start <= CUT && q.end === cut.end);
     assert.equal(retry.length, 1, `one retry of the cut chunk: ${JSON.stringify(gets)}`);
-    assert.ok(retry[0].start >= cutChunk, `the retry starts in the cut's chunk, at ${retry[0].start}`);
     // Every byte sent once, but for what the cut connection lost in flight.
     const sent = gets.reduce((s, q) => s + q.sent, 0);
     assert.ok(sent >= size && sent <= size + CHUNK, `${sent} bytes sent for a ${size}-byte file`);
