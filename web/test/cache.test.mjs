@@ -3,7 +3,8 @@
 // cut midway is resumed from the cut's chunk and gives the native engine's
 // greedy ids; a second load reads the store (one HEAD, no GET); a stopped
 // load resumes from its stored chunks; a changed ETag refetches; the quota
-// error comes before any model byte; modelCache from the page and a worker;
+// error comes before any model byte; persist() is asked once; modelCache
+// from the page and a worker;
 // the Cache API when OPFS is missing; a server without Range. The truth is
 // the file on disk (its SHA-256) and the native CLI's ids; the server
 // (web/tools/serve.mjs) logs every request and the bytes it sent.
@@ -58,6 +59,15 @@ before(async () => {
     };
   });
   await page.evaluate(() => window.wick.modelCache.clear());
+  // Count persist() calls: the first model stored asks once, no later one.
+  await page.evaluate(() => {
+    const real = StorageManager.prototype.persist;
+    window.persistCalls = 0;
+    StorageManager.prototype.persist = function () {
+      window.persistCalls++;
+      return real.call(this);
+    };
+  });
 });
 
 after(async () => {
@@ -297,5 +307,6 @@ describe("the model store and resumable downloads", () => {
     assert.equal(r.cleared, true);
     assert.deepEqual(r.after, []);
     assert.equal(r.usageAfter.bytes, 0);
+    assert.equal(await page.evaluate(() => window.persistCalls), 1, "persist() asked once, for the first model stored");
   });
 });
