@@ -128,14 +128,21 @@ async function* network(abs, { signal, report, opts }) {
   for await (const { bytes } of dl.chunks()) yield bytes;
 }
 
-/** Chunks `from`..`to` (exclusive) of a stored entry, each read while the one before is used. */
+/** The first `to` chunks of a stored entry, each read while the one before is used. */
 async function* storedChunks(backend, meta, to, { report, signal }) {
   let loaded = 0;
-  let next = to > 0 ? backend.chunk(meta.url, 0) : null;
+  // Read ahead by one; a read left behind by a consumer that stopped must
+  // not reject unhandled.
+  const read = (i) => {
+    const p = backend.chunk(meta.url, i).then((blob) => blob.arrayBuffer());
+    p.catch(() => {});
+    return p;
+  };
+  let next = to > 0 ? read(0) : null;
   for (let i = 0; i < to; i++) {
     signal?.throwIfAborted();
-    const bytes = new Uint8Array(await (await next).arrayBuffer());
-    if (i + 1 < to) next = backend.chunk(meta.url, i + 1);
+    const bytes = new Uint8Array(await next);
+    if (i + 1 < to) next = read(i + 1);
     loaded += bytes.byteLength;
     report("cache", loaded, meta.size);
     yield bytes;
