@@ -3,11 +3,12 @@
 //   prologue (NORM): x is RMS-normalised on the fly. Each workgroup computes
 //     its token rows' scale itself (see sum_sq below), so no separate norm
 //     dispatch and no normed copy of x exist.
-//   epilogue (EPILOGUE):
-//     0 store: out = W x (+ bias)
-//     1 add:   out += W x (+ bias); the residual stream absorbs a projection
-//     2 glu:   gate and up rows interleaved in W (gate row i is weight row 2i,
-//              up row i is 2i + 1): out[i] = act(gate_i . x) * (up_i . x)
+//   epilogue: store or add by p.accumulate (one pipeline for both), or glu
+//   (EPILOGUE 2):
+//     store: out = W x (+ bias)
+//     add:   out += W x (+ bias); the residual stream absorbs a projection
+//     glu:   gate and up rows interleaved in W (gate row i is weight row 2i,
+//            up row i is 2i + 1): out[i] = act(gate_i . x) * (up_i . x)
 // ROWS counts weight rows (even for glu; a part holds whole pairs), p.rows the
 // part's weight rows. Sources: quant.wgsl, a matrix-vector core (the unit
 // one: matmul_common.wgsl, matmul_gemv.wgsl, linear_x_unit.wgsl; or the vec4
@@ -103,7 +104,7 @@ fn emit_rows(lid: u32, row0: u32) {
         if (row < p.rows) {
             let o = p.out_offset + t * p.out_stride + row;
             var v = row_sum(i) * x_scale(t) + bias_of(row);
-            if (EPILOGUE == 1u) {
+            if (p.accumulate != 0u) {
                 v += out[o];
             }
             out[o] = v;

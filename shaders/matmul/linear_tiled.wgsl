@@ -1,6 +1,7 @@
 // Entry point of the fused linear layer, many-token form (prefill): the
 // register-blocked matmul over p.m consecutive token rows with the store,
-// add and glu epilogues of linear_gemv.wgsl (bias included). The norm
+// add (both by p.accumulate) and glu epilogues of linear_gemv.wgsl (bias
+// included). The norm
 // prologue is a separate dispatch in this form (kernels::linear): a tile's
 // invocation sees only part of a row, so it cannot normalise it.
 // Sources: quant.wgsl, matmul_common.wgsl, matmul_tiled.wgsl, [act_fns.wgsl,]
@@ -8,7 +9,7 @@
 #if BIAS
 @group(0) @binding({{BIAS_BINDING}}) var<storage, read> bias: array<f32>; // [bias_offset + rows]
 #endif
-// Dispatch: [ceil(rows / (WG / TT * TN)), ceil(m / (TT * TM)), 1].
+// Dispatch: [ceil(rows / (WG / TT * TN)), ceil(m / (TT * TM)), 1], TT = p.token_tiles.
 
 // Gating (`#if GLU`): the part's rows are interleaved gate/up pairs and
 // out takes one element a pair (out_offset and out_stride count those).
@@ -41,10 +42,10 @@ fn emit(i: u32, row: u32, v: f32) {
     #if BIAS
     s += bias[p.bias_offset + row];
     #endif
-    #if ADD
-    s += out[i];
-    #endif
     #if !GLU
+    if (p.accumulate != 0u) {
+        s += out[i];
+    }
     out[i] = s;
     #endif
 }

@@ -3,20 +3,23 @@
 // rows. In a workgroup of WG (64; on a CPU adapter's windowed core one SIMD
 // batch, kernels::tile_shape), invocation i takes token tile i % TT and row
 // tile i / TT: groups of TT neighbours read the same weight bytes (one fetch
-// on a GPU). TT (1, 2, 4 or 8) shrinks for short prompts so that no
-// invocation idles for want of token rows. Concatenated in front of each
-// core; the entry point supplies `out_base(tok)` and `emit(i, row, v)`.
+// on a GPU). TT (p.token_tiles: 1, 2, 4 or 8) shrinks for short prompts so
+// that no invocation idles for want of token rows; it is a parameter rather
+// than a constant so that one pipeline serves every prompt length (a
+// pipeline per count tripled the tiled kernels a model compiles at load).
+// Concatenated in front of each core; the entry point supplies
+// `out_base(tok)` and `emit(i, row, v)`.
 
 const TM: u32 = {{TM}}u; // token rows per invocation
 const TN: u32 = {{TN}}u; // output rows per invocation
-const TT: u32 = {{TT}}u; // token tiles per workgroup
 const WG: u32 = {{WG}}u; // invocations per workgroup
 
 // The first output row and first token of invocation `lid`'s tile, in row
 // group `row_group` (64 / TT * TN output rows) and token group `tok_group`
 // (TT * TM tokens).
 fn tile_origin(lid: u32, row_group: u32, tok_group: u32) -> vec2<u32> {
-    return vec2<u32>((row_group * (WG / TT) + lid / TT) * TN, (tok_group * TT + lid % TT) * TM);
+    let tt = p.token_tiles;
+    return vec2<u32>((row_group * (WG / tt) + lid / tt) * TN, (tok_group * tt + lid % tt) * TM);
 }
 
 // Emits the tile's sums (acc[t * TN + r]) that fall inside the part and the

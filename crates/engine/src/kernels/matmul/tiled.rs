@@ -73,6 +73,14 @@ kernel_params! {
         /// The prefill vec4 core only (matmul_tiled_vec.wgsl); 0 otherwise.
         /// x's rows are a range of the weight rows from this chunk on (kernels::x_ranges)
         pub(crate) first_chunk: u32,
+        /// The tiled cores only (matmul_tile.wgsl); 0 otherwise.
+        /// token tiles per workgroup (1, 2, 4 or 8): a value, not a constant
+        /// of the source, so that one pipeline serves every prompt length
+        pub(crate) token_tiles: u32,
+        /// The fused linear layer only: 1 adds W x to out (its Add
+        /// epilogue), 0 stores it; a value rather than a variant, so that
+        /// storing and adding projections share a pipeline.
+        pub(crate) accumulate: u32,
     }
 }
 
@@ -107,6 +115,8 @@ impl Params {
             aux_base: part.bases.aux,
             d16_base: part.bases.d16,
             first_chunk: 0,
+            token_tiles: 0,
+            accumulate: 0,
         }
     }
 }
@@ -272,7 +282,7 @@ pub(crate) fn matmul_form(
             }
             let tt = tiled_token_tiles(m);
             let rows_per_group = tile.rows(tt);
-            let variant = Variant::tiled(w, Operand::Matrix, tt, tile);
+            let variant = Variant::tiled(w, Operand::Matrix, tile);
             let key = variant.key();
             let token_groups = (m as u32).div_ceil(tt * tile.tm);
             check_groups("matmul", token_groups, || format!("{m} token rows"))?;
@@ -281,7 +291,7 @@ pub(crate) fn matmul_form(
                 check_groups("matmul", row_groups, || {
                     format!("a part of {} rows", part.rows)
                 })?;
-                let p = Params::new(
+                let mut p = Params::new(
                     w,
                     part,
                     m,
@@ -290,6 +300,7 @@ pub(crate) fn matmul_form(
                     out_offset + part.first_row,
                     w.rows,
                 );
+                p.token_tiles = tt;
                 // The chunked core binds the part again, as vec4s.
                 let (storage, buffers) = if tile.vec {
                     (VEC_STORAGE, &[&*part.buffer, x, out, &part.buffer][..])

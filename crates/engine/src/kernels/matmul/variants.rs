@@ -57,8 +57,9 @@ pub(crate) struct Variant {
 enum Shape {
     /// `rows` output rows and `tokens` token rows per workgroup.
     Gemv { rows: u32, tokens: usize },
-    /// `tt` token tiles per workgroup.
-    Tiled { tt: u32, tile: TileShape },
+    /// The register-blocked core; its token tiles per workgroup are a
+    /// parameter (`Params::token_tiles`), so one variant serves every count.
+    Tiled(TileShape),
     /// The vec4 core (one token row).
     Vec(VecShape),
 }
@@ -84,25 +85,26 @@ impl Variant {
         }
     }
 
-    /// The register-blocked core with `tt` token tiles per workgroup.
-    pub(crate) fn tiled(w: &QuantMatrix, operand: Operand, tt: u32, tile: TileShape) -> Variant {
+    /// The register-blocked core (any number of token tiles per workgroup:
+    /// the dispatch sets `Params::token_tiles`).
+    pub(crate) fn tiled(w: &QuantMatrix, operand: Operand, tile: TileShape) -> Variant {
         Variant {
             fmt: w.format(),
             operand,
-            shape: Shape::Tiled { tt, tile },
+            shape: Shape::Tiled(tile),
         }
     }
 
     pub(crate) fn key(&self) -> VariantKey {
         let args = match self.shape {
             Shape::Gemv { rows, tokens } => [0, rows, tokens as u32, 0, 0, 0],
-            Shape::Tiled { tt, tile } => [
+            Shape::Tiled(tile) => [
                 1,
-                tt,
                 tile.tn | tile.tm << 8 | tile.wg << 16,
                 tile.x4 as u32,
                 tile.vec as u32,
                 tile.form.code(),
+                0,
             ],
             Shape::Vec(v) => [
                 2,
@@ -159,10 +161,10 @@ impl Variant {
                     vec![QUANT_WGSL, COMMON_WGSL, GEMV_WGSL, op.gemv_main()],
                 )
             }
-            Shape::Tiled { tt, tile } => {
-                defines.extend(tile.defines(fmt, tt));
+            Shape::Tiled(tile) => {
+                defines.extend(tile.defines(fmt));
                 let name = format!(
-                    "{}_tiled_{}_m{}_n{}_t{tt}_x{}{}{}",
+                    "{}_tiled_{}_m{}_n{}_x{}{}{}",
                     op.prefix(),
                     fmt.fmt,
                     tile.tm,

@@ -269,6 +269,9 @@ pub fn expert_matmul(
         p.x_div = x_div as u32;
         p.first_expert = (part.first_row / stack.rows) as u32;
         p.part_experts = (part.rows / stack.rows) as u32;
+        if let ExpertForm::Grouped(g) = &form {
+            p.token_tiles = g.tt;
+        }
         p
     };
     // Per form: the kernel, its storage, its output rows per workgroup, the
@@ -290,7 +293,7 @@ pub fn expert_matmul(
             check_elems(K, "sorted", g.sorted, slots)?;
             check_elems(K, "tiles", g.tiles, 3 * g.max_tiles as usize)?;
             (
-                Variant::tiled(w, Operand::Experts, g.tt, EXPERT_TILE),
+                Variant::tiled(w, Operand::Experts, EXPERT_TILE),
                 EXPERT_TILED_STORAGE,
                 tiled_rows(g.tt),
                 ([g.tiles, g.sorted], 2),

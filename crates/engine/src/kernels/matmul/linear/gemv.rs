@@ -162,7 +162,8 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
         _ => Activation::Silu,
     };
     let fmt = w.format();
-    let code = op.epilogue.code();
+    // Store and add share a pipeline (`Params::accumulate`); glu is its own.
+    let code = if glu { Epilogue::Glu(act).code() } else { 0 };
     // The vec4 core binds the part again (as vec4s) after out.
     let (rows_per_group, vec_shape) = match core {
         GemvCore::Unit { rows } => (rows, None),
@@ -302,6 +303,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
             out_offset,
             op.out_stride,
         );
+        p.accumulate = (op.epilogue == Epilogue::Add) as u32;
         let x = q8.map_or(op.x, |q| q.quants);
         let mut buffers: [&GpuBuffer; 6] = [&part.buffer, x, op.out, op.out, op.out, op.out];
         let mut n = 3;

@@ -378,7 +378,6 @@ fn record_tiled(
             };
             let variant = TiledVariant {
                 tile,
-                tt,
                 window_vec4s,
                 epilogue,
                 has_bias: bias.is_some(),
@@ -397,6 +396,8 @@ fn record_tiled(
                     op.out_stride,
                 );
                 p.set_col_range(range.first_col / chunk_elems, range.cols);
+                p.token_tiles = tt;
+                p.accumulate = (epilogue == Epilogue::Add) as u32;
                 let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, op.out, op.out, op.out];
                 let mut n = 3;
                 if tile.vec {
@@ -422,11 +423,11 @@ fn record_tiled(
     Ok(())
 }
 
-/// One pipeline of the tiled core: `tile` with `tt` token tiles, x through
-/// a window of `window_vec4s` (0: storage x), the epilogue, bias or not.
+/// One pipeline of the tiled core: `tile` (with any number of token tiles a
+/// workgroup: `Params::token_tiles`), x through a window of `window_vec4s`
+/// (0: storage x), the epilogue, bias or not.
 struct TiledVariant {
     tile: TileShape,
-    tt: u32,
     window_vec4s: u32,
     epilogue: Epilogue,
     has_bias: bool,
@@ -446,11 +447,12 @@ impl TiledVariant {
             family: "linear_tiled",
             fmt: w.format().fmt,
             args: [
-                self.tt,
+                0,
                 self.has_bias as u32,
                 match self.glu() {
                     Some(act) => 2 + act as u32,
-                    None => (self.epilogue == Epilogue::Add) as u32,
+                    // Store and add share a pipeline (`Params::accumulate`).
+                    None => 0,
                 },
                 tile.tn | tile.tm << 8 | tile.wg << 16,
                 tile.x4 as u32 | self.window_vec4s << 1,
@@ -462,13 +464,9 @@ impl TiledVariant {
     fn spec(&self, w: &QuantMatrix) -> OwnedSpec {
         let (tile, glu, fmt) = (&self.tile, self.glu(), w.format());
         let mut defines = fmt.defines();
-        defines.extend(tile.defines(fmt, self.tt));
+        defines.extend(tile.defines(fmt));
         let mut flags = tile.flags();
-        flags.extend([
-            ("BIAS", self.has_bias),
-            ("ADD", self.epilogue == Epilogue::Add),
-            ("GLU", glu.is_some()),
-        ]);
+        flags.extend([("BIAS", self.has_bias), ("GLU", glu.is_some())]);
         defines.extend([
             ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
             ("ACT", act_name(glu.unwrap_or(Activation::Silu)).into()),

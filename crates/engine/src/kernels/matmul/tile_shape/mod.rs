@@ -143,16 +143,12 @@ impl TileShape {
         self.wg / tt * self.tn
     }
 
-    /// The defines of the tiled cores for `fmt` with `tt` token tiles.
-    pub(crate) fn defines(
-        &self,
-        fmt: GpuFormat,
-        tt: u32,
-    ) -> Vec<(&'static str, Cow<'static, str>)> {
+    /// The defines of the tiled cores for `fmt` (the token tiles per
+    /// workgroup are a parameter, `Params::token_tiles`).
+    pub(crate) fn defines(&self, fmt: GpuFormat) -> Vec<(&'static str, Cow<'static, str>)> {
         let mut defines = vec![
             ("TM", self.tm.to_string().into()),
             ("TN", self.tn.to_string().into()),
-            ("TT", tt.to_string().into()),
             ("WG", self.wg.to_string().into()),
         ];
         if self.vec {

@@ -76,7 +76,7 @@ fn windowed_tiles_share_x_through_the_subgroup() {
         assert!(!tile(form).windowed(576, true, 8, false).x_share);
     }
     let define = |shape: TileShape, fmt: GpuFormat, name: &str| {
-        let defines = shape.defines(fmt, 1);
+        let defines = shape.defines(fmt);
         let found = defines.iter().find(|(n, _)| *n == name);
         found.map(|(_, v)| v.to_string()).unwrap_or_default()
     };
