@@ -69,6 +69,14 @@ export interface LoadOptions {
    */
   quantize?: "q8_0";
   /**
+   * The GPU limits the engine asks for: "adapter" (default: the largest the
+   * adapter offers, which big models need) or "default" (WebGPU's defaults:
+   * 128 MiB per storage binding, 256 MiB per buffer, as a phone grants).
+   * Weight matrices are split by rows to fit a binding either way;
+   * `info().limits.requested` says which is in force.
+   */
+  limits?: "adapter" | "default";
+  /**
    * URL sources: keep the file in the browser's persistent model store
    * (default true; see `modelCache`). The store is the Origin Private File
    * System, or the Cache API where OPFS is missing; where neither exists
@@ -242,9 +250,25 @@ export interface EngineInfo {
    * browser; natively on lavapipe the engine keeps them in textures. */
   weightStore: "buffers" | "textures";
   /** `deviceMemory` is null where the adapter reports none (always in the browser): the memory preflight then checks the buffer limits only. */
-  limits: { maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number; deviceMemory: number | null };
+  limits: { requested: "adapter" | "default"; maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeInvocationsPerWorkgroup: number; deviceMemory: number | null };
   /** The engine's own count of what it holds on the GPU now (buffers of every kind, their bytes, cached bind groups). */
   gpuMemory: { liveBytes: number; liveBuffers: number; liveBindGroups: number };
+  /**
+   * How the load went, by phase in milliseconds: `open` (the wasm module,
+   * the GPU device, the first request), `bytes` (read and uploaded, one
+   * stream), `build` (the engine over the uploaded weights), `warmUp` (the
+   * pipelines created, then one step: where the kernels compile; 0 with
+   * `warmUp: false`). `pipelinesCreated` counts the pipelines the warm-up
+   * created: the page's engines share one GPU device (see releaseGpu), so a
+   * second load of the same model creates none. Absent on a HF folder's
+   * embedder.
+   */
+  load?: {
+    totalMs: number;
+    phasesMs: { open: number; bytes: number; build: number; warmUp: number };
+    bytes: number;
+    pipelinesCreated: number | null;
+  };
   /** The GGUF architectures (`general.architecture`) this build runs: llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3. */
   supportedArchitectures: string[];
   model: {
@@ -352,6 +376,12 @@ export declare const DEFAULTS: Readonly<{ maxTokens: number; temperature: number
 export declare function init(wasmUrl?: string | URL): Promise<string>;
 /** Live GPU memory as the engine counts it, over every Engine on this page (after init() or a load). */
 export declare function liveGpuMemory(): { liveBytes: number; liveBuffers: number; liveBindGroups: number };
+/**
+ * Lets go of the page's GPU device and the kernels compiled on it (kept
+ * between loads, so a second load compiles only what the first did not);
+ * loaded engines keep theirs until disposed. Call after init() or a load.
+ */
+export declare function releaseGpu(): void;
 /** The old name of `modelCache.delete(url)` (with a URL) and `modelCache.clear()` (without). */
 export declare function clearCache(url?: string | URL): Promise<boolean>;
 

@@ -7,7 +7,7 @@
 //
 // See docs/javascript.md and index.d.ts for the whole API.
 
-import { liveGpuMemory as wasmLiveGpuMemory, WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
+import { liveGpuMemory as wasmLiveGpuMemory, releaseGpu as wasmReleaseGpu, WasmLoader, version as wasmVersion } from "../pkg/wick_web.js";
 import { ChatCompletionStream, createChat } from "./chat.js";
 import { InvalidRequestError, isFatal } from "./errors.js";
 import { abortError, call, checkWebGPU, guard, initWasm, NO_WEBGPU } from "./runtime.js";
@@ -41,11 +41,25 @@ export const DEFAULTS = Object.freeze({ maxTokens: 256, temperature: 0.7, topK: 
 
 /**
  * The engine's own count of live GPU memory over every Engine on this page
- * (not those in workers): `{ liveBytes, liveBuffers, liveBindGroups }`, back
- * to its baseline once every engine is disposed. Call after `init()` or a load.
+ * (not those in workers): `{ liveBytes, liveBuffers, liveBindGroups }`. Once
+ * every engine is disposed it holds only the page's GPU context (its uniform
+ * arena, kept for the next load), and nothing after `releaseGpu()`. Call
+ * after `init()` or a load.
  */
 export function liveGpuMemory() {
   return call(() => wasmLiveGpuMemory());
+}
+
+/**
+ * Lets go of the page's GPU device and the kernels compiled on it. Every
+ * Engine and EmbeddingEngine of the page shares one device, kept between
+ * loads so that a second load (another model, or the same one again after
+ * dispose) compiles only what the first did not; engines still loaded keep
+ * theirs until disposed, and the next load opens a new device. Call after
+ * `init()` or a load.
+ */
+export function releaseGpu() {
+  call(() => wasmReleaseGpu());
 }
 
 /** Instantiates the wasm module now (Engine.load does it on first use). */
@@ -121,21 +135,49 @@ export class Engine {
     const { onProgress, signal, wasmUrl, warmUp = true } = options;
     if (typeof warmUp !== "boolean") throw new InvalidRequestError("warmUp", `must be true or false, got ${JSON.stringify(warmUp)}`);
     checkCache(options.cache ?? true);
+    // The load's phases (info().load): opening (the wasm module, the GPU
+    // device, the first request) up to the first byte, the bytes read and
+    // uploaded (one stream), the engine built, the warm-up (pipelines
+    // created, then one step: where the kernels compile).
+    const started = performance.now();
     checkWebGPU();
     await init(wasmUrl);
     signal?.throwIfAborted();
-    const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
+    const marks = {};
+    const report = (phase, loaded, total) => {
+      const now = performance.now();
+      marks[phase] ??= now;
+      if (phase !== "warmup" && phase !== "ready") marks.lastByte = now;
+      onProgress?.({ phase, loaded, total });
+    };
     const folder = isFolderSource(source) ? hfFolder(source, { signal }) : null;
     const { wasm, total } = folder ? await loadCheckpoint(folder, options, report) : await loadGguf(source, options, report);
     const engine = new Engine(wasm, folder?.name);
     // Compile every pipeline and run one step now, not on the first token
     // (unless asked not to: then each compiles when first used).
+    let pipelinesCreated = null;
+    const built = performance.now();
     if (warmUp) {
       report("warmup", total, total);
-      await guard(engine.#w.warmUp());
+      pipelinesCreated = await guard(engine.#w.warmUp());
     }
+    const warmed = performance.now();
     await engine.#describeAdapter();
     report("ready", total, total);
+    const ms = (a, b) => Math.round(b - a);
+    const lastByte = marks.lastByte ?? built;
+    const firstByte = Math.min(...["fetch", "cache", "read", "parse"].map((p) => marks[p] ?? Infinity), lastByte);
+    engine.#info.load = {
+      totalMs: ms(started, performance.now()),
+      phasesMs: {
+        open: ms(started, firstByte),
+        bytes: ms(firstByte, lastByte),
+        build: ms(lastByte, built),
+        warmUp: ms(built, warmed),
+      },
+      bytes: total,
+      pipelinesCreated,
+    };
     return engine;
   }
 
@@ -275,8 +317,8 @@ export class Engine {
 
 /** Streams a GGUF file into a WasmEngine (not warmed up yet): `{ wasm, total }`, total in bytes. */
 async function loadGguf(source, options, report) {
-  const { onProgress, signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize } = options;
-  const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize }));
+  const { onProgress, signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
+  const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits }));
   try {
     let parsed = false;
     let total = 0;

@@ -86,6 +86,29 @@ describe("Engine on the page", () => {
     checkLlamaCppGreedy(PROMPT, r.promptIds, r.ids);
   });
 
+  test("a second load on the page compiles nothing (one GPU device for the page), and info().load gives the phases", { timeout: LOAD_MS + 120_000 }, async () => {
+    const r = await within(LOAD_MS + 100_000, page.evaluate(async ({ url, ctx, prompt, n }) => {
+      const { Engine } = window.wick;
+      const engine = await Engine.load(url, { contextLength: ctx });
+      const ids = [];
+      for await (const c of engine.generate(prompt, { maxTokens: n, temperature: 0 })) if (c.tokenId !== null) ids.push(c.tokenId);
+      const out = { first: window.engine.info().load, second: engine.info().load, ids };
+      await engine.dispose();
+      return out;
+    }, { url: modelUrl(), ctx: CTX, prompt: PROMPT, n: 3 }), "second load");
+    log(`load phases: first ${JSON.stringify(r.first)}, second ${JSON.stringify(r.second)}`);
+    metrics.load = r;
+    assert.ok(r.first.pipelinesCreated > 0, "the first load compiled its kernels");
+    assert.equal(r.second.pipelinesCreated, 0, "the second load found every pipeline compiled");
+    for (const l of [r.first, r.second]) {
+      const sum = Object.values(l.phasesMs).reduce((a, b) => a + b, 0);
+      assert.ok(sum <= l.totalMs + 2 && sum >= l.totalMs - 50, `phases ${JSON.stringify(l.phasesMs)} add up to ${l.totalMs} ms`);
+      assert.ok(l.phasesMs.warmUp > 0 && l.bytes > 0);
+    }
+    // The reused pipelines compute the same on the second engine's buffers.
+    assert.deepEqual(r.ids, native.ids.slice(0, 3));
+  });
+
   test("info() reports the adapter and the f32 path; the readback round trip is measured", { timeout: 120_000 }, async () => {
     const info = await page.evaluate(() => window.engine.info());
     assert.equal(info.computePath, "f32");
@@ -479,7 +502,7 @@ describe("memory comes back", () => {
     const page = await openTestPage(browser, base, log);
     try {
       const r = await within(3 * LOAD_MS - 10_000, page.evaluate(async ({ urls, prompt }) => {
-        const { Engine, init, liveGpuMemory } = window.wick;
+        const { Engine, init, liveGpuMemory, releaseGpu } = window.wick;
         await init();
         const baseline = liveGpuMemory();
         const rounds = [];
@@ -490,14 +513,21 @@ describe("memory comes back", () => {
           await engine.dispose();
           rounds.push({ loaded, after: liveGpuMemory() });
         }
-        return { baseline, rounds };
+        releaseGpu();
+        return { baseline, rounds, released: liveGpuMemory() };
       }, { urls: [modelUrl(), modelUrl(), "/models/gemma-3-270m-q4_k_m.gguf"], prompt: PROMPT }), "memory");
       log(`live GPU memory: ${JSON.stringify(r)}`);
+      // After each dispose only the page's GPU context remains (kept for
+      // the next load): its uniform arena, one buffer, the same every round.
+      const context = r.rounds[0].after;
+      assert.equal(context.liveBuffers, 1, "the page's GPU context holds its uniform arena alone");
+      assert.equal(context.liveBindGroups, 0);
       for (const [i, round] of r.rounds.entries()) {
         assert.ok(round.loaded.liveBytes > r.baseline.liveBytes + 50e6, `round ${i} held the model`);
-        assert.deepEqual(round.after, r.baseline, `round ${i}: back to the baseline after dispose`);
+        assert.deepEqual(round.after, context, `round ${i}: back to the page's context after dispose`);
       }
       assert.equal(r.rounds.length, 3);
+      assert.deepEqual(r.released, r.baseline, "releaseGpu() lets the context go: back to the baseline");
     } finally {
       await page.close();
     }

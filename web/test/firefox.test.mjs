@@ -162,13 +162,18 @@ describe("Firefox: the engine on the page", () => {
 
   test("dispose() returns the page's live GPU memory to its baseline", { timeout: 60_000 }, async () => {
     const r = await page.evaluate(async () => {
-      const { liveGpuMemory } = window.wick;
+      const { liveGpuMemory, releaseGpu } = window.wick;
       const loaded = liveGpuMemory();
       await window.engine.dispose();
-      return { baseline: window.baselineMemory, loaded, after: liveGpuMemory() };
+      const after = liveGpuMemory();
+      releaseGpu();
+      return { baseline: window.baselineMemory, loaded, after, released: liveGpuMemory() };
     });
     log(`firefox live GPU memory: ${JSON.stringify(r)}`);
     assert.ok(r.loaded.liveBytes > r.baseline.liveBytes + 50e6, "the engine held the model");
-    assert.deepEqual(r.after, r.baseline, "back to the baseline after dispose");
+    // The page's GPU context stays for the next load: its uniform arena alone.
+    assert.equal(r.after.liveBuffers, 1, "only the page's GPU context after dispose");
+    assert.equal(r.after.liveBindGroups, 0);
+    assert.deepEqual(r.released, r.baseline, "back to the baseline once releaseGpu() lets the context go");
   });
 });

@@ -82,6 +82,9 @@ test("loads Qwen2.5-Coder-1.5B from a URL, streamed, and greedy-generates llama.
       const engine = await Engine.load(url, {
         contextLength: ctx,
         warmUp: false,
+        // Not stored: this test is about streaming 1.1 GB through the page,
+        // and the store's own tests (cache.test.mjs) use a small file.
+        cache: false,
         onProgress: (p) => {
           phases[p.phase] = [p.loaded, p.total];
           if (p.phase === "fetch") {

@@ -66,7 +66,7 @@ pub struct WasmEmbedLoader {
 impl WasmEmbedLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU).
     pub async fn create() -> Result<WasmEmbedLoader, JsValue> {
-        let ctx = open_gpu().await?;
+        let ctx = open_gpu(wick::gpu::DeviceLimits::Adapter).await?;
         Ok(WasmEmbedLoader {
             ctx,
             small: Vec::new(),

@@ -176,7 +176,9 @@ impl WasmEngine {
 #[wasm_bindgen]
 impl WasmEngine {
     /// Creates every pipeline a generation uses and runs one step, so the
-    /// first `generate` compiles nothing. `Engine.load` awaits it.
+    /// first `generate` compiles nothing. `Engine.load` awaits it; resolves
+    /// to the number of pipelines it created (none that an earlier load on
+    /// the page's GPU context already made).
     #[wasm_bindgen(js_name = warmUp)]
     // The borrow held across the GPU await is the engine's one-step lock.
     #[allow(clippy::await_holding_refcell_ref)]
@@ -187,8 +189,10 @@ impl WasmEngine {
                 .pipeline
                 .try_borrow_mut()
                 .map_err(|_| js_err("the engine is busy"))?;
+            let before = shared.ctx.counters.snapshot();
             pipeline.warm_up().await.map_err(js_err)?;
-            Ok(JsValue::UNDEFINED)
+            let created = shared.ctx.counters.snapshot().since(before);
+            Ok(JsValue::from_f64(created.pipelines_created as f64))
         })
     }
 
@@ -404,6 +408,7 @@ impl WasmEngine {
     /// new load works. Not part of the JS API.
     #[wasm_bindgen(js_name = __testLoseDevice)]
     pub fn test_lose_device(&self) {
+        crate::loader::forget_gpu(&self.shared.ctx);
         self.shared.ctx.device.destroy();
     }
 

@@ -81,7 +81,7 @@ impl WasmHfLoader {
             ),
         };
         let opts = o.pipeline()?;
-        let ctx = open_gpu().await?;
+        let ctx = open_gpu(o.limits()?).await?;
         Ok(WasmHfLoader {
             ctx,
             opts,

@@ -80,6 +80,9 @@ pub struct Features {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
+    /// "adapter" (the largest it offers) or "default" (WebGPU's defaults):
+    /// the `limits` load option.
+    pub requested: &'static str,
     pub max_buffer_size: u64,
     pub max_storage_buffer_binding_size: u64,
     pub max_compute_invocations_per_workgroup: u32,
@@ -167,6 +170,7 @@ pub fn collect(ctx: &GpuContext, engine: &Engine, has_chat_template: bool) -> In
         decode_gemv_reduce: ctx.tuning.gemv_reduce.name(),
         weight_store: ctx.weight_store.name(),
         limits: Limits {
+            requested: ctx.device_limits.name(),
             max_buffer_size: ctx.limits.max_buffer_size,
             max_storage_buffer_binding_size: ctx.limits.max_storage_buffer_binding_size,
             max_compute_invocations_per_workgroup: ctx.limits.max_compute_invocations_per_workgroup,

@@ -84,8 +84,9 @@ pub fn test_panic(message: &str) {
 }
 
 /// The engine's count of live GPU memory summed over every engine of this
-/// page (each load opens its own device): `{ liveBytes, liveBuffers,
-/// liveBindGroups }`. After `dispose()` of every engine it is back to 0.
+/// page: `{ liveBytes, liveBuffers, liveBindGroups }`. After `dispose()` of
+/// every engine it is back to 0 (the page's GPU context, kept for the next
+/// load, holds no counted buffer).
 #[wasm_bindgen(js_name = liveGpuMemory)]
 pub fn live_gpu_memory() -> Result<JsValue, JsValue> {
     let live = wick::gpu::residency::live_memory_everywhere();

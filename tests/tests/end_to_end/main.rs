@@ -8,6 +8,7 @@ mod allocations;
 mod constrain_vocab;
 mod constrained_json;
 mod conversation;
+mod device_limits;
 mod device_lost;
 mod embed_gemma;
 mod embed_minilm;

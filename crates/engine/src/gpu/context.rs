@@ -24,6 +24,41 @@ pub struct AdapterSummary {
     pub driver_info: String,
 }
 
+/// Which limits a context asks its device for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DeviceLimits {
+    /// Everything the adapter offers: model weights want the largest
+    /// storage bindings and buffers it can give.
+    #[default]
+    Adapter,
+    /// WebGPU's defaults (128 MiB storage bindings, 256 MiB buffers, 256
+    /// invocations a workgroup): what every device grants, a phone's
+    /// included. Matrices are split by rows to fit a binding.
+    WebGpuDefault,
+}
+
+impl DeviceLimits {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceLimits::Adapter => "adapter",
+            DeviceLimits::WebGpuDefault => "default",
+        }
+    }
+}
+
+impl std::str::FromStr for DeviceLimits {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "adapter" => Ok(DeviceLimits::Adapter),
+            "default" => Ok(DeviceLimits::WebGpuDefault),
+            _ => Err(format!(
+                "\"{s}\" is not a limits choice: \"adapter\" (the adapter's largest, the default) or \"default\" (WebGPU's defaults, as a phone grants)"
+            )),
+        }
+    }
+}
+
 /// Optional features wick can use, as granted by the device.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GpuFeatures {
@@ -48,6 +83,8 @@ pub struct GpuContext {
     pub tuning: Tuning,
     pub features: GpuFeatures,
     pub limits: wgpu::Limits,
+    /// Which limits were asked for (`limits` holds what was granted).
+    pub device_limits: DeviceLimits,
     /// Where weight matrices live (`weight_store.rs`).
     pub weight_store: WeightStore,
     /// Bytes of device memory, where the adapter reports it (Vulkan's
@@ -80,6 +117,14 @@ impl GpuContext {
     /// on one adapter); otherwise `WICK_WEIGHT_STORE`, else the adapter's
     /// default.
     pub async fn with_weight_store(store: Option<WeightStore>) -> Result<GpuContext, GpuError> {
+        Self::open(store, DeviceLimits::Adapter).await
+    }
+
+    /// As `with_weight_store`, asking the device for `limits`.
+    pub async fn open(
+        store: Option<WeightStore>,
+        limits: DeviceLimits,
+    ) -> Result<GpuContext, GpuError> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         if cfg!(target_arch = "wasm32") {
             desc.backends = wgpu::Backends::BROWSER_WEBGPU;
@@ -97,13 +142,14 @@ impl GpuContext {
         let packed_dot4 = instance
             .wgsl_language_features()
             .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct);
-        Self::from_adapter(adapter, packed_dot4, store).await
+        Self::from_adapter(adapter, packed_dot4, store, limits).await
     }
 
     async fn from_adapter(
         adapter: wgpu::Adapter,
         packed_dot4: bool,
         store: Option<WeightStore>,
+        limits_asked: DeviceLimits,
     ) -> Result<GpuContext, GpuError> {
         let info = adapter.get_info();
         let device_memory = super::device_memory::device_memory(&adapter);
@@ -118,9 +164,11 @@ impl GpuContext {
         let wanted =
             wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY;
         let required_features = offered & wanted;
-        // Ask for everything the adapter offers: model weights need the
-        // largest storage bindings and buffers it can give.
-        let required_limits = adapter.limits();
+        let required_limits = match limits_asked {
+            DeviceLimits::Adapter => adapter.limits(),
+            // WebGPU's defaults, which every adapter offers.
+            DeviceLimits::WebGpuDefault => wgpu::Limits::default(),
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wick"),
@@ -191,6 +239,7 @@ impl GpuContext {
             tuning,
             features,
             limits,
+            device_limits: limits_asked,
             weight_store,
             device_memory,
             counters: GpuCounters::default(),

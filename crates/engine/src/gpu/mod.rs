@@ -22,7 +22,7 @@ pub mod weight_store;
 pub mod wgsl;
 
 pub use buffer::{BufferRef, GpuBuffer};
-pub use context::{AdapterSummary, GpuContext, GpuFeatures};
+pub use context::{AdapterSummary, DeviceLimits, GpuContext, GpuFeatures};
 pub use counters::{CounterSnapshot, GpuCounters};
 pub use error::GpuError;
 pub use pipeline::{workgroups_for, Access, KernelSpec, OwnedSpec, VariantKey};
