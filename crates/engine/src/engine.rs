@@ -8,10 +8,13 @@
 //! soon as its bytes are in. A `fetch()` body or a `File` stream is therefore
 //! never held whole in memory.
 
+use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::WickError;
 use crate::format::gguf::{GgufError, GgufFile, TensorInfo};
+use crate::format::gguf_split::{self as split, SplitError};
 use crate::gpu::GpuContext;
 use crate::model::loader::{check_needs, Need};
 use crate::model::{LoadProgress, ModelError, Plan, TensorStore};
@@ -42,6 +45,39 @@ impl Engine {
         Ok(engine)
     }
 
+    /// Loads a model split into shards (llama.cpp's `gguf-split`) from the
+    /// bytes of each whole shard, in order.
+    pub async fn load_split(
+        ctx: Arc<GpuContext>,
+        shards: &[&[u8]],
+        opts: &PipelineOptions,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<Engine, WickError> {
+        let mut loader = ModelLoader::split(ctx, opts.clone(), shards.len());
+        if shards.is_empty() {
+            return Err(SplitError::NoShards.into());
+        }
+        for (i, bytes) in shards.iter().enumerate() {
+            if !loader.push_header(i, bytes)? {
+                // The whole shard ends inside its header: say where.
+                let detail = GgufFile::parse(bytes)
+                    .err()
+                    .unwrap_or(GgufError::NeedMoreHeader {
+                        needed_at_least: bytes.len() as u64 + 1,
+                    });
+                return Err(SplitError::Header { shard: i, detail }.into());
+            }
+        }
+        for (i, bytes) in shards.iter().enumerate() {
+            loader.push_shard(i, bytes, progress)?;
+        }
+        let mut engine = loader.finish()?;
+        if opts.warm_up {
+            engine.pipeline.warm_up().await?;
+        }
+        Ok(engine)
+    }
+
     /// Releases the model's GPU memory: every buffer (weights, KV cache,
     /// activations, staging) and every cached bind group that binds one
     /// (dropping the engine does the same). Natively it then waits for the
@@ -60,27 +96,51 @@ impl Engine {
     }
 }
 
-/// Everything known once the header is parsed.
+/// Everything known once the header (every shard's header) is parsed.
 struct Loading {
     gguf: GgufFile,
     tokenizer: Tokenizer,
     plan: Plan,
-    /// Needed tensors in file order, with their absolute byte ranges.
-    queue: Vec<(TensorInfo, Need, std::ops::Range<u64>)>,
+    /// Needed tensors in the order their bytes arrive (by shard, then by
+    /// offset), each with its shard and its byte range in that shard.
+    queue: Vec<(TensorInfo, Need, usize, Range<u64>)>,
     next: usize,
     /// Bytes of `queue[next]` received so far, when it spans chunks.
     pending: Vec<u8>,
     store: TensorStore,
+    /// Each shard's data end: the bytes that count for progress.
+    sizes: Vec<u64>,
     total: u64,
 }
 
+impl Loading {
+    /// Progress at byte `at` of `shard`: the shards before it whole.
+    fn progress(&self, shard: usize, at: u64) -> LoadProgress {
+        let before: u64 = self.sizes[..shard].iter().sum();
+        LoadProgress {
+            loaded: before + at.min(self.sizes[shard]),
+            total: self.total,
+        }
+    }
+}
+
+/// Streams a model into GPU buffers: one GGUF file's bytes in order
+/// ([`push`](Self::push)), or a split model's shards
+/// ([`split`](Self::split): every shard's header first, then each shard's
+/// bytes in turn), so the plan and the memory preflight see every tensor
+/// before the first upload.
 pub struct ModelLoader {
     ctx: Arc<GpuContext>,
     opts: PipelineOptions,
-    /// File offset of the next byte to arrive.
-    received: u64,
-    /// The start of the file, kept only until the header parses.
-    header: Vec<u8>,
+    /// Shards of a split model; `None` for one file.
+    split: Option<usize>,
+    /// Bytes received of each shard (of the file, for one file): the offset
+    /// of the next byte to arrive.
+    received: Vec<u64>,
+    /// The start of each shard, kept only until its header parses.
+    header: Vec<Vec<u8>>,
+    /// A split model's shard headers as they parse.
+    headers: Vec<Option<GgufFile>>,
     /// The tokenizer, when it comes from elsewhere than the GGUF metadata
     /// (a Hugging Face `tokenizer.json`).
     tokenizer: Option<Tokenizer>,
@@ -92,10 +152,27 @@ impl ModelLoader {
         ModelLoader {
             ctx,
             opts,
-            received: 0,
-            header: Vec::new(),
+            split: None,
+            received: vec![0],
+            header: vec![Vec::new()],
+            headers: Vec::new(),
             tokenizer: None,
             loading: None,
+        }
+    }
+
+    /// A loader for a model split into `shards` files (llama.cpp's
+    /// `gguf-split`): feed every shard's header with
+    /// [`push_header`](Self::push_header) (checked against each other when
+    /// the last one is in), then each shard's bytes from its start, shard
+    /// after shard, with [`push_shard`](Self::push_shard).
+    pub fn split(ctx: Arc<GpuContext>, opts: PipelineOptions, shards: usize) -> ModelLoader {
+        ModelLoader {
+            split: Some(shards),
+            received: vec![0; shards],
+            header: vec![Vec::new(); shards],
+            headers: vec![None; shards],
+            ..ModelLoader::new(ctx, opts)
         }
     }
 
@@ -113,9 +190,20 @@ impl ModelLoader {
     }
 
     pub fn progress(&self) -> LoadProgress {
-        LoadProgress {
-            loaded: self.received,
-            total: self.loading.as_ref().map_or(0, |l| l.total),
+        match &self.loading {
+            Some(l) => {
+                let loaded = (self.received.iter().zip(&l.sizes))
+                    .map(|(r, s)| *r.min(s))
+                    .sum();
+                LoadProgress {
+                    loaded,
+                    total: l.total,
+                }
+            }
+            None => LoadProgress {
+                loaded: self.received.iter().sum(),
+                total: 0,
+            },
         }
     }
 
@@ -130,41 +218,134 @@ impl ModelLoader {
         chunk: &[u8],
         progress: &mut dyn FnMut(LoadProgress),
     ) -> Result<LoadProgress, WickError> {
-        let offset = self.received;
-        self.received += chunk.len() as u64;
+        if self.split.is_some() {
+            return Err(WickError::InvalidOption(
+                "this loader takes a split model: push_header, then push_shard".into(),
+            ));
+        }
+        let offset = self.received[0];
+        self.received[0] += chunk.len() as u64;
         if self.loading.is_some() {
-            self.consume(offset, chunk, progress)?;
+            self.consume(0, offset, chunk, progress)?;
             return Ok(self.progress());
         }
-        // Parse straight from the chunk when it is the whole start of the
-        // file (the native case), so a mapped file is never copied.
-        let parsed = if self.header.is_empty() {
-            GgufFile::parse_header(chunk)
-        } else {
-            self.header.extend_from_slice(chunk);
-            GgufFile::parse_header(&self.header)
-        };
-        match parsed {
-            Ok(gguf) => {
-                self.start(gguf)?;
-                if self.header.is_empty() {
-                    self.consume(0, chunk, progress)?;
-                } else {
-                    let start = std::mem::take(&mut self.header);
-                    self.consume(0, &start, progress)?;
-                }
+        let buffered = !self.header[0].is_empty();
+        if let Some(gguf) = self.parse_start(0, chunk)? {
+            split::check_alone(&gguf)?;
+            let sizes = vec![data_end(&gguf)];
+            let ranges: HashMap<String, (usize, Range<u64>)> = gguf
+                .tensors
+                .iter()
+                .map(|t| (t.name.clone(), (0, gguf.tensor_range(t))))
+                .collect();
+            self.start(gguf, &ranges, sizes)?;
+            if buffered {
+                let start = std::mem::take(&mut self.header[0]);
+                self.consume(0, 0, &start, progress)?;
+            } else {
+                self.consume(0, 0, chunk, progress)?;
             }
-            Err(GgufError::NeedMoreHeader { .. }) => {
-                if self.header.is_empty() {
-                    self.header.extend_from_slice(chunk);
-                }
-            }
-            Err(e) => return Err(e.into()),
         }
         Ok(self.progress())
     }
 
-    fn start(&mut self, gguf: GgufFile) -> Result<(), WickError> {
+    /// Feeds bytes from the start of `shard`'s header; `Ok(true)` once that
+    /// header is complete (more bytes of it are then ignored). Bytes past the
+    /// header are not kept: [`push_shard`](Self::push_shard) takes the shard
+    /// again from its start. When the last header completes, the shards are
+    /// checked to be one model, and planned and preflighted as one.
+    pub fn push_header(&mut self, shard: usize, chunk: &[u8]) -> Result<bool, WickError> {
+        let count = self.shard_count(shard)?;
+        if self.headers[shard].is_some() {
+            return Ok(true);
+        }
+        let Some(gguf) = self.parse_start(shard, chunk)? else {
+            return Ok(false);
+        };
+        self.header[shard] = Vec::new();
+        self.headers[shard] = Some(gguf);
+        if self.headers.iter().all(Option::is_some) && self.loading.is_none() {
+            let headers: Vec<GgufFile> = self.headers.iter_mut().filter_map(Option::take).collect();
+            debug_assert_eq!(headers.len(), count);
+            let sizes = headers.iter().map(data_end).collect();
+            let merged = split::merge(&headers)?;
+            self.start(merged.file, &merged.location, sizes)?;
+        }
+        Ok(true)
+    }
+
+    /// Feeds the next bytes of `shard` (from its start, header included),
+    /// once every header is in; shards in order, each whole before the next.
+    pub fn push_shard(
+        &mut self,
+        shard: usize,
+        chunk: &[u8],
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<LoadProgress, WickError> {
+        self.shard_count(shard)?;
+        let Some(l) = &self.loading else {
+            return Err(SplitError::HeadersFirst { shard }.into());
+        };
+        // A shard's bytes mean the shards before it are done.
+        if let Some((info, _, s, range)) = l.queue.get(l.next) {
+            if *s < shard {
+                return Err(self.short(*s, info, range).into());
+            }
+        }
+        let offset = self.received[shard];
+        self.received[shard] += chunk.len() as u64;
+        self.consume(shard, offset, chunk, progress)?;
+        Ok(self.progress())
+    }
+
+    fn shard_count(&self, shard: usize) -> Result<usize, WickError> {
+        let Some(count) = self.split else {
+            return Err(WickError::InvalidOption(
+                "this loader takes one file: push its bytes with push".into(),
+            ));
+        };
+        if shard >= count {
+            return Err(SplitError::NoSuchShard { shard, count }.into());
+        }
+        Ok(count)
+    }
+
+    /// Parses a header from the start of `shard`: straight from the chunk
+    /// when it holds the whole header (the native case, so a mapped file is
+    /// never copied), else from the bytes kept so far. `None`: more needed.
+    fn parse_start(&mut self, shard: usize, chunk: &[u8]) -> Result<Option<GgufFile>, WickError> {
+        let parsed = if self.header[shard].is_empty() {
+            GgufFile::parse_header(chunk)
+        } else {
+            self.header[shard].extend_from_slice(chunk);
+            GgufFile::parse_header(&self.header[shard])
+        };
+        let named = |detail: GgufError| -> WickError {
+            match self.split {
+                Some(_) => SplitError::Header { shard, detail }.into(),
+                None => detail.into(),
+            }
+        };
+        match parsed {
+            Ok(gguf) => Ok(Some(gguf)),
+            Err(GgufError::NeedMoreHeader { .. }) => {
+                if self.header[shard].is_empty() {
+                    self.header[shard].extend_from_slice(chunk);
+                }
+                Ok(None)
+            }
+            Err(e) => Err(named(e)),
+        }
+    }
+
+    /// Plans the model, checks its tensors and preflights its memory, with
+    /// each tensor's shard and byte range from `ranges`.
+    fn start(
+        &mut self,
+        gguf: GgufFile,
+        ranges: &HashMap<String, (usize, Range<u64>)>,
+        sizes: Vec<u64>,
+    ) -> Result<(), WickError> {
         let plan = Plan::for_file(&gguf)?;
         let tokenizer = match self.tokenizer.take() {
             // A Hugging Face folder's tokenizer: embeddings padded past its
@@ -175,25 +356,25 @@ impl ModelLoader {
                 Tokenizer::from_gguf(&gguf)?
             }
         };
-        let queue: Vec<_> = check_needs(&gguf, &plan.needs)?
+        let mut queue: Vec<_> = check_needs(&gguf, &plan.needs)?
             .into_iter()
-            .map(|(info, need)| (info.clone(), need, gguf.tensor_range(info)))
+            .map(|(info, need)| {
+                let (shard, range) = ranges[&info.name].clone();
+                (info.clone(), need, shard, range)
+            })
             .collect();
-        let total = gguf
-            .tensors
-            .iter()
-            .map(|t| gguf.tensor_range(t).end)
-            .max()
-            .unwrap_or(gguf.data_offset);
+        // The order the bytes arrive in.
+        queue.sort_by_key(|(_, _, shard, range)| (*shard, range.start));
         // Before the first upload: refused here, with the numbers, rather
         // than part way through the upload.
         let typed: Vec<_> = queue
             .iter()
-            .map(|(info, need, _)| (info.dtype, need))
+            .map(|(info, need, _, _)| (info.dtype, need))
             .collect();
         let fit = preflight::check(&self.ctx, &plan, &typed, &self.opts)?;
         self.opts.ctx_len = Some(fit.ctx_len);
         let store = TensorStore::new(plan.fusions.clone());
+        let total = sizes.iter().sum();
         self.loading = Some(Loading {
             gguf,
             tokenizer,
@@ -202,23 +383,25 @@ impl ModelLoader {
             next: 0,
             pending: Vec::new(),
             store,
+            sizes,
             total,
         });
         Ok(())
     }
 
-    /// Takes bytes `offset..offset + bytes.len()` of the file: uploads every
+    /// Takes bytes `offset..offset + bytes.len()` of `shard`: uploads every
     /// needed tensor they complete, keeps the start of one they do not.
     fn consume(
         &mut self,
+        shard: usize,
         offset: u64,
         bytes: &[u8],
         progress: &mut dyn FnMut(LoadProgress),
     ) -> Result<(), WickError> {
         let end = offset + bytes.len() as u64;
         let l = self.loading.as_mut().expect("header parsed");
-        while let Some((info, need, range)) = l.queue.get(l.next) {
-            if range.start >= end {
+        while let Some((info, need, s, range)) = l.queue.get(l.next) {
+            if *s != shard || range.start >= end {
                 break;
             }
             let have = range.start + l.pending.len() as u64;
@@ -236,30 +419,48 @@ impl ModelLoader {
                 l.pending = Vec::new();
             }
             l.next += 1;
-            progress(LoadProgress {
-                loaded: to,
-                total: l.total,
-            });
+            progress(l.progress(shard, to));
         }
         Ok(())
     }
 
+    /// The error for a file (or shard) that ended before `info`'s bytes.
+    fn short(&self, shard: usize, info: &TensorInfo, range: &Range<u64>) -> ModelError {
+        let what = match self.split {
+            Some(_) => format!("shard {}", shard + 1),
+            None => "the file".into(),
+        };
+        ModelError::Truncated(format!(
+            "{what} ended after {} bytes; tensor '{}' needs bytes up to {}",
+            self.received[shard], info.name, range.end
+        ))
+    }
+
     /// Builds the engine once every needed tensor is in.
     pub fn finish(self) -> Result<Engine, WickError> {
-        let Some(mut l) = self.loading else {
+        let Some(l) = &self.loading else {
+            if let Some(shard) = self.headers.iter().position(Option::is_none) {
+                return Err(SplitError::Header {
+                    shard,
+                    detail: GgufError::Truncated {
+                        what: "the header".into(),
+                        offset: 0,
+                        needed: self.header[shard].len() as u64 + 1,
+                        available: self.header[shard].len() as u64,
+                    },
+                }
+                .into());
+            }
             return Err(ModelError::Truncated(format!(
                 "the file ended after {} bytes, inside its header",
-                self.received
+                self.received[0]
             ))
             .into());
         };
-        if let Some((info, _, range)) = l.queue.get(l.next) {
-            return Err(ModelError::Truncated(format!(
-                "the file ended after {} bytes; tensor '{}' needs bytes up to {}",
-                self.received, info.name, range.end
-            ))
-            .into());
+        if let Some((info, _, shard, range)) = l.queue.get(l.next) {
+            return Err(self.short(*shard, info, range).into());
         }
+        let mut l = self.loading.expect("checked above");
         let model = l.plan.build(&mut l.store)?;
         let pipeline = Pipeline::new(self.ctx, model, &self.opts)?;
         Ok(Engine {
@@ -268,6 +469,15 @@ impl ModelLoader {
             pipeline,
         })
     }
+}
+
+/// Where a file's tensor data ends (its data section start when it has none).
+fn data_end(gguf: &GgufFile) -> u64 {
+    gguf.tensors
+        .iter()
+        .map(|t| gguf.tensor_range(t).end)
+        .max()
+        .unwrap_or(gguf.data_offset)
 }
 
 /// A GGUF's vocabulary (`tokenizer.ggml.tokens`) and embedding rows must

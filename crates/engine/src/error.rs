@@ -2,6 +2,7 @@
 
 use crate::constrain::ConstrainError;
 use crate::format::gguf::GgufError;
+use crate::format::gguf_split::SplitError;
 use crate::gpu::GpuError;
 use crate::model::ModelError;
 use crate::pipeline::sampling::SamplingError;
@@ -16,6 +17,9 @@ pub enum WickError {
     Gpu(#[from] GpuError),
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// A split model's shards that are not one model (`format::gguf_split`).
+    #[error(transparent)]
+    Split(#[from] SplitError),
     #[error(transparent)]
     Model(#[from] ModelError),
     #[error(transparent)]

@@ -145,6 +145,24 @@ impl GgufFile {
         file.get(start..end).ok_or_else(oob)
     }
 
+    /// This header with another tensor table (a split model's tensors over
+    /// all its shards, under the first shard's metadata). Offsets stay
+    /// relative to each tensor's own shard, so [`tensor_range`](Self::tensor_range)
+    /// is meaningful only for this file's own tensors.
+    pub(crate) fn with_tensors(&self, tensors: Vec<TensorInfo>) -> Result<GgufFile> {
+        let mut tensor_index = HashMap::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if tensor_index.insert(t.name.clone(), i).is_some() {
+                return Err(GgufError::DuplicateTensor(t.name.clone()));
+            }
+        }
+        Ok(GgufFile {
+            tensors,
+            tensor_index,
+            ..self.clone()
+        })
+    }
+
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         self.tensor_index.get(name).map(|&i| &self.tensors[i])
     }

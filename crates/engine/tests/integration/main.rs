@@ -4,6 +4,7 @@
 
 mod format_gguf;
 mod format_gguf_malformed;
+mod format_gguf_split;
 mod format_models;
 mod format_quant;
 mod format_quant_roundtrip;
