@@ -50,6 +50,12 @@ pub struct BenchArgs {
         conflicts_with = "model"
     )]
     pub write_gguf: Option<PathBuf>,
+    /// With --write-gguf: write the model as shards of at most SIZE bytes of
+    /// tensor data each (500M, 2G, as llama.cpp's gguf-split), named
+    /// FILE-00001-of-0000N.gguf (FILE without its .gguf), instead of one file.
+    #[arg(long, value_name = "SIZE", requires = "write_gguf",
+          value_parser = crate::split::parse_size)]
+    pub split_max_size: Option<u64>,
     #[arg(long, default_value_t = 64)]
     pub prompt_tokens: usize,
     #[arg(long, default_value_t = 32)]
@@ -101,10 +107,22 @@ fn bench_prompt(engine: &wick::Engine, n: usize) -> Result<Vec<u32>, Box<dyn std
     Ok(ids)
 }
 
-/// Streams the synthetic model `name` in `quant` to a GGUF file at `path`.
-fn write_synthetic(name: &str, quant: &str, path: &std::path::Path) -> CliResult {
+/// Streams the synthetic model `name` in `quant` to a GGUF file at `path`,
+/// or to shards of at most `split` bytes of tensor data each.
+fn write_synthetic(
+    name: &str,
+    quant: &str,
+    path: &std::path::Path,
+    split: Option<u64>,
+) -> CliResult {
     use std::io::Write;
     let model = synthetic::SyntheticModel::new(synthetic::arch(name)?, synthetic::quant(quant)?)?;
+    if let Some(max) = split {
+        let header = wick::format::GgufFile::parse_header(model.header())?;
+        let prefix = crate::split::prefix_of(path);
+        crate::split::write_shards(&header, max, &prefix, |sink| model.stream(sink))?;
+        return Ok(());
+    }
     let named = |e: std::io::Error| format!("writing {}: {e}", path.display());
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(named)?);
     model.stream(|chunk| out.write_all(chunk)).map_err(named)?;
@@ -131,7 +149,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     };
     let quant = args.quant.as_deref().unwrap_or("q4_0");
     if let (Some(path), Some(name)) = (&args.write_gguf, &args.synthetic) {
-        write_synthetic(name, quant, path)?;
+        write_synthetic(name, quant, path, args.split_max_size)?;
     }
     let loaded = match (&args.model, &args.synthetic) {
         (Some(path), _) => load(path, &opts, &Default::default(), args.json)?,

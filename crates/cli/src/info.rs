@@ -1,14 +1,47 @@
 //! `wick info`: what the GPU adapter is and what it granted.
 
+use std::path::Path;
+
 use serde_json::json;
+use wick::format::gguf::GgufFile;
+use wick::format::gguf_split;
 use wick::gpu::GpuContext;
 use wick::pipeline::KvDtype;
 
+use crate::map_file::map_file;
 use crate::CliResult;
 
-pub fn run(as_json: bool) -> CliResult {
+/// A GGUF model's header over its shards (headers only: no weights read):
+/// its architecture, tensors, and how many files it is split into.
+fn model_json(path: &Path) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    let files = crate::split::model_files(path)?;
+    let mut headers = Vec::with_capacity(files.len());
+    for f in &files {
+        let bytes = map_file(f)?;
+        headers.push(GgufFile::parse(&bytes).map_err(|e| format!("'{}': {e}", f.display()))?);
+    }
+    let file = match headers.len() {
+        1 => {
+            gguf_split::check_alone(&headers[0])?;
+            headers.remove(0)
+        }
+        _ => gguf_split::merge(&headers)?.file,
+    };
+    Ok(json!({
+        "path": path.display().to_string(),
+        "architecture": file.architecture().ok(),
+        "tensors": file.tensors.len(),
+        "shards": files.len(),
+        "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+    }))
+}
+
+pub fn run(as_json: bool, model: Option<&Path>) -> CliResult {
     let ctx = pollster::block_on(GpuContext::new())?;
-    let report = info_json(&ctx);
+    let mut report = info_json(&ctx);
+    if let Some(path) = model {
+        report["model"] = model_json(path)?;
+    }
     if as_json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -22,6 +55,16 @@ pub fn run(as_json: bool) -> CliResult {
         println!("paths     {}", report["paths"]);
         println!("limits    {}", report["limits"]);
         println!("models    {}", wick::model::ARCHITECTURES.join(", "));
+        if let Some(m) = report.get("model") {
+            println!(
+                "model     {}: {}, {} tensors, {} shard{}",
+                m["path"].as_str().unwrap_or_default(),
+                m["architecture"].as_str().unwrap_or("unknown architecture"),
+                m["tensors"],
+                m["shards"],
+                if m["shards"] == 1 { "" } else { "s" }
+            );
+        }
     }
     Ok(())
 }

@@ -40,18 +40,30 @@ pub fn load(
         .into());
     }
     let start = std::time::Instant::now();
-    let bytes = map_file(path)?;
+    let files = crate::split::model_files(path)?;
+    let maps = files
+        .iter()
+        .map(|f| map_file(f))
+        .collect::<Result<Vec<_>, _>>()?;
     let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let bar = progress_bar(quiet, bytes.len() as u64, name);
+    let bar = progress_bar(quiet, maps.iter().map(|m| m.len() as u64).sum(), name);
     let mut on_progress = |p: wick::model::LoadProgress| {
         bar.set_length(p.total);
         bar.set_position(p.loaded);
     };
-    let engine = pollster::block_on(Engine::load(ctx, &bytes, opts, &mut on_progress));
+    // A split model's shards are all mapped (address space, not memory):
+    // each is read as its tensors are uploaded.
+    let engine = match maps.as_slice() {
+        [one] => pollster::block_on(Engine::load(ctx, one, opts, &mut on_progress)),
+        shards => {
+            let parts: Vec<&[u8]> = shards.iter().map(|m| &m[..]).collect();
+            pollster::block_on(Engine::load_split(ctx, &parts, opts, &mut on_progress))
+        }
+    };
     bar.finish_and_clear();
     Ok(Loaded {
         engine: engine?,
@@ -137,8 +149,9 @@ pub fn load_synthetic(
 /// The model to load and how: what every command that runs a model reads.
 #[derive(clap::Args)]
 pub struct ModelArgs {
-    /// GGUF model file, or a Hugging Face checkpoint folder (config.json,
-    /// model.safetensors or its shards, tokenizer.json).
+    /// GGUF model file (of a split model, its first shard:
+    /// NAME-00001-of-0000N.gguf), or a Hugging Face checkpoint folder
+    /// (config.json, model.safetensors or its shards, tokenizer.json).
     #[arg(long)]
     pub model: std::path::PathBuf,
     /// Quantize a Hugging Face checkpoint's matrices at load (q8_0: about a

@@ -14,6 +14,7 @@ mod load;
 mod logits;
 mod map_file;
 mod sampling;
+mod split;
 mod template;
 mod tokenize;
 
@@ -32,11 +33,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the GPU adapter, granted features and limits.
+    /// Print the GPU adapter, granted features and limits (and, with
+    /// --model, a GGUF model's architecture, tensors and shards).
     Info {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// A GGUF model file (of a split model, its first shard) to describe
+        /// from its headers.
+        #[arg(long)]
+        model: Option<std::path::PathBuf>,
     },
     /// Generate text from a prompt, streamed to stdout.
     Generate(generate::GenerateArgs),
@@ -55,12 +61,14 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Measure GEMV bandwidth per quant type against buffer copy bandwidth.
     BenchKernels(bench_kernels::BenchKernelsArgs),
+    /// Split a GGUF file into shards, as llama.cpp's gguf-split --split-max-size.
+    Split(split::SplitArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Info { json } => info::run(json),
+        Command::Info { json, model } => info::run(json, model.as_deref()),
         Command::Generate(args) => generate::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Logits(args) => logits::run(args),
@@ -69,6 +77,7 @@ fn main() {
         Command::Template(args) => template::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchKernels(args) => bench_kernels::run(args),
+        Command::Split(args) => split::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -25,7 +25,9 @@ pub fn run(args: TokenizeArgs) -> CliResult {
     let tokenizer = if args.model.is_dir() {
         crate::hf::tokenizer(&args.model)?
     } else {
-        let bytes = map_file(&args.model)?;
+        // A split model's metadata is all in its first shard.
+        let files = crate::split::model_files(&args.model)?;
+        let bytes = map_file(&files[0])?;
         Tokenizer::from_gguf(&GgufFile::parse(&bytes)?)?
     };
     let ids = tokenizer.encode(&args.text, true, false)?;

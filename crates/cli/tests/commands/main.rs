@@ -11,4 +11,5 @@ mod cli;
 mod cli_hf;
 mod embed;
 mod malformed;
+mod split;
 mod template;

@@ -327,6 +327,11 @@ impl SyntheticModel {
         self.header.len() as u64 + data
     }
 
+    /// The file's header: metadata and tensor table, up to the data section.
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
     /// Never: a model has a header.
     pub fn is_empty(&self) -> bool {
         false
