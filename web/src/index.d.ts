@@ -4,9 +4,10 @@ import type { Chat, ChatMessage, TokenLogprob } from "./chat-types.js";
 export * from "./chat-types.js";
 
 /**
- * What Engine.load accepts: a GGUF file (its URL, or its bytes), or a Hugging
- * Face checkpoint folder (`HfFolderSource`: a URL ending in "/", a FileList,
- * an array of Files, or `{ "path/in/folder": Blob }`).
+ * What Engine.load accepts: a GGUF file (its URL, or its bytes), a split GGUF
+ * (`SplitGgufSource`), or a Hugging Face checkpoint folder (`HfFolderSource`:
+ * a URL ending in "/", a FileList, an array of Files, or
+ * `{ "path/in/folder": Blob }`).
  */
 export type ModelSource =
   | string
@@ -17,14 +18,28 @@ export type ModelSource =
   | ArrayBufferView
   | Response
   | ReadableStream<Uint8Array>
+  | SplitGgufSource
   | HfFolderSource;
+
+/**
+ * A model split into shards by llama.cpp's gguf-split (NAME-00001-of-0000N.gguf
+ * ...): the first shard's URL as a plain string or URL (the others' URLs are
+ * derived from its name; a later shard's URL is a ModelLoadError), or an array
+ * of every shard in order: URLs, Files named *.gguf (an array of other Files
+ * is a checkpoint folder), Blobs or buffers. Every shard's header is read
+ * before any weight is uploaded; a shard that is missing (HTTP 404) or not of
+ * the same model is a ModelLoadError naming it (`file`). Progress counts the
+ * bytes of all shards together, and `cache: true` keeps each shard.
+ */
+export type SplitGgufSource = Array<string | URL | Blob | File | ArrayBuffer | ArrayBufferView>;
 
 export interface LoadProgress {
   /**
    * "fetch" (network bytes), "cache" (bytes from the model store), "read"
    * (File/Blob/ArrayBuffer bytes), "parse" (the header is parsed), "upload"
    * (file bytes whose tensors are on the GPU), "ready" (done). A checkpoint
-   * folder counts the bytes of its safetensors files, every shard together.
+   * folder counts the bytes of its safetensors files, a split GGUF the bytes
+   * of its shards, every shard together.
    */
   phase: "fetch" | "cache" | "read" | "parse" | "upload" | "warmup" | "ready";
   /**
@@ -85,7 +100,8 @@ export interface LoadOptions {
    * Last-Modified; a changed file is fetched again, an unreachable server
    * leaves the copy in use); a download cut short resumes from its stored
    * chunks. A file that does not fit the storage quota is a
-   * StorageQuotaError before its download starts. false: stream only.
+   * StorageQuotaError before its download starts; each shard of a split GGUF
+   * is kept on its own. false: stream only.
    */
   cache?: boolean;
   /** How a URL is downloaded (Range requests where the server answers 206). */

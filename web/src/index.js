@@ -15,6 +15,7 @@ import { loadCheckpoint } from "./checkpoint.js";
 import { hfFolder, isFolderSource } from "./hf-folder.js";
 import { readSource } from "./source.js";
 import { checkCache, clearCache, modelCache } from "./model-cache.js";
+import { shardSources, streamShards } from "./shards.js";
 
 export { ChatCompletionStream, clearCache, modelCache, NO_WEBGPU };
 export { DOWNLOAD_DEFAULTS } from "./download.js";
@@ -118,9 +119,12 @@ export class Engine {
   }
 
   /**
-   * Loads a model: a GGUF file, or a Hugging Face checkpoint folder.
-   * GGUF `source`: URL string | URL | File | Blob | ArrayBuffer | typed array
-   * | Response | ReadableStream. Folder `source`: its URL ending in "/", a
+   * Loads a model: a GGUF file, a split GGUF, or a Hugging Face checkpoint
+   * folder. GGUF `source`: URL string | URL | File | Blob | ArrayBuffer |
+   * typed array | Response | ReadableStream. Split GGUF (llama.cpp's
+   * gguf-split shards): the first shard's URL (NAME-00001-of-0000N.gguf; the
+   * others are found by name beside it), or an array of the shards in order
+   * (URLs, Files named *.gguf, Blobs or buffers). Folder `source`: its URL ending in "/", a
    * FileList or array of Files (a folder picker's), or an object or Map of
    * `{ "path/in/folder": Blob }`; it holds config.json, tokenizer.json,
    * optionally tokenizer_config.json, and model.safetensors or the shards
@@ -150,8 +154,15 @@ export class Engine {
       if (phase !== "warmup" && phase !== "ready") marks.lastByte = now;
       onProgress?.({ phase, loaded, total });
     };
-    const folder = isFolderSource(source) ? hfFolder(source, { signal }) : null;
-    const { wasm, total } = folder ? await loadCheckpoint(folder, options, report) : await loadGguf(source, options, report);
+    // A split GGUF (its first shard's URL, or a list of shards) before a
+    // folder: an array of *.gguf Files is a split model, other Files a checkpoint.
+    const shards = shardSources(source);
+    const folder = !shards && isFolderSource(source) ? hfFolder(source, { signal }) : null;
+    const { wasm, total } = shards
+      ? await loadShards(shards, options, report)
+      : folder
+        ? await loadCheckpoint(folder, options, report)
+        : await loadGguf(source, options, report);
     const engine = new Engine(wasm, folder?.name);
     // Compile every pipeline and run one step now, not on the first token
     // (unless asked not to: then each compiles when first used).
@@ -333,6 +344,23 @@ async function loadGguf(source, options, report) {
       // Let the page paint and the GPU queue drain between chunks.
       if (chunk.byteLength >= 1 << 20) await new Promise((r) => setTimeout(r, 0));
     }
+    signal?.throwIfAborted();
+    return { wasm: call(() => loader.finish()), total };
+  } catch (e) {
+    call(() => loader.abort());
+    throw e;
+  } finally {
+    loader.free();
+  }
+}
+
+/** Streams a split GGUF's shards into a WasmEngine (not warmed up yet): `{ wasm, total }`. */
+async function loadShards(shards, options, report) {
+  const { onProgress, signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
+  const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits };
+  const loader = await guard(WasmLoader.createSplit(opts, shards.length));
+  try {
+    const total = await streamShards(loader, shards, { signal, onProgress, cache, download }, report, call);
     signal?.throwIfAborted();
     return { wasm: call(() => loader.finish()), total };
   } catch (e) {

@@ -20,6 +20,11 @@ export function createWorkerEngine(workerUrl) {
  * File or Blob as it is (a reference, no copy).
  */
 function transferable(source) {
+  // A split model's shards: each as it crosses alone.
+  if (Array.isArray(source) && !source.some((s) => typeof File !== "undefined" && s instanceof File && !s.name.endsWith(".gguf"))) {
+    const parts = source.map(transferable);
+    return { sent: parts.map((p) => p.sent), transfer: parts.flatMap((p) => p.transfer) };
+  }
   if (typeof source === "string" || source instanceof URL) {
     return { sent: new URL(source, globalThis.location?.href).href, transfer: [] };
   }

@@ -52,14 +52,14 @@ export function checkBuilt() {
 }
 
 /** The native CLI's environment: Vulkan, and a runtime dir it can write. */
-function nativeEnv() {
+export function nativeEnv() {
   const runtime = process.env.XDG_RUNTIME_DIR || path.join("/tmp", `wick-runtime-${process.getuid()}`);
   mkdirSync(runtime, { recursive: true, mode: 0o700 });
   return { ...process.env, WGPU_BACKEND: process.env.WGPU_BACKEND || "vulkan", XDG_RUNTIME_DIR: runtime };
 }
 
 /** `target/release/NAME` of package `pkg`, built with cargo if it is missing. */
-function releaseBinary(name, pkg, bin) {
+export function releaseBinary(name, pkg, bin) {
   const file = path.join(repoRoot, "target/release", name);
   if (!existsSync(file)) {
     const which = bin ? ["--bin", bin] : [];

@@ -157,6 +157,60 @@ impl WasmLoader {
         })
     }
 
+    /// Opens the GPU and starts loading a model split into `shards` files
+    /// (llama.cpp's `gguf-split`): every shard's header first (`pushHeader`),
+    /// then each shard's bytes from its start, in order (`pushShard`).
+    #[wasm_bindgen(js_name = createSplit)]
+    pub async fn create_split(options: JsValue, shards: usize) -> Result<WasmLoader, JsValue> {
+        let o: LoadOptions = from_js("load options", options)?;
+        if o.quantize.is_some() {
+            return Err(field_err(
+                "quantize",
+                "applies to Hugging Face checkpoints only: a GGUF file is loaded in its own types",
+            ));
+        }
+        let opts = o.pipeline()?;
+        let ctx = open_gpu().await?;
+        Ok(WasmLoader {
+            inner: Some(ModelLoader::split(ctx.clone(), opts, shards)),
+            ctx,
+        })
+    }
+
+    /// Feeds bytes from the start of shard `shard`; true once its header is
+    /// complete (stop reading it then). When the last header completes the
+    /// shards are checked to be one model, and planned as one.
+    #[wasm_bindgen(js_name = pushHeader)]
+    pub fn push_header(&mut self, shard: usize, chunk: &[u8]) -> Result<bool, JsValue> {
+        let loader = self.loader()?;
+        match loader.push_header(shard, chunk) {
+            Ok(done) => Ok(done),
+            Err(e) => {
+                self.inner = None;
+                Err(js_load_err(e))
+            }
+        }
+    }
+
+    /// Feeds the next bytes of shard `shard` (from its start, once every
+    /// header is in); returns `{ loaded, total, headerParsed }` over all shards.
+    #[wasm_bindgen(js_name = pushShard)]
+    pub fn push_shard(&mut self, shard: usize, chunk: &[u8]) -> Result<JsValue, JsValue> {
+        let loader = self.loader()?;
+        let p = match loader.push_shard(shard, chunk, &mut |_| {}) {
+            Ok(p) => p,
+            Err(e) => {
+                self.inner = None;
+                return Err(js_load_err(e));
+            }
+        };
+        to_js(&Progress {
+            loaded: p.loaded,
+            total: p.total,
+            header_parsed: true,
+        })
+    }
+
     /// Feeds the next bytes of the file; returns `{ loaded, total, headerParsed }`
     /// (bytes of the file consumed, the file's data end once the header is known).
     pub fn push(&mut self, chunk: &[u8]) -> Result<JsValue, JsValue> {

@@ -364,7 +364,7 @@ impl SplitWriter {
     pub fn push<E>(
         &mut self,
         chunk: &[u8],
-        out: &mut dyn FnMut(usize, &[u8]) -> Result<(), E>,
+        out: &mut impl FnMut(usize, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let offset = self.received;
         let end = offset + chunk.len() as u64;

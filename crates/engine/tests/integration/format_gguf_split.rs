@@ -125,7 +125,7 @@ fn set(key: &str, v: MetaValue) -> impl Fn(&mut Vec<(String, MetaValue)>) + '_ {
 }
 
 fn merge_err(shards: &[Vec<u8>]) -> SplitError {
-    merge(&headers(shards)).err().expect("merged")
+    merge(&headers(shards)).expect_err("merged")
 }
 
 #[test]
