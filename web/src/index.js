@@ -158,11 +158,14 @@ export class Engine {
     // folder: an array of *.gguf Files is a split model, other Files a checkpoint.
     const shards = shardSources(source);
     const folder = !shards && isFolderSource(source) ? hfFolder(source, { signal }) : null;
-    const { wasm, total } = shards
-      ? await loadShards(shards, options, report)
-      : folder
-        ? await loadCheckpoint(folder, options, report)
-        : await loadGguf(source, options, report);
+    // A list of one is that file.
+    const { wasm, total } = shards?.length === 1
+      ? await loadGguf(shards[0], options, report)
+      : shards
+        ? await loadShards(shards, options, report)
+        : folder
+          ? await loadCheckpoint(folder, options, report)
+          : await loadGguf(source, options, report);
     const engine = new Engine(wasm, folder?.name);
     // Compile every pipeline and run one step now, not on the first token
     // (unless asked not to: then each compiles when first used).

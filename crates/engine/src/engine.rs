@@ -256,7 +256,7 @@ impl ModelLoader {
     /// checked to be one model, and planned and preflighted as one.
     pub fn push_header(&mut self, shard: usize, chunk: &[u8]) -> Result<bool, WickError> {
         let count = self.shard_count(shard)?;
-        if self.headers[shard].is_some() {
+        if self.headers[shard].is_some() || self.loading.is_some() {
             return Ok(true);
         }
         let Some(gguf) = self.parse_start(shard, chunk)? else {

@@ -118,6 +118,22 @@ fn split_model_runs_as_its_unsplit_file() {
     );
 }
 
+/// A real model (SmolLM2, Q4_1 with its output tied to the embedding) in two
+/// shards: the same logits as its file.
+#[test]
+fn a_real_model_in_two_shards_gives_its_file_logits() {
+    let bytes = std::fs::read(model_path("SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+    let prefill = |e: &mut Engine| {
+        let ids = e.tokenize_prompt("The capital of France is").unwrap();
+        pollster::block_on(e.pipeline.prefill(&ids, 1)).unwrap()
+    };
+    let mut whole = pollster::block_on(Engine::load(gpu(), &bytes, &opts(), &mut |_| {})).unwrap();
+    let expected = prefill(&mut whole);
+    drop(whole);
+    let mut split = load_split(&split_in(&bytes, 2)).unwrap();
+    assert_eq!(prefill(&mut split), expected);
+}
+
 #[test]
 fn streamed_shards_in_odd_chunks_load_and_report_progress_over_all() {
     let bytes = std::fs::read(model_path(TINY)).unwrap();
