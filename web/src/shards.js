@@ -70,9 +70,12 @@ export async function streamShards(loader, shards, { signal, onProgress, cache }
     const total = known ? sizes.reduce((a, b) => a + b, 0) : null;
     onProgress?.({ phase: p.phase, loaded: before + p.loaded, total });
   };
-  // A shard that cannot be read is a ModelLoadError naming it.
+  // A shard that cannot be read is a ModelLoadError naming it; so is one
+  // the server does not have (a 404: the model is incomplete). Other typed
+  // errors (a download that kept failing, the storage quota) pass through.
   const named = (i, e) => {
-    if (e?.name === "AbortError" || e instanceof WickError) return e;
+    if (e?.name === "AbortError") return e;
+    if (e instanceof WickError && !(e.code === "download" && e.status === 404)) return e;
     return new ModelLoadError(`loading the model failed: shard ${i + 1} of ${n} (${names[i]}): ${e?.message ?? e}`, {
       file: names[i],
     });

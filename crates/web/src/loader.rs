@@ -170,7 +170,7 @@ impl WasmLoader {
             ));
         }
         let opts = o.pipeline()?;
-        let ctx = open_gpu().await?;
+        let ctx = open_gpu(o.limits()?).await?;
         Ok(WasmLoader {
             inner: Some(ModelLoader::split(ctx.clone(), opts, shards)),
             ctx,
