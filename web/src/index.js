@@ -145,8 +145,10 @@ export class Engine {
     // created, then one step: where the kernels compile).
     const started = performance.now();
     checkWebGPU();
-    await init(wasmUrl);
-    signal?.throwIfAborted();
+    // A GGUF's first request goes out while the wasm module instantiates
+    // (loadGguf awaits it); the other sources await it first.
+    const wasmReady = init(wasmUrl);
+    wasmReady.catch(() => {});
     const marks = {};
     const report = (phase, loaded, total) => {
       const now = performance.now();
@@ -159,13 +161,16 @@ export class Engine {
     const shards = shardSources(source);
     const folder = !shards && isFolderSource(source) ? hfFolder(source, { signal }) : null;
     // A list of one is that file.
-    const { wasm, total } = shards?.length === 1
-      ? await loadGguf(shards[0], options, report)
-      : shards
-        ? await loadShards(shards, options, report)
-        : folder
-          ? await loadCheckpoint(folder, options, report)
-          : await loadGguf(source, options, report);
+    const several = shards && shards.length > 1;
+    if (several || folder) {
+      await wasmReady;
+      signal?.throwIfAborted();
+    }
+    const { wasm, total } = several
+      ? await loadShards(shards, options, report)
+      : folder
+        ? await loadCheckpoint(folder, options, report)
+        : await loadGguf(shards ? shards[0] : source, options, report, wasmReady);
     const engine = new Engine(wasm, folder?.name);
     // Compile every pipeline and run one step now, not on the first token
     // (unless asked not to: then each compiles when first used).
@@ -329,14 +334,32 @@ export class Engine {
   }
 }
 
-/** Streams a GGUF file into a WasmEngine (not warmed up yet): `{ wasm, total }`, total in bytes. */
-async function loadGguf(source, options, report) {
-  const { onProgress, signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
-  const loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits }));
+/**
+ * Streams a GGUF file into a WasmEngine (not warmed up yet): `{ wasm, total }`,
+ * total in bytes. The source's first request (and the model store's check)
+ * goes out before the wasm module is ready and the GPU device opened, so
+ * they overlap.
+ */
+async function loadGguf(source, options, report, wasmReady) {
+  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
+  const chunks = readSource(source, { signal, onProgress: (p) => report(p.phase, p.loaded, p.total), cache, download });
+  const first = chunks.next();
+  // Observed below; a failure here must not surface as unhandled meanwhile.
+  first.catch(() => {});
+  let loader;
+  try {
+    await wasmReady;
+    signal?.throwIfAborted();
+    loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits }));
+  } catch (e) {
+    chunks.return().catch(() => {});
+    throw e;
+  }
   try {
     let parsed = false;
     let total = 0;
-    for await (const chunk of readSource(source, { signal, onProgress, cache, download })) {
+    for (let next = await first; !next.done; next = await chunks.next()) {
+      const chunk = next.value;
       const p = call(() => loader.push(chunk));
       total = p.total;
       if (p.headerParsed && !parsed) {
@@ -351,6 +374,7 @@ async function loadGguf(source, options, report) {
     return { wasm: call(() => loader.finish()), total };
   } catch (e) {
     call(() => loader.abort());
+    chunks.return().catch(() => {});
     throw e;
   } finally {
     loader.free();
