@@ -24,7 +24,7 @@ use wick::format::ShardIndex;
 use wick::gpu::GpuContext;
 use wick::WickError;
 
-use crate::loader::open_gpu;
+use crate::page_gpu::open_gpu;
 use crate::{js_coded, js_err, js_load_err, js_wick_err, to_js};
 
 /// The folder's files that `setFile` takes; the Pooling module's

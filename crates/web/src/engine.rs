@@ -408,7 +408,7 @@ impl WasmEngine {
     /// new load works. Not part of the JS API.
     #[wasm_bindgen(js_name = __testLoseDevice)]
     pub fn test_lose_device(&self) {
-        crate::loader::forget_gpu(&self.shared.ctx);
+        crate::page_gpu::forget_gpu(&self.shared.ctx);
         self.shared.ctx.device.destroy();
     }
 

@@ -28,7 +28,8 @@ use wick::WickError;
 use crate::engine::WasmEngine;
 use crate::field_err;
 use crate::js_load_err_in;
-use crate::loader::{open_gpu, LoadOptions};
+use crate::loader::LoadOptions;
+use crate::page_gpu::open_gpu;
 use crate::{from_js, js_err};
 
 const CONFIG: &str = "config.json";

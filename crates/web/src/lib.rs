@@ -36,6 +36,7 @@ mod hf_loader;
 mod info;
 mod loader;
 mod logprobs;
+mod page_gpu;
 mod shared;
 mod tool_calls;
 

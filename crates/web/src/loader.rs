@@ -5,16 +5,13 @@ use std::sync::Arc;
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wick::engine::ModelLoader;
-use wick::gpu::{DeviceLimits, GpuContext, GpuError};
+use wick::gpu::{DeviceLimits, GpuContext};
 use wick::pipeline::PipelineOptions;
 
 use crate::engine::WasmEngine;
 use crate::field_err;
-use crate::{from_js, js_coded, js_err, js_load_err, js_wick_err, to_js};
-
-/// The message a page without WebGPU gets.
-pub const NO_WEBGPU: &str = "WebGPU is not available in this browser: wick needs a browser with \
-WebGPU enabled (Chrome/Edge 113+, or Firefox/Safari with WebGPU turned on) and a GPU adapter";
+use crate::page_gpu::open_gpu;
+use crate::{from_js, js_err, js_load_err, to_js};
 
 /// The page's default prompt tokens per prefill step, below the native
 /// default (`PipelineOptions`): a chunk is one submit, and while it runs the
@@ -74,52 +71,6 @@ impl LoadOptions {
         }
         Ok(opts)
     }
-}
-
-thread_local! {
-    /// The page's GPU context, shared by every engine and embedder it loads:
-    /// a pipeline compiled for one load serves every later one (creating
-    /// pipelines is most of a load's time once the bytes are in), and the
-    /// page holds one device rather than one per model. Replaced once lost
-    /// or faulted; `releaseGpu()` drops it.
-    static PAGE_GPU: std::cell::RefCell<Vec<Arc<GpuContext>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The page's GPU context with `limits`, opened on first use (a clear error
-/// where the browser has no WebGPU), opened again where the last one was
-/// lost or faulted (an uncaptured error sticks to a device: see
-/// `check_alive`).
-pub(crate) async fn open_gpu(limits: DeviceLimits) -> Result<Arc<GpuContext>, JsValue> {
-    let held = PAGE_GPU.with(|g| {
-        let mut g = g.borrow_mut();
-        g.retain(|ctx| ctx.check_alive().is_ok());
-        g.iter().find(|ctx| ctx.device_limits == limits).cloned()
-    });
-    if let Some(ctx) = held {
-        return Ok(ctx);
-    }
-    let ctx = GpuContext::open(None, limits).await.map_err(|e| match e {
-        GpuError::NoAdapter { .. } => js_coded(NO_WEBGPU, "webgpu_unavailable", &[]),
-        e => js_wick_err(e),
-    })?;
-    // The engine's API takes an Arc; on wasm32 (one thread) wgpu's types are not Send.
-    #[allow(clippy::arc_with_non_send_sync)]
-    let ctx = Arc::new(ctx);
-    PAGE_GPU.with(|g| g.borrow_mut().push(ctx.clone()));
-    Ok(ctx)
-}
-
-/// Forgets the page's GPU context if it is `ctx` (a destroyed device), so
-/// the next load opens a fresh one.
-pub(crate) fn forget_gpu(ctx: &Arc<GpuContext>) {
-    PAGE_GPU.with(|g| g.borrow_mut().retain(|held| !Arc::ptr_eq(held, ctx)));
-}
-
-/// Lets go of the page's GPU context: its compiled pipelines go, and the
-/// device with them once no engine holds it. The next load opens a new one.
-#[wasm_bindgen(js_name = releaseGpu)]
-pub fn release_gpu() {
-    PAGE_GPU.with(|g| g.borrow_mut().clear());
 }
 
 #[derive(serde::Serialize)]
