@@ -83,8 +83,9 @@ export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
       // The body bytes start..end, cut before `?cut=N` once per URL; or a 503
       // for a range over `?fail=N` (K times with `&times=K`).
       const body = (start, end) => {
-        Object.assign(entry, { start, end, sent: req.method === "HEAD" ? 0 : end - start + 1 });
-        if (req.method === "HEAD") return res.end();
+        Object.assign(entry, { start, end, sent: req.method === "HEAD" ? 0 : Math.max(0, end - start + 1) });
+        // HEAD, and an empty file (end = start - 1: no stream can cover it).
+        if (req.method === "HEAD" || end < start) return res.end();
         const cutAt = url.searchParams.has("cut") ? Number(url.searchParams.get("cut")) : NaN;
         const key = url.pathname + url.search;
         const times = Number(url.searchParams.get("times") ?? 1);
