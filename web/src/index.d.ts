@@ -230,6 +230,14 @@ export interface GenerationStats {
   decodeTokensPerSecond: number;
   submitsPerDecodeStep: number;
   dispatchesPerDecodeStep: number;
+  /** Decode steps per GPU submit in this generation (at most the `tokensPerSubmit` load option). */
+  tokensPerSubmit: number;
+  /** Bytes read back from the GPU per decode step. */
+  bytesReadBackPerToken: number;
+  /** CPU time to record and submit one decode step, in milliseconds. */
+  cpuRecordMsPerStep: number;
+  /** Stored weight bytes one decode step reads: times decodeTokensPerSecond, the memory traffic decode sustains. */
+  weightBytesPerToken: number;
 }
 
 export interface GenerationResult {
