@@ -20,6 +20,7 @@ scripts/fetch-models.sh smollm2
 model="/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 echo
 echo "wick demo: http://127.0.0.1:$port/web/demo/?model=$model"
+echo "wick bench: http://127.0.0.1:$port/web/demo/bench.html (benchmarks the GPU, reports JSON)"
 echo "(open it in a browser with WebGPU: Chrome/Edge 113+; Ctrl-C stops the server)"
 echo
 exec node web/tools/serve.mjs --port "$port"
