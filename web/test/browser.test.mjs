@@ -6,11 +6,11 @@
 // run: npm test   (after npm run build; scripts/test-web.sh does both)
 
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
-  chatTemplateCases, checkBuilt, launch, llamaCppCase, MODEL, nativeGenerate,
+  chatTemplateCases, checkBuilt, launch, llamaCppCase, MODEL, modelFile, nativeGenerate,
   openTestPage, outDir, readbackRoundTrip, repoRoot, startServer, within,
 } from "./harness.mjs";
 import { assertLogprobs, nativeLogprobs, withChatTemplate } from "./chat-helpers.mjs";
@@ -601,7 +601,7 @@ describe("a panic in the wasm module", () => {
 });
 
 describe("without WebGPU", () => {
-  test("Engine.load and the demo page say WebGPU is not available", { timeout: 120_000 }, async () => {
+  test("Engine.load, the demo page and the bench page say WebGPU is not available", { timeout: 120_000 }, async () => {
     const plain = await launch({ webgpu: false });
     try {
       const page = await openTestPage(plain, base, log);
@@ -634,6 +634,10 @@ describe("without WebGPU", () => {
       await demo.waitForFunction(() => !document.getElementById("error").hidden, null, { timeout: 30_000 });
       assert.match(await demo.textContent("#error"), /WebGPU is not available/);
       await demo.screenshot({ path: path.join(outDir, "demo-no-webgpu.png") });
+      // The bench page names the typed error.
+      await demo.goto(`${base}/web/demo/bench.html?run=1`);
+      await demo.waitForFunction(() => document.body.dataset.state === "error", null, { timeout: 30_000 });
+      assert.match(await demo.textContent("#error"), /^WebGPUUnavailableError: WebGPU is not available/);
     } finally {
       await plain.close();
     }
@@ -669,6 +673,87 @@ describe("demo page", () => {
       assert.ok(reply.replace(/\(.*\)$/, "").trim().length > 0, "a reply was streamed");
       assert.match(tps, /tokens\/s · prefill/, "final tokens/s from the generation stats");
       await page.screenshot({ path: path.join(outDir, "demo.png"), fullPage: true });
+    } finally {
+      await page.close();
+    }
+  });
+
+  test("the bench page runs from URL parameters and reports the native bench's figures as JSON; a load error is named", { timeout: LOAD_MS + 120_000 }, async () => {
+    const page = await browser.newPage({ viewport: { width: 1000, height: 1100 }, permissions: ["clipboard-read", "clipboard-write"] });
+    page.on("console", (m) => log(`[bench] ${m.text()}`));
+    const ask = { ctx: 128, promptTokens: 8, tokens: 4 };
+    const done = () => ["done", "error"].includes(document.body.dataset.state);
+    try {
+      // A new page is a new browser context: nothing is in its model store yet.
+      const q = new URLSearchParams({ model: modelUrl(), ...ask, run: "1" });
+      await page.goto(`${base}/web/demo/bench.html?${q}`);
+      await page.waitForFunction(done, null, { timeout: LOAD_MS });
+      assert.equal(await page.isHidden("#error"), true, `bench error: ${await page.textContent("#error")}`);
+      const r = JSON.parse(await page.textContent("#json"));
+      log(`bench page: ${JSON.stringify(r)}`);
+      metrics.benchPage = r;
+
+      // Every number in the report is finite; these must be above zero.
+      const walk = (v, at) => {
+        if (typeof v === "number") assert.ok(Number.isFinite(v), `${at} = ${v}`);
+        else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) walk(x, `${at}.${k}`);
+      };
+      walk(r, "report");
+      for (const k of ["load_seconds", "prefill_tok_s", "decode_tok_s", "prefill_over_decode", "time_to_first_token",
+        "submits_per_decode_step", "dispatches_per_decode_step", "bytes_read_back_per_token", "tokens_per_submit",
+        "cpu_record_ms_per_step", "weight_bytes_per_token", "copy_gbps", "copy_bytes", "roofline_fraction"]) {
+        assert.equal(typeof r[k], "number", `${k} is reported`);
+        assert.ok(r[k] > 0, `${k} = ${r[k]} > 0`);
+      }
+      // What was asked for, and the file on the server.
+      const size = statSync(modelFile(MODEL)).size;
+      assert.equal(r.model, MODEL);
+      assert.equal(r.prompt_tokens, ask.promptTokens);
+      assert.equal(r.gen_tokens, ask.tokens);
+      assert.equal(r.context_length, ask.ctx);
+      assert.equal(r.limits.requested, "adapter");
+      assert.equal(r.load.bytes, size);
+      assert.equal(r.load.source, "network");
+      assert.equal(r.load.fromStore, false);
+      assert.ok(r.load.pipelinesCreated > 0, "a fresh page compiles its kernels");
+      const sum = Object.values(r.load.phasesMs).reduce((a, b) => a + b, 0);
+      assert.ok(sum <= r.load.totalMs + 2 && sum >= r.load.totalMs - 50,
+        `phases ${JSON.stringify(r.load.phasesMs)} add up to ${r.load.totalMs} ms`);
+      assert.equal(r.load_seconds, r.load.totalMs / 1000);
+      // A decode step reads each stored weight at most once.
+      assert.ok(r.weight_bytes_per_token <= size, `${r.weight_bytes_per_token} weight bytes a token, file ${size}`);
+      const roofline = (r.decode_tok_s * r.weight_bytes_per_token) / (r.copy_gbps * 1e9);
+      assert.ok(Math.abs(r.roofline_fraction - roofline) <= 1e-9 * roofline, `roofline ${r.roofline_fraction} vs ${roofline}`);
+      // SwiftShader: Chromium's CPU adapter.
+      assert.equal(r.adapter_info.isSoftware, true);
+      assert.match(r.adapter, /SwiftShader/i);
+      assert.equal(r.adapter, r.adapter_info.name);
+      assert.equal(typeof r.features.shaderF16, "boolean");
+      assert.match(r.user_agent, /Chrome\//);
+      // The tables show the report's figures.
+      assert.ok((await page.textContent("#speed")).includes(`${r.decode_tok_s.toFixed(2)} tok/s`));
+      await page.click("#copy-json");
+      await page.waitForFunction(() => document.getElementById("copied").textContent !== "");
+      assert.deepEqual(JSON.parse(await page.evaluate(() => navigator.clipboard.readText())), r);
+      await page.screenshot({ path: path.join(outDir, "bench.png"), fullPage: true });
+
+      // Run again: the model store now holds the file, and the load reads it there.
+      await page.click("#run");
+      await page.waitForFunction(() => document.body.dataset.runs === "2", null, { timeout: LOAD_MS });
+      assert.equal(await page.isHidden("#error"), true, `second run: ${await page.textContent("#error")}`);
+      const again = JSON.parse(await page.textContent("#json"));
+      log(`bench page, second run: ${JSON.stringify(again.load)}`);
+      assert.equal(again.load.source, "store");
+      assert.equal(again.load.fromStore, true);
+      assert.equal(again.load.bytes, size);
+
+      // A model the server lacks: the typed error's name and message.
+      await page.goto(`${base}/web/demo/bench.html?model=/models/no-such-model.gguf&run=1`);
+      await page.waitForFunction(done, null, { timeout: 60_000 });
+      const error = await page.textContent("#error");
+      log(`bench page, missing model: ${error}`);
+      assert.match(error, /^DownloadError: .*404/);
+      assert.equal(await page.isHidden("#results"), true);
     } finally {
       await page.close();
     }
