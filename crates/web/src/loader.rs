@@ -73,6 +73,20 @@ impl LoadOptions {
     }
 }
 
+/// A GGUF load's options checked (`quantize` is for checkpoints only) and
+/// the page's GPU context with the limits they ask for.
+async fn open_for_gguf(options: JsValue) -> Result<(Arc<GpuContext>, PipelineOptions), JsValue> {
+    let o: LoadOptions = from_js("load options", options)?;
+    if o.quantize.is_some() {
+        return Err(field_err(
+            "quantize",
+            "applies to Hugging Face checkpoints only: a GGUF file is loaded in its own types",
+        ));
+    }
+    let opts = o.pipeline()?;
+    Ok((open_gpu(o.limits()?).await?, opts))
+}
+
 #[derive(serde::Serialize)]
 struct Progress {
     loaded: u64,
@@ -91,17 +105,9 @@ pub struct WasmLoader {
 #[wasm_bindgen]
 impl WasmLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU) and starts
-    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache?, activations? }`.
+    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache?, activations?, limits? }`.
     pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
-        let o: LoadOptions = from_js("load options", options)?;
-        if o.quantize.is_some() {
-            return Err(field_err(
-                "quantize",
-                "applies to Hugging Face checkpoints only: a GGUF file is loaded in its own types",
-            ));
-        }
-        let opts = o.pipeline()?;
-        let ctx = open_gpu(o.limits()?).await?;
+        let (ctx, opts) = open_for_gguf(options).await?;
         Ok(WasmLoader {
             inner: Some(ModelLoader::new(ctx.clone(), opts)),
             ctx,
@@ -113,15 +119,7 @@ impl WasmLoader {
     /// then each shard's bytes from its start, in order (`pushShard`).
     #[wasm_bindgen(js_name = createSplit)]
     pub async fn create_split(options: JsValue, shards: usize) -> Result<WasmLoader, JsValue> {
-        let o: LoadOptions = from_js("load options", options)?;
-        if o.quantize.is_some() {
-            return Err(field_err(
-                "quantize",
-                "applies to Hugging Face checkpoints only: a GGUF file is loaded in its own types",
-            ));
-        }
-        let opts = o.pipeline()?;
-        let ctx = open_gpu(o.limits()?).await?;
+        let (ctx, opts) = open_for_gguf(options).await?;
         Ok(WasmLoader {
             inner: Some(ModelLoader::split(ctx.clone(), opts, shards)),
             ctx,
