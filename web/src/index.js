@@ -383,10 +383,12 @@ async function loadGguf(source, options, report, wasmReady) {
 
 /** Streams a split GGUF's shards into a WasmEngine (not warmed up yet): `{ wasm, total }`. */
 async function loadShards(shards, options, report) {
-  const { onProgress, signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
+  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
   const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits };
   const loader = await guard(WasmLoader.createSplit(opts, shards.length));
   try {
+    // Progress through `report`, so the load's phases see the first byte.
+    const onProgress = (p) => report(p.phase, p.loaded, p.total);
     const total = await streamShards(loader, shards, { signal, onProgress, cache, download }, report, call);
     signal?.throwIfAborted();
     return { wasm: call(() => loader.finish()), total };

@@ -264,7 +264,7 @@ impl ModelLoader {
         };
         self.header[shard] = Vec::new();
         self.headers[shard] = Some(gguf);
-        if self.headers.iter().all(Option::is_some) && self.loading.is_none() {
+        if self.headers.iter().all(Option::is_some) {
             let headers: Vec<GgufFile> = self.headers.iter_mut().filter_map(Option::take).collect();
             debug_assert_eq!(headers.len(), count);
             let sizes = headers.iter().map(data_end).collect();

@@ -6,7 +6,9 @@ use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wick::engine::ModelLoader;
 use wick::gpu::{DeviceLimits, GpuContext};
+use wick::model::LoadProgress;
 use wick::pipeline::PipelineOptions;
+use wick::WickError;
 
 use crate::engine::WasmEngine;
 use crate::field_err;
@@ -87,6 +89,16 @@ async fn open_for_gguf(options: JsValue) -> Result<(Arc<GpuContext>, PipelineOpt
     Ok((open_gpu(o.limits()?).await?, opts))
 }
 
+/// `{ loaded, total, headerParsed }`: bytes consumed, and the data end once
+/// every header is known (0 before).
+fn progress(p: LoadProgress) -> Result<JsValue, JsValue> {
+    to_js(&Progress {
+        loaded: p.loaded,
+        total: p.total,
+        header_parsed: p.total > 0,
+    })
+}
+
 #[derive(serde::Serialize)]
 struct Progress {
     loaded: u64,
@@ -131,56 +143,27 @@ impl WasmLoader {
     /// shards are checked to be one model, and planned as one.
     #[wasm_bindgen(js_name = pushHeader)]
     pub fn push_header(&mut self, shard: usize, chunk: &[u8]) -> Result<bool, JsValue> {
-        let loader = self.loader()?;
-        match loader.push_header(shard, chunk) {
-            Ok(done) => Ok(done),
-            Err(e) => {
-                self.inner = None;
-                Err(js_load_err(e))
-            }
-        }
+        let done = self.loader()?.push_header(shard, chunk);
+        self.kept(done)
     }
 
     /// Feeds the next bytes of shard `shard` (from its start, once every
     /// header is in); returns `{ loaded, total, headerParsed }` over all shards.
     #[wasm_bindgen(js_name = pushShard)]
     pub fn push_shard(&mut self, shard: usize, chunk: &[u8]) -> Result<JsValue, JsValue> {
-        let loader = self.loader()?;
-        let p = match loader.push_shard(shard, chunk, &mut |_| {}) {
-            Ok(p) => p,
-            Err(e) => {
-                self.inner = None;
-                return Err(js_load_err(e));
-            }
-        };
-        to_js(&Progress {
-            loaded: p.loaded,
-            total: p.total,
-            header_parsed: true,
-        })
+        let p = self.loader()?.push_shard(shard, chunk, &mut |_| {});
+        progress(self.kept(p)?)
     }
 
     /// Feeds the next bytes of the file; returns `{ loaded, total, headerParsed }`
     /// (bytes of the file consumed, the file's data end once the header is known).
     pub fn push(&mut self, chunk: &[u8]) -> Result<JsValue, JsValue> {
-        let loader = self.loader()?;
-        let p = loader.push(chunk);
-        let p = match p {
-            Ok(p) => p,
-            Err(e) => {
-                self.inner = None;
-                return Err(js_load_err(e));
-            }
-        };
-        to_js(&Progress {
-            loaded: p.loaded,
-            total: p.total,
-            header_parsed: p.total > 0,
-        })
+        let p = self.loader()?.push(chunk);
+        progress(self.kept(p)?)
     }
 
-    /// Builds the engine once the whole file was pushed.
-    /// Builds the engine; call `warmUp()` on it before the first generation.
+    /// Builds the engine once the whole file (every shard) was pushed; call
+    /// `warmUp()` on it before the first generation.
     pub fn finish(&mut self) -> Result<WasmEngine, JsValue> {
         let loader = self
             .inner
@@ -193,6 +176,15 @@ impl WasmLoader {
     /// Abandons the load, freeing what was uploaded.
     pub fn abort(&mut self) {
         self.inner = None;
+    }
+
+    /// `result` as JS; a failed load is over, so its loader (and what it
+    /// uploaded) goes.
+    fn kept<T>(&mut self, result: Result<T, WickError>) -> Result<T, JsValue> {
+        result.map_err(|e| {
+            self.inner = None;
+            js_load_err(e)
+        })
     }
 
     fn loader(&mut self) -> Result<&mut ModelLoader, JsValue> {

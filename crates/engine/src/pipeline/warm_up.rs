@@ -11,9 +11,11 @@ use crate::gpu::Recorder;
 use crate::pipeline::error::PipelineError;
 
 /// Row counts that select every kernel variant a prefill chunk can use: the
-/// matrix-vector form (1 row) and the prefill form's three widths (2..=8,
-/// 9..=16 rows, more; see `kernels::matmul::linear::prefill_token_tiles`). Mixtures
-/// of experts pick their expert form by rows too (up to 4 rows: indexed).
+/// matrix-vector form (1 row, and up to `GEMV_MAX_TOKENS`) and the prefill
+/// form at several widths. Its token tiles a workgroup are a parameter, not
+/// a variant, but the x window a CPU adapter's prefill reads through is
+/// sized by the rows (`kernels::matmul::linear::window`). Mixtures of
+/// experts pick their expert form by rows too (up to 4 rows: indexed).
 const ROW_CLASSES: [usize; 5] = [1, 2, 5, 9, 17];
 
 /// Most threads a load creates pipelines on (one a core up to this).
