@@ -20,6 +20,7 @@ use wick::model::synthetic;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::stopping::StopCriteria;
 use wick::pipeline::{ActDtype, KvDtype, PipelineOptions};
+use wick::tokenizer::chat_template::{ChatMessage, ChatTemplate};
 
 use crate::cpu_time;
 use crate::load::{load, load_synthetic};
@@ -87,6 +88,13 @@ pub struct BenchArgs {
     pub memory_budget: Option<u64>,
     #[arg(long)]
     pub json: bool,
+    /// A user message to time instead of the repeated filler text, rendered
+    /// through the model's chat template; the reply then stops where the
+    /// model ends its turn (or at --gen-tokens).
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["synthetic", "prompt_tokens"])]
+    pub chat: Option<String>,
+    #[command(flatten)]
+    pub speculative: crate::speculative::SpeculativeArgs,
 }
 
 /// A synthetic model's prompt: `n` ids spread over the vocabulary (its
@@ -105,6 +113,13 @@ fn bench_prompt(engine: &wick::Engine, n: usize) -> Result<Vec<u32>, Box<dyn std
     }
     ids.truncate(n);
     Ok(ids)
+}
+
+/// `text` as a user's message in the model's chat template, ready to reply to.
+fn chat_prompt(engine: &wick::Engine, text: &str) -> Result<Vec<u32>, Box<dyn std::error::Error>> {
+    let template = ChatTemplate::from_gguf(&engine.gguf, &engine.tokenizer)?;
+    let rendered = template.render(&[ChatMessage::new("user", text)], true)?;
+    Ok(template.encode(&engine.tokenizer, &rendered)?)
 }
 
 /// Streams the synthetic model `name` in `quant` to a GGUF file at `path`,
@@ -137,8 +152,13 @@ pub fn run(args: BenchArgs) -> CliResult {
     if args.runs == 0 {
         return Err("--runs must be >= 1: the timed generations to take medians of".into());
     }
+    // A chat prompt's length is known once the model's tokenizer is.
+    let ctx_len = match &args.chat {
+        Some(_) => None,
+        None => Some(args.prompt_tokens + args.gen_tokens + 1),
+    };
     let opts = PipelineOptions {
-        ctx_len: Some(args.prompt_tokens + args.gen_tokens + 1),
+        ctx_len,
         tokens_per_submit: args.tokens_per_submit,
         prefill_chunk: args.prefill_chunk,
         kv_dtype: args.kv_cache,
@@ -157,16 +177,31 @@ pub fn run(args: BenchArgs) -> CliResult {
         (None, None) => return Err("give --model FILE or --synthetic NAME".into()),
     };
     let mut engine = loaded.engine;
-    let prompt = match args.synthetic {
-        Some(_) => synthetic_prompt(
+    args.speculative.apply(&mut engine.pipeline, true)?;
+    let prompt = match (&args.synthetic, &args.chat) {
+        (Some(_), _) => synthetic_prompt(
             engine.pipeline.model().config.vocab_size,
             args.prompt_tokens,
         ),
-        None => bench_prompt(&engine, args.prompt_tokens)?,
+        (None, Some(text)) => chat_prompt(&engine, text)?,
+        (None, None) => bench_prompt(&engine, args.prompt_tokens)?,
     };
-    // No stop tokens: always run the full count so runs compare.
+    if prompt.len() + args.gen_tokens > engine.pipeline.ctx_len() {
+        return Err(format!(
+            "a {}-token prompt and {} generated tokens do not fit the {}-token context",
+            prompt.len(),
+            args.gen_tokens,
+            engine.pipeline.ctx_len()
+        )
+        .into());
+    }
+    // No stop tokens (but a chat's end of turn): always run the full
+    // count so runs compare.
     let stop = StopCriteria {
-        stop_ids: Vec::new(),
+        stop_ids: match args.chat {
+            Some(_) => engine.tokenizer.stop_ids(),
+            None => Vec::new(),
+        },
         max_tokens: args.gen_tokens,
     };
     let greedy = SamplingParams::default();
@@ -265,6 +300,9 @@ pub fn run(args: BenchArgs) -> CliResult {
     });
     if args.runs > 1 {
         report["runs"] = json!(per_run);
+    }
+    if let Some(spec) = &s.speculative {
+        report["speculative"] = crate::speculative::stats_json(spec);
     }
     if let Some(name) = &args.synthetic {
         report["synthetic"] = json!(name);

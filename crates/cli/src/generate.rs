@@ -27,6 +27,8 @@ pub struct GenerateArgs {
     pub json: bool,
     #[command(flatten)]
     pub constraint: crate::constraint::ConstraintArgs,
+    #[command(flatten)]
+    pub speculative: crate::speculative::SpeculativeArgs,
 }
 
 /// OpenAI's limit on `top_logprobs`.
@@ -43,6 +45,8 @@ pub fn run(args: GenerateArgs) -> CliResult {
     let grammar = args.constraint.grammar()?;
     let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;
+    args.speculative
+        .apply(&mut engine.pipeline, !args.input.model.no_warmup)?;
     let prompt = args.input.ids(&engine)?;
     let stop = StopCriteria {
         stop_ids: engine.tokenizer.stop_ids(),
@@ -102,6 +106,9 @@ pub fn run(args: GenerateArgs) -> CliResult {
         stats["grammar_compile_seconds"] = json!(compile_seconds);
         stats["forced_tokens"] = json!(grammar.forced_tokens);
         stats["mask_ms_per_token"] = json!(grammar.mask_ms_per_token());
+    }
+    if let Some(spec) = &s.speculative {
+        report["stats"]["speculative"] = crate::speculative::stats_json(spec);
     }
     if let Some(k) = args.logprobs {
         let logprobs = pollster::block_on(engine.pipeline.logprobs_of(&prompt, &out.ids, k))?;

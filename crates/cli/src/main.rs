@@ -14,6 +14,7 @@ mod load;
 mod logits;
 mod map_file;
 mod sampling;
+mod speculative;
 mod split;
 mod template;
 mod tokenize;

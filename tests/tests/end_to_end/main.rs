@@ -32,6 +32,7 @@ mod reference_qwen3;
 mod reference_smollm2;
 mod reference_tiny_archs;
 mod reference_yarn;
+mod speculative;
 mod split;
 mod stop_strings;
 mod tool_calls;

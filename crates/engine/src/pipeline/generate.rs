@@ -31,6 +31,7 @@ use web_time::Instant;
 
 use super::decode::InFlight;
 use super::sampling::{Sampler, SamplingParams};
+use super::speculative::{lookup, Speculation, SpeculativeStats};
 use super::stats::{GenerationStats, GrammarStats};
 use super::stopping::{FinishReason, StopCriteria};
 use super::Pipeline;
@@ -46,6 +47,8 @@ pub struct Generation {
     stop: StopCriteria,
     /// The grammar the output must match; `None` for free text.
     grammar: Option<Grammar>,
+    /// How free text drafts tokens (`speculative`).
+    speculation: Speculation,
     /// The prompt, and every token handed out or queued after it.
     sequence: Vec<u32>,
     /// Tokens the model has not seen, to run as a host chunk before the
@@ -180,6 +183,12 @@ impl Pipeline {
                 "the prompt has no tokens".into(),
             ));
         }
+        let speculation = self.speculation;
+        if speculation != Speculation::Off && grammar.is_some() {
+            return Err(PipelineError::InvalidOption(
+                "speculative decoding under a grammar (structured output, tool calls) is not built yet: turn one of them off".into(),
+            ));
+        }
         let cached = self.held.reusable(prompt);
         self.pos = cached;
         self.held.forget_from(cached);
@@ -195,6 +204,7 @@ impl Pipeline {
                 constraint,
                 mask: Vec::new(),
             }),
+            speculation,
             sequence: prompt.to_vec(),
             host: prompt[cached..].to_vec(),
             queue: VecDeque::new(),
@@ -211,6 +221,10 @@ impl Pipeline {
                 tokens_per_submit: if free { self.tokens_per_submit() } else { 1 },
                 weight_bytes_per_token: self.model().weight_bytes_per_token(),
                 grammar: (!free).then(GrammarStats::default),
+                speculative: (speculation != Speculation::Off).then(|| SpeculativeStats {
+                    drafter: speculation.to_string(),
+                    ..Default::default()
+                }),
                 ..Default::default()
             },
             start,
@@ -282,6 +296,9 @@ impl Pipeline {
             g.queue(&[first], false);
             return Ok(());
         }
+        if g.speculation != Speculation::Off {
+            return self.speculative_step(g).await;
+        }
         let current = match g.in_flight.take() {
             Some(running) => running,
             None => match self.launch(g, 0).await? {
@@ -297,6 +314,48 @@ impl Pipeline {
         g.in_flight = self.launch(g, current.steps()).await?;
         let ids = self.land(g, current).await?;
         g.queue(&ids, false);
+        Ok(())
+    }
+
+    /// A step with drafting: the drafts after the ring's token verified in
+    /// one pass, or where nothing is drafted, a submit of plain decode
+    /// steps. Never past max_tokens or the context.
+    async fn speculative_step(&mut self, g: &mut Generation) -> Result<(), PipelineError> {
+        let room = g.room().min(self.ctx_len() - self.pos);
+        if room == 0 {
+            g.end = Some(FinishReason::ContextFull);
+            return Ok(());
+        }
+        let k = g.speculation.draft_tokens().min(room - 1);
+        let drafts = lookup::draft(&g.sequence, k).to_vec();
+        if drafts.is_empty() {
+            let launched = self.launch(g, 0).await?.expect("room for a step");
+            if let Some(s) = &mut g.stats.speculative {
+                s.plain_steps += launched.steps();
+            }
+            let ids = self.land(g, launched).await?;
+            g.queue(&ids, false);
+            return Ok(());
+        }
+        let us = g.sampler.peek_uniforms(drafts.len() + 1);
+        let verified = self.verify_drafts(g.ring_token, &drafts, &us).await?;
+        let tokens = verified.tokens;
+        g.sampler.skip(tokens.len());
+        if verified.accepted < drafts.len() && g.sampling.penalties_on() {
+            // Every row's sample went into the GPU's penalty window, the
+            // rejected ones too: refill it with the sequence as kept.
+            let kept: Vec<u32> = g.sequence.iter().chain(&tokens).copied().collect();
+            self.sampler.write_history(&self.ctx, &kept);
+        }
+        g.stats.decode_steps += tokens.len();
+        if let Some(s) = &mut g.stats.speculative {
+            s.passes += 1;
+            s.drafted += drafts.len();
+            s.accepted += verified.accepted;
+            s.tokens += tokens.len();
+        }
+        g.ring_token = *tokens.last().expect("a pass gives a token");
+        g.queue(&tokens, false);
         Ok(())
     }
 

@@ -13,6 +13,7 @@ pub mod prefill;
 pub mod prefix;
 pub mod reasoning;
 pub mod sampling;
+pub mod speculative;
 pub mod stats;
 pub mod step;
 pub mod stop_strings;
@@ -123,6 +124,9 @@ enum StepOutput {
     /// Its last row's token, sampled into a slot of the token ring with
     /// random number `step` of the sampler state.
     Sample { step: usize, slot: usize },
+    /// A token sampled after each of its last `n` rows: row j's with random
+    /// number j into ring slot `output_slot(j)` (a verifying pass).
+    SampleRows(usize),
 }
 
 pub struct Pipeline {
@@ -134,6 +138,10 @@ pub struct Pipeline {
     tokens: TokenRing,
     /// The GPU sampler's buffers, configured per generation.
     sampler: SamplerState,
+    /// Decode steps one submit records when generating.
+    tokens_per_submit: usize,
+    /// How generations draft tokens (`speculative`).
+    speculation: speculative::Speculation,
     /// Next free position in the KV cache.
     pos: usize,
     /// The ids whose K/V the cache holds, for prefix reuse.
@@ -184,11 +192,15 @@ impl Pipeline {
         }
         let act = Activations::new(&ctx, cfg, rows, logit_rows(rows), q8_input)?;
         let logits = LogitsReader::new(&ctx, cfg.vocab_size, act.max_logit_rows);
-        let tokens = TokenRing::new(&ctx, opts.tokens_per_submit)?;
+        // Room for a submit of decode steps or a verifying pass's rows.
+        let sampled_per_submit = opts
+            .tokens_per_submit
+            .max(speculative::MAX_DRAFT_TOKENS + 1);
+        let tokens = TokenRing::new(&ctx, sampled_per_submit)?;
         let sampler = SamplerState::with_capacity(
             &ctx,
             cfg.vocab_size,
-            opts.tokens_per_submit,
+            sampled_per_submit,
             ctx_len.max(64),
             MAX_BIAS,
         )?;
@@ -200,6 +212,8 @@ impl Pipeline {
             logits,
             tokens,
             sampler,
+            tokens_per_submit: opts.tokens_per_submit,
+            speculation: speculative::Speculation::Off,
             pos: 0,
             held: HeldIds::default(),
         })
@@ -243,7 +257,32 @@ impl Pipeline {
 
     /// Decode steps per submit when generating.
     pub fn tokens_per_submit(&self) -> usize {
-        self.tokens.max_steps()
+        self.tokens_per_submit
+    }
+
+    /// How generations started from now on draft tokens.
+    pub fn speculation(&self) -> speculative::Speculation {
+        self.speculation
+    }
+
+    /// Sets how generations started from now on draft tokens, preparing
+    /// the pipelines a verifying pass uses (unless the load skipped its
+    /// warm-up); refused where a pass of that many drafts does not fit one
+    /// step.
+    pub async fn set_speculation(
+        &mut self,
+        speculation: speculative::Speculation,
+        warm_up: bool,
+    ) -> Result<(), PipelineError> {
+        speculation
+            .check(self.verify_rows())
+            .map_err(PipelineError::InvalidOption)?;
+        if warm_up && speculation.draft_tokens() > 0 {
+            self.warm_up_verifying(speculation.draft_tokens() + 1)
+                .await?;
+        }
+        self.speculation = speculation;
+        Ok(())
     }
 
     /// Records and submits one step (one encoder, one submit) and returns the
@@ -308,6 +347,20 @@ impl Pipeline {
                     step,
                 };
                 sample(f.rec, &self.sampler, &target)?;
+            }
+            StepOutput::SampleRows(n) => {
+                self.model.record_logits(&mut f, rows - n, n)?;
+                let vocab = self.model.config.vocab_size;
+                for j in 0..n {
+                    let target = SampleTarget {
+                        logits: &self.act.logits,
+                        logits_offset: j * vocab,
+                        out_ids: &self.tokens.buffer,
+                        out_index: self.tokens.output_slot(j),
+                        step: j,
+                    };
+                    sample(f.rec, &self.sampler, &target)?;
+                }
             }
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! Timing and GPU counters of one generation, for `--json` and `wick bench`.
 
 use crate::gpu::CounterSnapshot;
+pub use crate::pipeline::speculative::SpeculativeStats;
 
 #[derive(Clone, Debug, Default)]
 pub struct GenerationStats {
@@ -27,6 +28,8 @@ pub struct GenerationStats {
     pub weight_bytes_per_token: u64,
     /// Under a grammar: the grammar's own work.
     pub grammar: Option<GrammarStats>,
+    /// With speculative decoding: what was drafted and kept.
+    pub speculative: Option<SpeculativeStats>,
 }
 
 /// What following a grammar cost and gave (`Pipeline::start_generation`).

@@ -60,6 +60,16 @@ impl TokenRing {
         self.head = self.len - 1;
     }
 
+    /// Writes `id` into the slot the next decode step embeds (after a
+    /// verifying pass, whose kept token need not be its last row's).
+    pub fn set_input(&self, ctx: &GpuContext, id: u32) {
+        ctx.write(
+            &self.buffer,
+            4 * self.input_slot(0) as u64,
+            bytemuck::bytes_of(&id),
+        );
+    }
+
     /// After recording `n` steps: records the copy of their ids (one or two
     /// ranges of the ring) into the next readback buffer and moves on to the
     /// next submit's slots. The copy runs in the same submit, before any

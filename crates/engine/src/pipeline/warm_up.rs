@@ -8,6 +8,7 @@ use super::sampling::SamplingParams;
 use super::step::InferenceStep;
 use super::{Pipeline, StepIds, StepOutput};
 use crate::gpu::Recorder;
+use crate::kernels::matmul::tiled::GEMV_MAX_TOKENS;
 use crate::pipeline::error::PipelineError;
 
 /// Row counts that select every kernel variant a prefill chunk can use: the
@@ -59,6 +60,34 @@ impl Pipeline {
         let mut collect = Recorder::collect_all_pipelines(&self.ctx);
         self.record_warm_up_steps(&mut collect)?;
         Ok(collect.into_pending()?.into_sources())
+    }
+
+    /// Prepares the step shapes a verifying pass of up to `rows` rows
+    /// records (`speculative::verify`), so the first pass compiles nothing:
+    /// every matrix-vector width up to `GEMV_MAX_TOKENS`, then the row
+    /// classes of the prefill form, each sampling after every row.
+    pub async fn warm_up_verifying(&mut self, rows: usize) -> Result<(), PipelineError> {
+        let ctx = self.ctx.clone();
+        let mut rec = Recorder::compile_only(&ctx);
+        let zeros = vec![0u32; rows];
+        let gemv = 2..=GEMV_MAX_TOKENS.min(rows);
+        let tiled = ROW_CLASSES
+            .iter()
+            .copied()
+            .filter(|&r| r > GEMV_MAX_TOKENS && r < rows);
+        let mut sizes: Vec<usize> = gemv.chain(tiled).chain([rows]).collect();
+        sizes.dedup();
+        for r in sizes.into_iter().filter(|&r| r >= 2) {
+            let step = InferenceStep::Prefill { pos0: 0, rows: r };
+            self.record_step(
+                &mut rec,
+                step,
+                StepIds::Host(&zeros[..r]),
+                StepOutput::SampleRows(r),
+            )?;
+        }
+        rec.submit().await?;
+        Ok(())
     }
 
     /// Every step shape `warm_up` prepares, recorded into `rec`.

@@ -157,6 +157,20 @@ impl Sampler {
         self.rng.gen::<f32>()
     }
 
+    /// The next `n` numbers `next_uniform` would give, without taking them
+    /// (a verifying pass takes only as many as it keeps tokens: `skip`).
+    pub fn peek_uniforms(&self, n: usize) -> Vec<f32> {
+        let mut rng = self.rng.clone();
+        (0..n).map(|_| rng.gen::<f32>()).collect()
+    }
+
+    /// Takes `n` numbers unused.
+    pub fn skip(&mut self, n: usize) {
+        for _ in 0..n {
+            self.next_uniform();
+        }
+    }
+
     /// Appends tokens to the penalty window (the prompt before the first
     /// sample; `sample` appends what it samples).
     pub fn accept(&mut self, ids: &[u32]) {

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Plain against speculative decoding, side by side in one run: for each
+# model and each prompt of tests/fixtures/speculative/lookup_prompts.json
+# (code edits and quotes, where replies copy), `wick bench --chat` greedy,
+# plain and with prompt lookup in turn, each round; prints a markdown table
+# of decode tok/s (median of the rounds), the ratio, the acceptance rate and
+# tokens per pass, and writes the raw reports to test-output/bench-speculative.json.
+#
+# usage: scripts/bench-speculative.sh [--rounds N] [--gen-tokens N] [--draft-tokens K] MODEL.gguf...
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+rounds=2
+gen=128
+draft=8
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --gen-tokens) gen="$2"; shift 2 ;;
+    --draft-tokens) draft="$2"; shift 2 ;;
+    -*) echo "unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+[ $# -gt 0 ] || { echo "usage: $0 [--rounds N] [--gen-tokens N] [--draft-tokens K] MODEL.gguf..." >&2; exit 2; }
+wick="${WICK:-target/release/wick}"
+[ -x "$wick" ] || cargo build --release -q -p wick-cli
+mkdir -p test-output
+python3 - "$wick" "$rounds" "$gen" "$draft" "$@" <<'PY'
+import json, subprocess, sys, statistics
+wick, rounds, gen, draft, models = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
+prompts = json.load(open("tests/fixtures/speculative/lookup_prompts.json"))
+rows, raw = [], []
+for model in models:
+    for p in prompts:
+        runs = {"off": [], "lookup": []}
+        for _ in range(rounds):
+            for kind in ("off", "lookup"):
+                out = subprocess.run([wick, "bench", "--model", model, "--chat", p["text"], "--gen-tokens", gen,
+                                      "--speculative", kind, "--draft-tokens", draft, "--json"],
+                                     check=True, capture_output=True, text=True).stdout
+                r = json.loads(out)
+                runs[kind].append(r)
+                raw.append({"model": model, "prompt": p["name"], "speculative": kind, "report": r})
+        plain = statistics.median(r["decode_tok_s"] for r in runs["off"])
+        spec = statistics.median(r["decode_tok_s"] for r in runs["lookup"])
+        s = runs["lookup"][-1]["speculative"]
+        rows.append((model.split("/")[-1], p["name"], runs["off"][-1]["gen_tokens"], plain, spec, spec / plain,
+                     s["acceptance_rate"], s["tokens_per_pass"], s["plain_steps"]))
+json.dump(raw, open("test-output/bench-speculative.json", "w"), indent=1)
+print("| model | prompt | tokens | plain tok/s | lookup tok/s | ratio | accepted | tokens a pass | plain steps |")
+print("|---|---|---|---|---|---|---|---|---|")
+for m, n, t, a, b, r, acc, tpp, ps in rows:
+    print(f"| {m} | {n} | {t} | {a:.1f} | {b:.1f} | {r:.2f}x | {acc:.0%} | {tpp:.1f} | {ps} |")
+for model in models:
+    mine = [r for r in rows if r[0] == model.split("/")[-1]]
+    geo = statistics.geometric_mean(r[5] for r in mine)
+    print(f"\n{model.split('/')[-1]}: geometric mean ratio {geo:.2f}x over {len(mine)} prompts")
+PY

@@ -1,0 +1,324 @@
+//! Speculative decoding gives what plain decoding gives: greedy ids on the
+//! golden prompts and over long generations, sampled ids seed by seed, and
+//! the same end (stop token, stop string, max tokens, a full context) with
+//! the same cache left behind.
+
+use wick::pipeline::sampling::SamplingParams;
+use wick::pipeline::speculative::{Speculation, MAX_DRAFT_TOKENS};
+use wick::pipeline::stats::SpeculativeStats;
+use wick::pipeline::stopping::{FinishReason, StopCriteria};
+use wick::pipeline::PipelineError;
+use wick::Engine;
+use wick_tests::{golden, load_engine};
+
+const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+const QWEN: &str = "qwen2.5-coder-0.5b-instruct-awq.gguf";
+const TINY: &str = "tiny-qwen3.q8_0.gguf";
+
+const LOOKUP: Speculation = Speculation::Lookup { draft_tokens: 8 };
+
+struct Run {
+    ids: Vec<u32>,
+    finish: FinishReason,
+    /// Positions the cache holds after it, and their ids.
+    held: Vec<u32>,
+    speculative: Option<SpeculativeStats>,
+}
+
+fn run(
+    engine: &mut Engine,
+    speculation: Speculation,
+    prompt: &[u32],
+    sampling: &SamplingParams,
+    stop: &StopCriteria,
+) -> Run {
+    let p = &mut engine.pipeline;
+    pollster::block_on(p.set_speculation(speculation, false)).unwrap();
+    p.reset();
+    let out = pollster::block_on(p.generate(prompt, sampling, stop, None, &mut |_| true)).unwrap();
+    assert_eq!(p.position(), p.held_ids().len());
+    Run {
+        ids: out.ids,
+        finish: out.finish_reason,
+        held: p.held_ids().to_vec(),
+        speculative: out.stats.speculative,
+    }
+}
+
+fn stop_after(max_tokens: usize) -> StopCriteria {
+    StopCriteria {
+        stop_ids: Vec::new(),
+        max_tokens,
+    }
+}
+
+/// Plain and drafted runs of the same request, checked equal in ids, end
+/// and the cache they leave; the drafted run's stats.
+fn same_as_plain(
+    engine: &mut Engine,
+    prompt: &[u32],
+    sampling: &SamplingParams,
+    stop: &StopCriteria,
+    what: &str,
+) -> SpeculativeStats {
+    let plain = run(engine, Speculation::Off, prompt, sampling, stop);
+    let drafted = run(engine, LOOKUP, prompt, sampling, stop);
+    assert_eq!(drafted.ids, plain.ids, "{what}: ids");
+    assert_eq!(drafted.finish, plain.finish, "{what}: finish reason");
+    assert_eq!(drafted.held, plain.held, "{what}: the cache left behind");
+    assert!(plain.speculative.is_none());
+    drafted.speculative.expect("stats of a drafted run")
+}
+
+/// A chat turn in SmolLM2's and Qwen's template (ChatML).
+fn chat(engine: &Engine, user: &str) -> Vec<u32> {
+    let text = format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n");
+    engine.tokenizer.encode(&text, true, true).unwrap()
+}
+
+/// The code edits and quotes `scripts/bench-speculative.sh` times (where
+/// replies copy, so lookup drafts).
+fn lookup_prompts() -> Vec<String> {
+    let text = include_str!("../../fixtures/speculative/lookup_prompts.json");
+    let prompts: Vec<serde_json::Value> = serde_json::from_str(text).unwrap();
+    prompts
+        .iter()
+        .map(|p| p["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Two replies that copy and one that need not.
+fn long_prompts() -> Vec<String> {
+    let lookup = lookup_prompts();
+    let story = "Write a short story about a lighthouse keeper who finds a message in a bottle.";
+    vec![lookup[0].clone(), lookup[3].clone(), story.to_string()]
+}
+
+#[test]
+fn greedy_drafting_equals_plain_greedy_on_the_golden_prompts() {
+    for model in [SMOLLM2, QWEN] {
+        let mut engine = load_engine(model, 128);
+        for case in golden("llamacpp_public.json", model).cases {
+            let stop = stop_after(case.greedy_ids.len());
+            let greedy = SamplingParams::default();
+            same_as_plain(&mut engine, &case.prompt_ids, &greedy, &stop, &case.prompt);
+        }
+    }
+}
+
+/// Two greedy tokens count as one choice where their logits differ by
+/// less than this. A pass runs its rows through the several-token kernel
+/// forms and a decode step through the one-token form; they add in other
+/// orders, and a cache written by either then holds other roundings: at
+/// one position of SmolLM2 the two paths gave logits 1e-5 apart on the
+/// same cache, and a generation whose cache they wrote differently moved
+/// a logit by 1e-3, enough to flip its two best tokens, which stood
+/// 0.0011 apart. A real error (a wrong position, a kept row the model did
+/// not choose, a cache not rolled back) moves logits by units (see
+/// `wick_tests::TOLERANCE`), far above this.
+const NEAR_TIE: f32 = 0.01;
+
+/// Checks a drafted greedy run against the plain one: equal, or parting at
+/// a near tie; and every drafted token the argmax of the logits of its own
+/// prefix (teacher forced in one prefill), within `NEAR_TIE`.
+fn check_greedy(engine: &mut Engine, prompt: &[u32], plain: &[u32], drafted: &[u32], what: &str) {
+    let logits_after = |engine: &mut Engine, ids: &[u32]| -> Vec<Vec<f32>> {
+        let tokens: Vec<u32> = prompt
+            .iter()
+            .chain(&ids[..ids.len() - 1])
+            .copied()
+            .collect();
+        engine.pipeline.reset();
+        pollster::block_on(engine.pipeline.prefill(&tokens, ids.len())).unwrap()
+    };
+    if let Some(j) = plain.iter().zip(drafted).position(|(a, b)| a != b) {
+        let l = &logits_after(engine, &plain[..=j])[j];
+        let top = l.iter().copied().fold(f32::MIN, f32::max);
+        let (a, b) = (l[plain[j] as usize], l[drafted[j] as usize]);
+        eprintln!(
+            "{what}: parted at token {j} of {}: logits {a} and {b}, top {top}",
+            plain.len()
+        );
+        assert!(
+            top - a < NEAR_TIE && top - b < NEAR_TIE,
+            "{what}: drafted and plain greedy part at token {j} ({} against {}), not at a near tie: logits {b} and {a}, the top {top}",
+            drafted[j],
+            plain[j]
+        );
+    } else {
+        assert_eq!(drafted.len(), plain.len(), "{what}: lengths");
+    }
+    for (j, l) in logits_after(engine, drafted).iter().enumerate() {
+        let top = l.iter().copied().fold(f32::MIN, f32::max);
+        let got = l[drafted[j] as usize];
+        assert!(
+            top - got < NEAR_TIE,
+            "{what}: drafted token {j} is {got} below the top {top}"
+        );
+    }
+}
+
+#[test]
+fn greedy_drafting_equals_plain_greedy_over_long_generations() {
+    let mut engine = load_engine(SMOLLM2, 512);
+    let greedy = SamplingParams::default();
+    let mut accepted = 0;
+    for user in &long_prompts() {
+        let prompt = chat(&engine, user);
+        let plain = run(
+            &mut engine,
+            Speculation::Off,
+            &prompt,
+            &greedy,
+            &stop_after(256),
+        );
+        let drafted = run(&mut engine, LOOKUP, &prompt, &greedy, &stop_after(256));
+        let s = drafted.speculative.expect("stats of a drafted run");
+        eprintln!("{}: {s:?}", &user[..30]);
+        check_greedy(&mut engine, &prompt, &plain.ids, &drafted.ids, user);
+        if plain.ids == drafted.ids {
+            assert_eq!(drafted.held, plain.held, "{user}: the cache left behind");
+        }
+        accepted += s.accepted;
+    }
+    assert!(accepted > 0, "the copying replies kept drafts");
+}
+
+/// The drafts are a point guess, so the acceptance rule of Leviathan et al.
+/// is "sample from the model, keep the draft where they agree", and every
+/// kept token is drawn with the random number plain sampling draws it
+/// with: seed by seed the two give the same tokens, which is stronger
+/// than the two distributions agreeing over many seeds (what the rule
+/// promises). A wrong rule (keeping a draft the model did not draw,
+/// taking the random numbers of rejected rows) breaks it within a few
+/// seeds. The tiny model's random weights spread its choice over the whole
+/// vocabulary, so a logit bias confines it to six tokens: its replies then
+/// repeat n-grams, lookup drafts at almost every step, and the model
+/// rejects most drafts. A frequency penalty is on (it counts each token in
+/// the window), so rejected rows' samples must leave the GPU's penalty
+/// window too.
+#[test]
+fn sampled_drafting_draws_what_plain_sampling_draws_seed_by_seed() {
+    let mut engine = load_engine(TINY, 256);
+    let six = 11u32..17;
+    let prompt: Vec<u32> = six.clone().cycle().take(24).collect();
+    let (mut drafted, mut accepted) = (0, 0);
+    for seed in 0..6 {
+        let sampling = SamplingParams {
+            temperature: 1.0,
+            top_p: 0.95,
+            frequency_penalty: 0.5,
+            logit_bias: six.clone().map(|t| (t, 30.0)).collect(),
+            seed,
+            ..Default::default()
+        };
+        let s = same_as_plain(&mut engine, &prompt, &sampling, &stop_after(32), "seed");
+        drafted += s.drafted;
+        accepted += s.accepted;
+    }
+    eprintln!("drafted {drafted}, accepted {accepted}");
+    assert!(
+        drafted > 60 && accepted > 2 && accepted < drafted / 2,
+        "drafts both kept and rejected: {accepted} of {drafted}"
+    );
+}
+
+#[test]
+fn drafting_ends_where_plain_decoding_ends() {
+    let mut engine = load_engine(SMOLLM2, 160);
+    let prompt = chat(&engine, &lookup_prompts()[0]);
+    let greedy = SamplingParams::default();
+    let plain = run(
+        &mut engine,
+        Speculation::Off,
+        &prompt,
+        &greedy,
+        &stop_after(64),
+    );
+    // A stop token late in the reply, where the passes keep drafts (and
+    // draft past it): the latest token whose first occurrence is there.
+    let j = (20..plain.ids.len() - 8)
+        .rev()
+        .find(|&j| !plain.ids[..j].contains(&plain.ids[j]))
+        .expect("a token first met after 20");
+    let stop = StopCriteria {
+        stop_ids: vec![plain.ids[j]],
+        max_tokens: 64,
+    };
+    let s = same_as_plain(&mut engine, &prompt, &greedy, &stop, "a stop token");
+    assert!(s.accepted > 0, "{s:?}");
+    // max_tokens inside a run of drafts, at every cut.
+    for max in [1, 3, 9, 30] {
+        same_as_plain(
+            &mut engine,
+            &prompt,
+            &greedy,
+            &stop_after(max),
+            "max tokens",
+        );
+    }
+    // The end of the context: 160 positions, the prompt's and 64 more asked.
+    let room = 160 - prompt.len();
+    let full = same_as_plain(
+        &mut engine,
+        &prompt,
+        &greedy,
+        &stop_after(room + 8),
+        "a full context",
+    );
+    assert!(full.drafted > 0);
+    // A stop string: the text of two tokens late in the reply, so that
+    // where it ends may cut a pass's tokens.
+    let late = &plain.ids[j - 1..=j];
+    let stop_string = [engine.tokenizer.decode(late, true).unwrap()];
+    assert!(!stop_string[0].trim().is_empty(), "{late:?}");
+    let mut complete = |speculation| {
+        pollster::block_on(engine.pipeline.set_speculation(speculation, false)).unwrap();
+        engine.pipeline.reset();
+        let out = pollster::block_on(engine.complete(
+            &prompt,
+            &greedy,
+            stop_after(64),
+            &stop_string,
+            None,
+            &mut |_| true,
+        ))
+        .unwrap();
+        (
+            out.ids,
+            out.text,
+            out.finish_reason,
+            engine.pipeline.held_ids().to_vec(),
+        )
+    };
+    let plain = complete(Speculation::Off);
+    assert_eq!(plain.2, FinishReason::Stop, "{:?}", plain.1);
+    assert_eq!(complete(LOOKUP), plain, "a stop string");
+}
+
+#[test]
+fn drafting_options_out_of_range_are_refused() {
+    let mut engine = load_engine(TINY, 64);
+    let p = &mut engine.pipeline;
+    for k in [0, MAX_DRAFT_TOKENS + 1] {
+        let err =
+            pollster::block_on(p.set_speculation(Speculation::Lookup { draft_tokens: k }, false))
+                .unwrap_err();
+        assert!(
+            matches!(err, PipelineError::InvalidOption(ref m) if m.contains("draft tokens")),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        p.speculation(),
+        Speculation::Off,
+        "a refused setting changes nothing"
+    );
+    pollster::block_on(p.set_speculation(
+        Speculation::Lookup {
+            draft_tokens: MAX_DRAFT_TOKENS,
+        },
+        false,
+    ))
+    .unwrap();
+}
