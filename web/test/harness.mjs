@@ -2,7 +2,7 @@
 // browser) with WebGPU on its bundled SwiftShader, the static server, the
 // native engine's reference output, and the llama.cpp golden file.
 
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { chromium } from "playwright-core";
@@ -81,6 +81,21 @@ export function nativeJson(args) {
     maxBuffer: 1 << 26,
   });
   return JSON.parse(out.slice(out.indexOf("{")));
+}
+
+/**
+ * As nativeGenerate, in a process of its own that runs while the caller
+ * goes on (a browser test's page work beside it): a promise of the output.
+ */
+export function nativeGenerateLater(prompt, maxTokens, ctxLen, model = MODEL) {
+  const args = ["generate", "--model", modelFile(model), "--prompt", prompt, "--max-tokens", String(maxTokens), "--ctx-len", String(ctxLen), "--json", "--no-warmup"];
+  const bin = releaseBinary("wick", "wick-cli");
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { cwd: repoRoot, env: nativeEnv(), encoding: "utf8", maxBuffer: 1 << 26 }, (e, out) => {
+      if (e) reject(e);
+      else resolve(JSON.parse(out.slice(out.indexOf("{"))));
+    });
+  });
 }
 
 /** Where model file `model` is: models/ (or $WICK_MODELS_DIR), else the
