@@ -54,6 +54,7 @@ const TINY_CTX = 64;
 const LIMITS_MODEL = "gemma-3-270m-q4_k_m.gguf";
 const LIMITS_N = 3;
 const LIMITS_CTX = 64;
+const QUOTA_KIB = 1000 * 1024;
 
 let server, base, control, browser, page, native, tinyNative;
 
@@ -67,7 +68,13 @@ before(async () => {
   tinyNative = nativeGenerateLater(PROMPT, N, TINY_CTX, TINY);
   tinyNative.catch(() => {}); // awaited by the store checks
   ({ server, url: base, control } = await startServer());
-  browser = await launchFirefox();
+  browser = await launchFirefox({
+    // A real storage quota, for the quota check: the profile's limit in KiB,
+    // of which an origin gets a fifth (200 MiB here). It holds what the
+    // checks store at once (SmolLM2, then a few copies of the tiny model),
+    // and not Gemma 3 270M's 253 MB.
+    "dom.quotaManager.temporaryStorage.fixedLimit": QUOTA_KIB,
+  });
   metrics.version = await browser.version();
   page = await openFirefoxPage(browser, base, log);
 });
@@ -215,7 +222,11 @@ describe("Firefox: downloads, the model store, split GGUF", () => {
 
   test("a changed size under the same ETag invalidates the stored copy", { timeout: 60_000 }, () => checkChangedSize(ctx));
 
-  test("the quota error comes before any model byte is fetched", { timeout: 60_000 }, () => checkQuotaRefused(ctx));
+  test("Firefox's quota refuses a model over it before any model byte is fetched", { timeout: 60_000 }, async () => {
+    const { quota } = await page.evaluate(() => navigator.storage.estimate());
+    assert.equal(quota, (QUOTA_KIB * 1024) / 5, "the origin's quota is a fifth of the profile's limit");
+    await checkQuotaRefused(ctx, { big: LIMITS_MODEL });
+  });
 
   test("a chunk that keeps failing is a DownloadError naming the URL and byte", { timeout: 60_000 }, () => checkFailingChunk(ctx));
 
@@ -224,7 +235,7 @@ describe("Firefox: downloads, the model store, split GGUF", () => {
   test("modelCache lists, answers has, deletes and clears, from the page and from a worker", { timeout: 60_000 }, () =>
     checkModelCacheApi(ctx, {
       stored: { [`?cut=${CUT}`]: "opfs", "?resume": "opfs", "?fallback": "cache" },
-      absent: ["?quota", "?resized"],
+      absent: [`/models/${LIMITS_MODEL}?quota`, "?resized"],
     }));
 
   test("a split model loads by its first shard's URL and by a list, as its unsplit file", { timeout: 240_000 }, () =>

@@ -166,9 +166,9 @@ export const FIREFOX = process.env.WICK_FIREFOX || "/usr/bin/firefox-esr";
  * BiDi (never a downloaded browser). WebGPU is behind a pref on Linux, and
  * its blocklist refuses lavapipe, the only adapter here: both prefs are what
  * a user on such a machine would set. Network features that would reach out
- * are off, as for Chromium.
+ * are off, as for Chromium. `prefs` adds prefs of the caller's.
  */
-export async function launchFirefox() {
+export async function launchFirefox(prefs = {}) {
   const { default: puppeteer } = await import("puppeteer-core");
   return puppeteer.launch({
     browser: "firefox",
@@ -184,6 +184,7 @@ export async function launchFirefox() {
       "network.connectivity-service.enabled": false,
       "toolkit.telemetry.enabled": false,
       "datareporting.policy.dataSubmissionEnabled": false,
+      ...prefs,
     },
   });
 }
