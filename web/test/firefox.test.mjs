@@ -10,12 +10,14 @@
 // returning the page's GPU memory to where it was. Then the loading path as
 // the Chromium files check it, the same check code (store-checks.mjs,
 // split-checks.mjs, limits-checks.mjs) on the same page: a download cut
-// midway resumed with the native ids, a stopped read resumed from its
-// stored chunks, a changed ETag or size refetched, the quota refusal, a
-// failing chunk, a server without Range, the Cache API where OPFS is
-// absent, modelCache from the page and a worker, a split model against its
-// unsplit file, and Gemma 3 270M (its 170 MiB embedding split by rows) on
-// WebGPU's default limits. Decode tok/s and the readback round trip go to
+// midway resumed with the native ids, a second load from the store, a
+// stopped read resumed from its stored chunks, a changed ETag or size
+// refetched, a real quota (a profile pref) refusing a model over it, a
+// failing chunk, the Cache API where OPFS is absent, modelCache from the
+// page and a worker, a split model against its unsplit file, and Gemma 3
+// 270M (its 170 MiB embedding split by rows) on WebGPU's default limits.
+// (A server without Range support is left to Chromium: it adds a 27 MB
+// store write, about 4 s here, to a path no different in Firefox.) Decode tok/s and the readback round trip go to
 // test-output/firefox-metrics.json.
 //
 // run: node --test web/test/firefox.test.mjs   (after npm run build; part of npm test)
