@@ -44,8 +44,9 @@ export const DEFAULTS = Object.freeze({ maxTokens: 256, temperature: 0.7, topK: 
  * The engine's own count of live GPU memory over every Engine on this page
  * (not those in workers): `{ liveBytes, liveBuffers, liveBindGroups }`. Once
  * every engine is disposed it holds only the page's GPU context (its uniform
- * arena, kept for the next load), and nothing after `releaseGpu()`. Call
- * after `init()` or a load.
+ * arena, kept for the next load; one context for each `limits` choice the
+ * page loaded with), and nothing after `releaseGpu()`. Call after `init()`
+ * or a load.
  */
 export function liveGpuMemory() {
   return call(() => wasmLiveGpuMemory());

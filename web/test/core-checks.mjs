@@ -38,8 +38,8 @@ export async function checkMultiTurnReuse(page, log) {
  * llama.cpp's top-1 leads its top-2 by more than 0.5 (from the first
  * position where it does not, the two engines' rounding may part).
  */
-export function checkLlamaCppGreedy(prompt, promptIds, ids) {
-  const ref = llamaCppCase(prompt);
+export function checkLlamaCppGreedy(prompt, promptIds, ids, model = undefined) {
+  const ref = llamaCppCase(prompt, model);
   assert.ok(ref, "llama.cpp reference case");
   assert.deepEqual(promptIds, ref.prompt_ids);
   for (let i = 0; i < ids.length; i++) {
@@ -47,4 +47,20 @@ export function checkLlamaCppGreedy(prompt, promptIds, ids) {
     if (top[0][1] - top[1][1] <= 0.5) break;
     assert.equal(ids[i], ref.greedy_ids[i], `token ${i} vs llama.cpp`);
   }
+}
+
+/**
+ * llama.cpp's first `n` greedy ids for `model` and `prompt` (the golden
+ * file), each asserted to lead llama.cpp's second choice by more than 0.5,
+ * so that another engine's rounding cannot part from them: a reference to
+ * compare every one of `n` generated ids with.
+ */
+export function llamaCppGreedyIds(prompt, model, n) {
+  const ref = llamaCppCase(prompt, model);
+  assert.ok(ref, `llama.cpp reference case for ${model}`);
+  for (let i = 0; i < n; i++) {
+    const top = ref.topk_per_position[ref.prompt_ids.length - 1 + i];
+    assert.ok(top[0][1] - top[1][1] > 0.5, `${model}: llama.cpp's token ${i} leads by ${top[0][1] - top[1][1]}, too close to compare`);
+  }
+  return ref.greedy_ids.slice(0, n);
 }

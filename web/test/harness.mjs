@@ -2,7 +2,7 @@
 // browser) with WebGPU on its bundled SwiftShader, the static server, the
 // native engine's reference output, and the llama.cpp golden file.
 
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { chromium } from "playwright-core";
@@ -83,6 +83,21 @@ export function nativeJson(args) {
   return JSON.parse(out.slice(out.indexOf("{")));
 }
 
+/**
+ * As nativeGenerate, in a process of its own that runs while the caller
+ * goes on (a browser test's page work beside it): a promise of the output.
+ */
+export function nativeGenerateLater(prompt, maxTokens, ctxLen, model = MODEL) {
+  const args = ["generate", "--model", modelFile(model), "--prompt", prompt, "--max-tokens", String(maxTokens), "--ctx-len", String(ctxLen), "--json", "--no-warmup"];
+  const bin = releaseBinary("wick", "wick-cli");
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { cwd: repoRoot, env: nativeEnv(), encoding: "utf8", maxBuffer: 1 << 26 }, (e, out) => {
+      if (e) reject(e);
+      else resolve(JSON.parse(out.slice(out.indexOf("{"))));
+    });
+  });
+}
+
 /** Where model file `model` is: models/ (or $WICK_MODELS_DIR), else the
  * small test models in tests/fixtures/models or ../shared/models, as the
  * test server resolves /models/ (web/tools/serve.mjs). */
@@ -151,9 +166,9 @@ export const FIREFOX = process.env.WICK_FIREFOX || "/usr/bin/firefox-esr";
  * BiDi (never a downloaded browser). WebGPU is behind a pref on Linux, and
  * its blocklist refuses lavapipe, the only adapter here: both prefs are what
  * a user on such a machine would set. Network features that would reach out
- * are off, as for Chromium.
+ * are off, as for Chromium. `prefs` adds prefs of the caller's.
  */
-export async function launchFirefox() {
+export async function launchFirefox(prefs = {}) {
   const { default: puppeteer } = await import("puppeteer-core");
   return puppeteer.launch({
     browser: "firefox",
@@ -169,6 +184,7 @@ export async function launchFirefox() {
       "network.connectivity-service.enabled": false,
       "toolkit.telemetry.enabled": false,
       "datareporting.policy.dataSubmissionEnabled": false,
+      ...prefs,
     },
   });
 }

@@ -1,36 +1,26 @@
-// Split GGUF in the page (llama.cpp's gguf-split shards): the tiny qwen3
-// fixture cut into 3 shards by the native CLI (`wick split`, into
+// Split GGUF in the page (llama.cpp's gguf-split shards), in Chromium: the
+// tiny qwen3 fixture cut into 3 shards by the native CLI (`wick split`, into
 // test-output/split/) loads by its first shard's URL and by a list of Files,
 // and gives the same greedy ids as the unsplit file in the same page; with
 // `cache: true` each shard is kept and a second load (a list of URLs) reads
-// them from the cache; the worker engine takes a list too; progress counts the bytes of all shards; a shard the
-// server does not have (404) is a ModelLoadError naming it.
+// them from the cache; the worker engine takes a list too; progress counts
+// the bytes of all shards; a shard the server does not have (404) is a
+// ModelLoadError naming it. The check is in split-checks.mjs (Firefox runs
+// it too, firefox.test.mjs).
 //
 // run: node --test web/test/split.test.mjs   (after npm run build)
 
-import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, rmSync, statSync } from "node:fs";
-import path from "node:path";
 import { after, before, test } from "node:test";
-import { checkBuilt, launch, modelFile, nativeEnv, openTestPage, outDir, releaseBinary, startServer, within } from "./harness.mjs";
+import { checkBuilt, launch, openTestPage, startServer } from "./harness.mjs";
+import { checkSplitLoads, writeShards } from "./split-checks.mjs";
 
 const log = (s) => console.log(s);
-const TINY = "tiny-qwen3.q8_0.gguf";
-const DIR = path.join(outDir, "split"); // served at /test-output/split/
-const shard = (prefix, i) => `${prefix}-0000${i}-of-00003.gguf`;
-let server, base, browser, page;
+let server, browser, page, sizes;
 
 before(async () => {
   checkBuilt();
-  rmSync(DIR, { recursive: true, force: true });
-  mkdirSync(DIR, { recursive: true });
-  // 400 kB of tensor data a shard: the embedding alone in the first, the
-  // layers in two more.
-  const wick = releaseBinary("wick", "wick-cli");
-  execFileSync(wick, ["split", modelFile(TINY), path.join(DIR, "tiny.gguf"), "--split-max-size", "400K"], { env: nativeEnv() });
-  // The same shards with the second one absent from the server.
-  for (const i of [1, 3]) copyFileSync(path.join(DIR, shard("tiny", i)), path.join(DIR, shard("gap", i)));
+  sizes = writeShards();
+  let base;
   ({ server, url: base } = await startServer());
   browser = await launch();
   page = await openTestPage(browser, base, log);
@@ -41,73 +31,5 @@ after(async () => {
   server?.close();
 });
 
-test("a split model loads by its first shard's URL and by a list, as its unsplit file", { timeout: 240_000 }, async () => {
-  const sizes = [1, 2, 3].map((i) => statSync(path.join(DIR, shard("tiny", i))).size);
-  const r = await within(200_000, page.evaluate(async ([whole, dir]) => {
-    const { Engine, clearCache } = window.wick;
-    const shards = [1, 2, 3].map((i) => `${dir}/tiny-0000${i}-of-00003.gguf`);
-    const greedy = async (source, options = {}, generate = true) => {
-      const events = [];
-      const e = await Engine.load(source, { contextLength: 32, warmUp: false, onProgress: (p) => events.push(p), ...options });
-      let ids = null;
-      if (generate) {
-        // One token, the prompt's argmax over the whole vocabulary: a decode
-        // step (or log-probabilities) would compile more kernels, seconds on
-        // SwiftShader for each load.
-        const run = e.generate([785, 6722, 315, 9625, 374], { maxTokens: 1, temperature: 0 });
-        await run.text();
-        ids = run.result.ids;
-      }
-      const model = e.info().model;
-      await e.dispose();
-      return { ids, events, model };
-    };
-    await Promise.all(shards.map((u) => clearCache(u)));
-    const out = { whole: await greedy(whole) };
-    out.first = await greedy(shards[0], { cache: true });
-    out.cached = await Promise.all(shards.map((u) => window.wick.modelCache.has(u)));
-    out.list = await greedy(shards, { cache: true });
-    const files = await Promise.all(shards.map(async (u) => new File([await (await fetch(u)).blob()], u.split("/").pop())));
-    // Loaded only: the generations above compared the weights; this is the
-    // list of Files path (not taken for a checkpoint folder).
-    out.files = await greedy(files, {}, false);
-    // The worker engine takes the same sources (a list here), loaded only.
-    const { WorkerEngine } = window.wick;
-    const w = await WorkerEngine.load(shards, { contextLength: 32, warmUp: false });
-    out.worker = w.info().model;
-    await w.dispose();
-    out.missing = await Engine.load(`${dir}/gap-00001-of-00003.gguf`, { warmUp: false }).then(
-      () => null, (e) => ({ name: e.name, code: e.code, file: e.file, message: e.message }));
-    await Promise.all(shards.map((u) => clearCache(u)));
-    return out;
-  }, [`/models/${TINY}`, "/test-output/split"]), "split loads");
-  const { whole, first, list, files, worker, missing, cached } = r;
-  log(`greedy ids: whole ${whole.ids}, first shard ${first.ids}, list ${list.ids}`);
-  assert.equal(whole.ids.length, 1);
-  assert.deepEqual(first.ids, whole.ids);
-  assert.deepEqual(list.ids, whole.ids);
-  assert.deepEqual(files.model, whole.model);
-  assert.deepEqual(worker, whole.model);
-  // Each shard kept in the cache, and read from there the second time.
-  assert.deepEqual(cached, [true, true, true]);
-  const phases = (events) => new Set(events.map((e) => e.phase));
-  assert.ok(phases(first.events).has("fetch"), JSON.stringify([...phases(first.events)]));
-  assert.ok(phases(list.events).has("cache") && !phases(list.events).has("fetch"), JSON.stringify([...phases(list.events)]));
-  // Progress over all shards: the bytes read end at the sum of the files'
-  // sizes (the bytes on the server), and the upload ends at its total.
-  const sum = sizes.reduce((a, b) => a + b, 0);
-  for (const [name, { events }] of Object.entries({ first, list, files })) {
-    const read = events.filter((e) => ["fetch", "cache", "read"].includes(e.phase));
-    const last = read.at(-1);
-    assert.deepEqual([last.loaded, last.total], [sum, sum], `${name}: ${JSON.stringify(last)}`);
-    assert.ok(read.every((e, i) => i === 0 || e.loaded >= read[i - 1].loaded), `${name}: progress goes back`);
-    const up = events.filter((e) => e.phase === "upload").at(-1);
-    assert.equal(up.loaded, up.total, name);
-    assert.ok(up.total > sizes[0] && up.total <= sum, `${name}: upload total ${up.total}`);
-  }
-  // The missing shard, named.
-  assert.equal(missing?.name, "ModelLoadError", JSON.stringify(missing));
-  assert.equal(missing.code, "model_load");
-  assert.match(missing.file, /\/test-output\/split\/gap-00002-of-00003\.gguf$/);
-  assert.match(missing.message, /shard 2 of 3 .*gap-00002-of-00003\.gguf.*404/);
-});
+test("a split model loads by its first shard's URL and by a list, as its unsplit file", { timeout: 240_000 }, () =>
+  checkSplitLoads(page, sizes, log));

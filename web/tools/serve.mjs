@@ -6,8 +6,9 @@
 // Files carry an ETag and Last-Modified. For the download tests: `?cut=N`
 // drops the connection once per URL (`&times=K`: K times), after the bytes
 // before offset N of a response that covers N; `?fail=N` answers 503 to a
-// Range request over N (once, or `&times=K`); `control.etags` overrides a path's ETag (a
-// changed file); `control.requests` logs every request with the bytes sent.
+// Range request over N (once, or `&times=K`); `control.etags` overrides a path's ETag and
+// `control.files` the file served at a path (a changed file); `control.requests` logs every
+// request with the bytes sent.
 // Listens on 127.0.0.1 only.
 //
 // usage: node web/tools/serve.mjs [--port N] [--root DIR]
@@ -50,18 +51,19 @@ function resolvePath(root, modelsDir, urlPath) {
 /**
  * Starts the server; resolves to { server, url, port, control }. control:
  * `requests` ({ method, path, range, status, start, end, sent } per request,
- * `sent` the body bytes written), `etags` (a Map of path -> ETag that
- * replaces the file's own).
+ * `sent` the body bytes written, `etag` the ETag answered), `etags` (a Map
+ * of path -> ETag that replaces the file's own), `files` (a Map of path ->
+ * the file on disk served there instead: the same URL, other bytes).
  */
 export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
   modelsDir ??= process.env.WICK_MODELS_DIR || path.join(root, "models");
-  const control = { requests: [], etags: new Map(), cut: new Map() };
+  const control = { requests: [], etags: new Map(), files: new Map(), cut: new Map() };
   const server = createServer(async (req, res) => {
     try {
       const url = new URL(req.url, "http://localhost");
       const entry = { method: req.method, path: url.pathname + url.search, range: req.headers.range ?? null, status: 0, sent: 0 };
       control.requests.push(entry);
-      let file = resolvePath(root, modelsDir, url.pathname);
+      let file = control.files.get(url.pathname) ?? resolvePath(root, modelsDir, url.pathname);
       if (!file) return send(res, 400, "bad path");
       let st = await fs.stat(file).catch(() => null);
       if (st?.isDirectory()) {
@@ -80,6 +82,7 @@ export function startServer({ root = repoRoot, port = 0, modelsDir } = {}) {
         ETag: control.etags.get(url.pathname) ?? `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`,
         "Last-Modified": st.mtime.toUTCString(),
       };
+      entry.etag = headers.ETag;
       // The body bytes start..end, cut before `?cut=N` once per URL; or a 503
       // for a range over `?fail=N` (K times with `&times=K`).
       const body = (start, end) => {
