@@ -2,22 +2,26 @@
 # Plain against speculative decoding, side by side in one run: for each
 # model and each prompt of tests/fixtures/speculative/lookup_prompts.json
 # (code edits and quotes, where replies copy), `wick bench --chat` greedy,
-# plain and with prompt lookup in turn, each round; prints a markdown table
-# of decode tok/s (median of the rounds), the ratio, the acceptance rate and
-# tokens per pass, and writes the raw reports to test-output/bench-speculative.json.
+# plain and with prompt lookup in turn, each round; with --draft-model FILE,
+# plain and with that draft model on general_prompts.json instead. Prints a
+# markdown table of decode tok/s (median of the rounds), the ratio, the
+# acceptance rate and tokens per pass, and writes the raw reports to
+# test-output/bench-speculative.json.
 #
-# usage: scripts/bench-speculative.sh [--rounds N] [--gen-tokens N] [--draft-tokens K] MODEL.gguf...
+# usage: scripts/bench-speculative.sh [--rounds N] [--gen-tokens N] [--draft-tokens K] [--draft-model FILE] MODEL.gguf...
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 rounds=2
 gen=128
 draft=8
+draft_model=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --gen-tokens) gen="$2"; shift 2 ;;
     --draft-tokens) draft="$2"; shift 2 ;;
+    --draft-model) draft_model="$2"; shift 2 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -26,29 +30,34 @@ done
 wick="${WICK:-target/release/wick}"
 [ -x "$wick" ] || cargo build --release -q -p wick-cli
 mkdir -p test-output
-python3 - "$wick" "$rounds" "$gen" "$draft" "$@" <<'PY'
+python3 - "$wick" "$rounds" "$gen" "$draft" "$draft_model" "$@" <<'PY'
 import json, subprocess, sys, statistics
-wick, rounds, gen, draft, models = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
-prompts = json.load(open("tests/fixtures/speculative/lookup_prompts.json"))
+wick, rounds, gen, draft, draft_model, models = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
+kind_on = "draft" if draft_model else "lookup"
+extra = ["--draft-model", draft_model] if draft_model else []
+fixture = "general_prompts.json" if draft_model else "lookup_prompts.json"
+prompts = json.load(open("tests/fixtures/speculative/" + fixture))
 rows, raw = [], []
 for model in models:
     for p in prompts:
-        runs = {"off": [], "lookup": []}
+        runs = {"off": [], kind_on: []}
         for _ in range(rounds):
-            for kind in ("off", "lookup"):
-                out = subprocess.run([wick, "bench", "--model", model, "--chat", p["text"], "--gen-tokens", gen,
-                                      "--speculative", kind, "--draft-tokens", draft, "--json"],
-                                     check=True, capture_output=True, text=True).stdout
+            for kind in ("off", kind_on):
+                args = [wick, "bench", "--model", model, "--chat", p["text"], "--gen-tokens", gen,
+                        "--speculative", kind, "--draft-tokens", draft, "--json"]
+                if kind != "off":
+                    args += extra
+                out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
                 r = json.loads(out)
                 runs[kind].append(r)
                 raw.append({"model": model, "prompt": p["name"], "speculative": kind, "report": r})
         plain = statistics.median(r["decode_tok_s"] for r in runs["off"])
-        spec = statistics.median(r["decode_tok_s"] for r in runs["lookup"])
-        s = runs["lookup"][-1]["speculative"]
+        spec = statistics.median(r["decode_tok_s"] for r in runs[kind_on])
+        s = runs[kind_on][-1]["speculative"]
         rows.append((model.split("/")[-1], p["name"], runs["off"][-1]["gen_tokens"], plain, spec, spec / plain,
                      s["acceptance_rate"], s["tokens_per_pass"], s["plain_steps"]))
 json.dump(raw, open("test-output/bench-speculative.json", "w"), indent=1)
-print("| model | prompt | tokens | plain tok/s | lookup tok/s | ratio | accepted | tokens a pass | plain steps |")
+print(f"| model | prompt | tokens | plain tok/s | {kind_on} tok/s | ratio | accepted | tokens a pass | plain steps |")
 print("|---|---|---|---|---|---|---|---|---|")
 for m, n, t, a, b, r, acc, tpp, ps in rows:
     print(f"| {m} | {n} | {t} | {a:.1f} | {b:.1f} | {r:.2f}x | {acc:.0%} | {tpp:.1f} | {ps} |")

@@ -92,6 +92,21 @@ export interface LoadOptions {
    */
   limits?: "adapter" | "default";
   /**
+   * Speculative decoding for every generation that does not say otherwise:
+   * "off" (default) or "lookup" (prompt lookup: the tokens that followed
+   * the last earlier occurrence of the text's last few tokens are drafted
+   * and checked in one pass over the weights, several tokens a pass where
+   * the reply copies: code edits, quotes). The output is the same as
+   * without drafting (greedy, and seed for seed when sampling). Not yet
+   * under a grammar (jsonSchema, regex, grammar, forced tool calls): those
+   * generations decode without drafting (their stats have no
+   * `speculative`), and one that asks for it itself throws
+   * UnsupportedFieldError (field "speculative").
+   */
+  speculative?: "off" | "lookup";
+  /** Most tokens a pass drafts with `speculative` (1..=16, and below the prefill chunk). Default 8. */
+  draftTokens?: number;
+  /**
    * URL sources: keep the file in the browser's persistent model store
    * (default true; see `modelCache`). The store is the Origin Private File
    * System, or the Cache API where OPFS is missing; where neither exists
@@ -206,6 +221,10 @@ export interface GenerateOptions {
   grammar?: string;
   /** Up to 4 strings that end the text; never emitted, even in part (finishReason "stop"). */
   stop?: string | string[];
+  /** This generation's drafting (see LoadOptions.speculative; default the load's). */
+  speculative?: "off" | "lookup";
+  /** Most tokens a pass drafts (see LoadOptions.draftTokens). */
+  draftTokens?: number;
   /** Aborting ends the iteration with an AbortError. */
   signal?: AbortSignal;
 }
@@ -238,6 +257,17 @@ export interface GenerationStats {
   cpuRecordMsPerStep: number;
   /** Stored weight bytes one decode step reads: times decodeTokensPerSecond, the memory traffic decode sustains. */
   weightBytesPerToken: number;
+  /** With speculative decoding: the verifying passes (one step over the weights each), the tokens drafted and
+   * accepted, and decode steps run with nothing drafted. */
+  speculative?: {
+    drafter: "lookup";
+    passes: number;
+    drafted: number;
+    accepted: number;
+    acceptanceRate: number;
+    tokensPerPass: number;
+    plainSteps: number;
+  };
 }
 
 export interface GenerationResult {

@@ -181,6 +181,17 @@ export class Engine {
       report("warmup", total, total);
       pipelinesCreated = await guard(engine.#w.warmUp());
     }
+    // Generations draft tokens unless they say otherwise (the pass's
+    // pipelines are created now where the load warms up).
+    if (options.speculative !== undefined || options.draftTokens !== undefined) {
+      const { speculative, draftTokens } = options;
+      try {
+        await guard(engine.#w.setSpeculation({ speculative, draftTokens }));
+      } catch (e) {
+        await engine.dispose();
+        throw e;
+      }
+    }
     const warmed = performance.now();
     await engine.#describeAdapter();
     report("ready", total, total);
@@ -436,5 +447,8 @@ function startOptions(o) {
     // Chat only: OpenAI's tools and tool_choice (calls parsed, or forced).
     tools: o.tools ?? undefined,
     toolChoice: o.toolChoice ?? undefined,
+    // Drafting for this generation (default: the load's `speculative`).
+    speculative: o.speculative ?? undefined,
+    draftTokens: o.draftTokens ?? undefined,
   };
 }

@@ -109,6 +109,48 @@ describe("Engine on the page", () => {
     assert.deepEqual(r.ids, native.ids.slice(0, 3));
   });
 
+  test("speculative decoding by prompt lookup gives the native plain greedy ids, with its stats; bad options are refused by name", { timeout: LOAD_MS + 240_000 }, async () => {
+    // A reply that quotes its prompt, so lookup drafts.
+    const prompt = 'Q: Repeat after me: "The river rose in the night and the farmers moved their animals to the ridge."\nA: "The river';
+    const n = 32;
+    const want = nativeGenerate(prompt, n, CTX);
+    const r = await within(LOAD_MS + 200_000, page.evaluate(async ({ url, ctx, prompt, n }) => {
+      const { Engine } = window.wick;
+      const run = async (engine, opts) => {
+        const ids = [];
+        const gen = engine.generate(prompt, { maxTokens: n, temperature: 0, ...opts });
+        for await (const c of gen) if (c.tokenId !== null) ids.push(c.tokenId);
+        return { ids, stats: gen.result.stats };
+      };
+      const errorOf = async (f) => { try { await f(); return null; } catch (e) { return { name: e.name, code: e.code, field: e.field, message: e.message }; } };
+      // The load's setting: every generation drafts unless it says otherwise.
+      const engine = await Engine.load(url, { contextLength: ctx, speculative: "lookup", draftTokens: 8 });
+      const plain = await run(engine, { speculative: "off" });
+      const lookup = await run(engine);
+      const refused = {
+        grammar: await errorOf(() => run(engine, { speculative: "lookup", regex: "[a-z]+" })),
+        zero: await errorOf(() => run(engine, { speculative: "lookup", draftTokens: 0 })),
+        kind: await errorOf(() => run(engine, { speculative: "medusa" })),
+        load: await errorOf(() => Engine.load(url, { contextLength: ctx, speculative: "lookup", draftTokens: 99 })),
+      };
+      await engine.dispose();
+      return { plain, lookup, refused };
+    }, { url: modelUrl(), ctx: CTX, prompt, n }), "speculative");
+    const s = r.lookup.stats.speculative;
+    log(`page lookup: ${JSON.stringify(s)}; decode ${r.plain.stats.decodeTokensPerSecond.toFixed(2)} tok/s plain, ` +
+      `${r.lookup.stats.decodeTokensPerSecond.toFixed(2)} tok/s with lookup`);
+    metrics.speculative = { plain: r.plain.stats, lookup: r.lookup.stats };
+    assert.deepEqual(r.plain.ids, want.ids, "plain greedy: the native ids");
+    assert.deepEqual(r.lookup.ids, want.ids, "lookup: the native plain greedy ids");
+    assert.equal(r.plain.stats.speculative, undefined);
+    assert.ok(s.passes > 0 && s.accepted > 0 && s.accepted <= s.drafted, JSON.stringify(s));
+    assert.equal(s.drafter, "lookup");
+    assert.equal(r.refused.grammar?.code, "unsupported_field");
+    assert.equal(r.refused.grammar?.field, "speculative");
+    for (const k of ["zero", "load"]) assert.equal(r.refused[k]?.field, "draftTokens", JSON.stringify(r.refused[k]));
+    assert.equal(r.refused.kind?.field, "speculative", JSON.stringify(r.refused.kind));
+  });
+
   test("info() reports the adapter and the f32 path; the readback round trip is measured", { timeout: 120_000 }, async () => {
     const info = await page.evaluate(() => window.engine.info());
     assert.equal(info.computePath, "f32");

@@ -177,7 +177,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         (None, None) => return Err("give --model FILE or --synthetic NAME".into()),
     };
     let mut engine = loaded.engine;
-    args.speculative.apply(&mut engine.pipeline, true)?;
+    args.speculative.apply(&mut engine, true, args.json)?;
     let prompt = match (&args.synthetic, &args.chat) {
         (Some(_), _) => synthetic_prompt(
             engine.pipeline.model().config.vocab_size,

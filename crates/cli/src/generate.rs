@@ -46,7 +46,7 @@ pub fn run(args: GenerateArgs) -> CliResult {
     let loaded = args.input.load(args.json)?;
     let mut engine = loaded.engine;
     args.speculative
-        .apply(&mut engine.pipeline, !args.input.model.no_warmup)?;
+        .apply(&mut engine, !args.input.model.no_warmup, args.json)?;
     let prompt = args.input.ids(&engine)?;
     let stop = StopCriteria {
         stop_ids: engine.tokenizer.stop_ids(),

@@ -39,13 +39,23 @@ pub fn load(
         )
         .into());
     }
+    let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
+    load_file_on(ctx, path, opts, quiet)
+}
+
+/// Loads a GGUF file (or a split model by its first shard) on `ctx`.
+pub fn load_file_on(
+    ctx: Arc<GpuContext>,
+    path: &Path,
+    opts: &PipelineOptions,
+    quiet: bool,
+) -> Result<Loaded, Box<dyn std::error::Error>> {
     let start = std::time::Instant::now();
     let files = crate::split::model_files(path)?;
     let maps = files
         .iter()
         .map(|f| map_file(f))
         .collect::<Result<Vec<_>, _>>()?;
-    let ctx = Arc::new(pollster::block_on(GpuContext::new())?);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -1,40 +1,66 @@
-//! `--speculative` and `--draft-tokens`: how generating commands draft.
+//! `--speculative`, `--draft-tokens` and `--draft-model`: how generating
+//! commands draft.
+
+use std::path::PathBuf;
 
 use wick::pipeline::speculative::{Speculation, DEFAULT_DRAFT_TOKENS};
-use wick::pipeline::Pipeline;
+use wick::pipeline::PipelineOptions;
+use wick::Engine;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct SpeculativeArgs {
-    /// Draft tokens and verify several in one pass over the weights: off,
-    /// or lookup (the tokens that followed the last earlier occurrence of
-    /// the text's last few tokens: prompt lookup decoding). The output is
-    /// the same as without drafting.
+    /// Draft tokens and verify several in one pass over the weights: off;
+    /// lookup (the tokens that followed the last earlier occurrence of the
+    /// text's last few tokens: prompt lookup decoding); or draft (a smaller
+    /// model with the same vocabulary, --draft-model). The output is the
+    /// same as without drafting.
     #[arg(long, value_name = "KIND", default_value = "off")]
     pub speculative: Speculation,
     /// Most tokens drafted a pass (with --speculative).
     #[arg(long, value_name = "K", default_value_t = DEFAULT_DRAFT_TOKENS)]
     pub draft_tokens: usize,
+    /// The draft model of --speculative draft: a GGUF file whose vocabulary
+    /// is the model's (Qwen2.5 0.5B for Qwen2.5 1.5B).
+    #[arg(long, value_name = "FILE")]
+    pub draft_model: Option<PathBuf>,
 }
 
 impl SpeculativeArgs {
     /// What the flags ask for.
     pub fn speculation(&self) -> Speculation {
+        let draft_tokens = self.draft_tokens;
         match self.speculative {
             Speculation::Off => Speculation::Off,
-            Speculation::Lookup { .. } => Speculation::Lookup {
-                draft_tokens: self.draft_tokens,
-            },
+            Speculation::Lookup { .. } => Speculation::Lookup { draft_tokens },
+            Speculation::Draft { .. } => Speculation::Draft { draft_tokens },
         }
     }
 
-    /// Sets it on `pipeline` (refused where the drafts do not fit a step),
-    /// compiling what a pass uses unless the load skipped its warm-up.
-    pub fn apply(
-        &self,
-        pipeline: &mut Pipeline,
-        warm_up: bool,
-    ) -> Result<(), wick::pipeline::PipelineError> {
-        pollster::block_on(pipeline.set_speculation(self.speculation(), warm_up))
+    /// Loads the draft model where one is asked for (on `engine`'s GPU
+    /// context, with its context length) and sets the drafting on
+    /// `engine` (refused where the drafts do not fit a step), compiling
+    /// what a pass uses unless the load skipped its warm-up.
+    pub fn apply(&self, engine: &mut Engine, warm_up: bool, quiet: bool) -> crate::CliResult {
+        let speculation = self.speculation();
+        match (speculation, &self.draft_model) {
+            (Speculation::Draft { .. }, None) => {
+                return Err("--speculative draft needs --draft-model FILE".into())
+            }
+            (Speculation::Draft { .. }, Some(path)) => {
+                let opts = PipelineOptions {
+                    ctx_len: Some(engine.pipeline.ctx_len()),
+                    warm_up,
+                    ..Default::default()
+                };
+                let ctx = engine.pipeline.ctx().clone();
+                let draft = crate::load::load_file_on(ctx, path, &opts, quiet)?;
+                engine.set_draft_model(draft.engine)?;
+            }
+            (_, Some(_)) => return Err("--draft-model applies with --speculative draft".into()),
+            (_, None) => {}
+        }
+        pollster::block_on(engine.pipeline.set_speculation(speculation, warm_up))?;
+        Ok(())
     }
 }
 
@@ -48,5 +74,7 @@ pub fn stats_json(s: &wick::pipeline::speculative::SpeculativeStats) -> serde_js
         "acceptance_rate": s.acceptance_rate(),
         "tokens_per_pass": s.tokens_per_pass(),
         "plain_steps": s.plain_steps,
+        "pass_seconds": s.pass_seconds,
+        "plain_seconds": s.plain_seconds,
     })
 }

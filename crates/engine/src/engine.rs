@@ -94,6 +94,29 @@ impl Engine {
     pub fn tokenize_prompt(&self, text: &str) -> Result<Vec<u32>, WickError> {
         Ok(self.tokenizer.encode(text, true, false)?)
     }
+
+    /// Attaches `draft` as this model's draft model for speculative
+    /// decoding (`Speculation::Draft`): refused unless the two vocabularies
+    /// are the same, token for token (the error names the first that
+    /// differs), and the draft is on the same GPU context.
+    pub fn set_draft_model(&mut self, draft: Engine) -> Result<(), WickError> {
+        let (ours, theirs) = (&self.tokenizer, &draft.tokenizer);
+        let n = ours.vocab_size().max(theirs.vocab_size());
+        if let Some(id) = (0..n as u32).find(|&id| ours.token_text(id) != theirs.token_text(id)) {
+            let text = |t: &Tokenizer| {
+                t.token_text(id)
+                    .map_or("(none)".into(), |s| format!("{s:?}"))
+            };
+            return Err(WickError::InvalidOption(format!(
+                "the draft model's vocabulary differs from the model's at token {id}: {} against {} ({} and {} tokens)",
+                text(theirs),
+                text(ours),
+                theirs.vocab_size(),
+                ours.vocab_size()
+            )));
+        }
+        Ok(self.pipeline.set_draft_model(draft.pipeline)?)
+    }
 }
 
 /// Everything known once the header (every shard's header) is parsed.

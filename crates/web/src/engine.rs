@@ -11,6 +11,7 @@ use wick::constrain::Grammar;
 use wick::gpu::GpuContext;
 use wick::pipeline::reasoning::ReasoningSplit;
 use wick::pipeline::sampling::SamplingParams;
+use wick::pipeline::speculative::Speculation;
 use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::StopCriteria;
 use wick::tokenizer::chat_template::ChatTemplate;
@@ -57,6 +58,55 @@ struct GenerateOptions {
     /// the tools' grammar.
     tools: Option<serde_json::Value>,
     tool_choice: Option<serde_json::Value>,
+    /// Drafting for this generation ("off" or "lookup"; default: the
+    /// engine's, `setSpeculation`), with at most `draft_tokens` a pass.
+    speculative: Option<String>,
+    draft_tokens: Option<usize>,
+}
+
+/// `{ speculative, draftTokens }`: how generations draft tokens.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct SpeculationOptions {
+    speculative: Option<String>,
+    draft_tokens: Option<usize>,
+}
+
+impl SpeculationOptions {
+    /// The setting asked for; `None` where neither field is given.
+    pub(crate) fn speculation(&self) -> Result<Option<Speculation>, JsValue> {
+        let kind = match (&self.speculative, self.draft_tokens) {
+            (None, None) => return Ok(None),
+            (None, Some(_)) => {
+                return Err(field_err(
+                    "draftTokens",
+                    "applies with speculative: \"lookup\"",
+                ))
+            }
+            (Some(kind), _) => kind
+                .parse::<Speculation>()
+                .map_err(|e| field_err("speculative", &e))?,
+        };
+        if let Speculation::Draft { .. } = kind {
+            return Err(coded_field_err(
+                "speculative",
+                "a draft model is not loadable in the page yet: use \"lookup\"",
+                "unsupported_field",
+            ));
+        }
+        Ok(Some(match (kind, self.draft_tokens) {
+            (Speculation::Lookup { .. }, Some(draft_tokens)) => {
+                Speculation::Lookup { draft_tokens }
+            }
+            (Speculation::Off, Some(_)) => {
+                return Err(field_err(
+                    "draftTokens",
+                    "applies with speculative: \"lookup\"",
+                ))
+            }
+            (kind, _) => kind,
+        }))
+    }
 }
 
 impl GenerateOptions {
@@ -102,6 +152,8 @@ impl Default for GenerateOptions {
             lark: None,
             tools: None,
             tool_choice: None,
+            speculative: None,
+            draft_tokens: None,
         }
     }
 }
@@ -193,6 +245,28 @@ impl WasmEngine {
             pipeline.warm_up().await.map_err(js_err)?;
             let created = shared.ctx.counters.snapshot().since(before);
             Ok(JsValue::from_f64(created.pipelines_created as f64))
+        })
+    }
+
+    /// Sets how generations draft tokens unless they say otherwise
+    /// (`{ speculative: "off" | "lookup", draftTokens }`), creating the
+    /// pipelines a verifying pass uses.
+    #[wasm_bindgen(js_name = setSpeculation)]
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn set_speculation(&self, options: JsValue) -> js_sys::Promise {
+        let shared = self.shared.clone();
+        let o: Result<SpeculationOptions, JsValue> = from_js("speculation options", options);
+        wasm_bindgen_futures::future_to_promise(async move {
+            let speculation = o?.speculation()?.unwrap_or_default();
+            let mut pipeline = shared
+                .pipeline
+                .try_borrow_mut()
+                .map_err(|_| js_err("the engine is busy"))?;
+            pipeline
+                .set_speculation(speculation, true)
+                .await
+                .map_err(|e| field_err("draftTokens", &e.to_string()))?;
+            Ok(JsValue::UNDEFINED)
         })
     }
 
@@ -387,10 +461,40 @@ impl WasmEngine {
                 Some(g) => Some(shared.constraint(g)?),
                 None => None,
             };
-            let gen = pipeline
+            // This generation's drafting, where it asks for its own: set for
+            // its start (which copies it), then the engine's again.
+            let asked = SpeculationOptions {
+                speculative: o.speculative.take(),
+                draft_tokens: o.draft_tokens,
+            }
+            .speculation()?;
+            let engine_default = pipeline.speculation();
+            // The engine's setting leaves grammars alone (documented); one
+            // asked for with a grammar is refused.
+            let speculation = match asked {
+                Some(asked) => asked,
+                None if constraint.is_some() => Speculation::Off,
+                None => engine_default,
+            };
+            if speculation != Speculation::Off && constraint.is_some() {
+                return Err(coded_field_err(
+                    "speculative",
+                    "not supported with a grammar (response_format, or a forced tool call) yet",
+                    "unsupported_field",
+                ));
+            }
+            pipeline
+                .set_speculation(speculation, true)
+                .await
+                .map_err(|e| field_err("draftTokens", &e.to_string()))?;
+            let started = pipeline
                 .start_generation(&prompt_ids, &sampling, stop, constraint)
+                .await;
+            pipeline
+                .set_speculation(engine_default, false)
                 .await
                 .map_err(js_wick_err)?;
+            let gen = started.map_err(js_wick_err)?;
             drop(pipeline);
             let out = Output {
                 stops,

@@ -88,6 +88,23 @@ struct Stats {
     /// Stored weight bytes one decode step reads: times decode tokens/s,
     /// the memory traffic decode sustains.
     weight_bytes_per_token: u64,
+    /// With speculative decoding: what was drafted and kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speculative: Option<Drafting>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Drafting {
+    drafter: String,
+    /// Verifying passes (each one step over the weights).
+    passes: usize,
+    drafted: usize,
+    accepted: usize,
+    acceptance_rate: f64,
+    tokens_per_pass: f64,
+    /// Decode steps run without drafts (nothing to look up).
+    plain_steps: usize,
 }
 
 impl From<&GenerationStats> for Stats {
@@ -107,6 +124,15 @@ impl From<&GenerationStats> for Stats {
             bytes_read_back_per_token: s.per_decode_step(s.decode_counters.bytes_read_back),
             cpu_record_ms_per_step: s.cpu_record_ms_per_step(),
             weight_bytes_per_token: s.weight_bytes_per_token,
+            speculative: s.speculative.as_ref().map(|d| Drafting {
+                drafter: d.drafter.clone(),
+                passes: d.passes,
+                drafted: d.drafted,
+                accepted: d.accepted,
+                acceptance_rate: d.acceptance_rate(),
+                tokens_per_pass: d.tokens_per_pass(),
+                plain_steps: d.plain_steps,
+            }),
         }
     }
 }

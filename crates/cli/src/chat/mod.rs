@@ -57,6 +57,8 @@ pub struct ChatArgs {
         default_value = "auto"
     )]
     pub tool_choice: String,
+    #[command(flatten)]
+    pub speculative: crate::speculative::SpeculativeArgs,
 }
 
 pub fn run(args: ChatArgs) -> CliResult {
@@ -87,7 +89,9 @@ pub fn run(args: ChatArgs) -> CliResult {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let engine = args.model.load(args.json)?.engine;
+    let mut engine = args.model.load(args.json)?.engine;
+    args.speculative
+        .apply(&mut engine, !args.model.no_warmup, args.json)?;
     let mut session = ChatSession::new(engine, settings, preamble)?;
     let Some(conversation) = conversation else {
         return interactive::run(session, &model_name);

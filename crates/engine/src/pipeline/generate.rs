@@ -321,19 +321,40 @@ impl Pipeline {
     /// one pass, or where nothing is drafted, a submit of plain decode
     /// steps. Never past max_tokens or the context.
     async fn speculative_step(&mut self, g: &mut Generation) -> Result<(), PipelineError> {
+        if let Some(running) = g.in_flight.take() {
+            let start = Instant::now();
+            let steps = running.steps();
+            let ids = self.land(g, running).await?;
+            if let Some(s) = &mut g.stats.speculative {
+                s.plain_steps += steps;
+                s.plain_seconds += start.elapsed().as_secs_f64();
+            }
+            g.queue(&ids, false);
+            return Ok(());
+        }
         let room = g.room().min(self.ctx_len() - self.pos);
         if room == 0 {
             g.end = Some(FinishReason::ContextFull);
             return Ok(());
         }
         let k = g.speculation.draft_tokens().min(room - 1);
-        let drafts = lookup::draft(&g.sequence, k).to_vec();
+        let drafts = match (g.speculation, self.draft.as_deref_mut()) {
+            (Speculation::Draft { .. }, Some(draft)) => draft.draft_greedy(&g.sequence, k).await?,
+            _ => lookup::draft(&g.sequence, k).to_vec(),
+        };
+        let start = Instant::now();
         if drafts.is_empty() {
-            let launched = self.launch(g, 0).await?.expect("room for a step");
+            // Nothing to verify: two submits of plain decode steps, the
+            // second recorded while the first runs; the next call lands it
+            // (above) before drafting again.
+            let current = self.launch(g, 0).await?.expect("room for a step");
+            let steps = current.steps();
+            g.in_flight = self.launch(g, steps).await?;
+            let ids = self.land(g, current).await?;
             if let Some(s) = &mut g.stats.speculative {
-                s.plain_steps += launched.steps();
+                s.plain_steps += steps;
+                s.plain_seconds += start.elapsed().as_secs_f64();
             }
-            let ids = self.land(g, launched).await?;
             g.queue(&ids, false);
             return Ok(());
         }
@@ -353,6 +374,7 @@ impl Pipeline {
             s.drafted += drafts.len();
             s.accepted += verified.accepted;
             s.tokens += tokens.len();
+            s.pass_seconds += start.elapsed().as_secs_f64();
         }
         g.ring_token = *tokens.last().expect("a pass gives a token");
         g.queue(&tokens, false);

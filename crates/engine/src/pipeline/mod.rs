@@ -142,6 +142,9 @@ pub struct Pipeline {
     tokens_per_submit: usize,
     /// How generations draft tokens (`speculative`).
     speculation: speculative::Speculation,
+    /// A smaller model with the same vocabulary on the same device, for
+    /// `Speculation::Draft`.
+    draft: Option<Box<Pipeline>>,
     /// Next free position in the KV cache.
     pos: usize,
     /// The ids whose K/V the cache holds, for prefix reuse.
@@ -214,6 +217,7 @@ impl Pipeline {
             sampler,
             tokens_per_submit: opts.tokens_per_submit,
             speculation: speculative::Speculation::Off,
+            draft: None,
             pos: 0,
             held: HeldIds::default(),
         })
@@ -265,6 +269,24 @@ impl Pipeline {
         self.speculation
     }
 
+    /// Attaches `draft` as the draft model of `Speculation::Draft` (the
+    /// engine checks first that the two share a vocabulary: `Engine::set_draft_model`).
+    /// Refused where it is on another GPU device.
+    pub fn set_draft_model(&mut self, draft: Pipeline) -> Result<(), PipelineError> {
+        if !Arc::ptr_eq(&self.ctx, &draft.ctx) {
+            return Err(PipelineError::InvalidOption(
+                "the draft model must be loaded on the same GPU context as the model".into(),
+            ));
+        }
+        self.draft = Some(Box::new(draft));
+        Ok(())
+    }
+
+    /// The attached draft model, if any.
+    pub fn draft_model(&self) -> Option<&Pipeline> {
+        self.draft.as_deref()
+    }
+
     /// Sets how generations started from now on draft tokens, preparing
     /// the pipelines a verifying pass uses (unless the load skipped its
     /// warm-up); refused where a pass of that many drafts does not fit one
@@ -277,6 +299,14 @@ impl Pipeline {
         speculation
             .check(self.verify_rows())
             .map_err(PipelineError::InvalidOption)?;
+        if matches!(speculation, speculative::Speculation::Draft { .. }) && self.draft.is_none() {
+            return Err(PipelineError::InvalidOption(
+                "speculative decoding with a draft model needs one: load it and attach it first (set_draft_model)".into(),
+            ));
+        }
+        if speculation == self.speculation {
+            return Ok(());
+        }
         if warm_up && speculation.draft_tokens() > 0 {
             self.warm_up_verifying(speculation.draft_tokens() + 1)
                 .await?;

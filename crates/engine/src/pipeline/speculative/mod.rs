@@ -18,8 +18,10 @@
 //! token whose two best logits tie within that rounding can go either way.
 //!
 //! Drafters: `lookup` (the tokens that followed the last earlier match of
-//! the sequence's last n-gram: prompt lookup decoding).
+//! the sequence's last n-gram: prompt lookup decoding), and `draft` (a
+//! smaller model with the same vocabulary, greedy: `draft_model`).
 
+pub mod draft_model;
 pub mod lookup;
 pub mod verify;
 
@@ -43,6 +45,9 @@ pub enum Speculation {
     /// Prompt lookup: up to `draft_tokens` tokens that followed the last
     /// earlier occurrence of the sequence's last n-gram.
     Lookup { draft_tokens: usize },
+    /// A draft model (`Pipeline::set_draft_model`): its `draft_tokens`
+    /// greedy tokens.
+    Draft { draft_tokens: usize },
 }
 
 impl Speculation {
@@ -50,7 +55,9 @@ impl Speculation {
     pub fn draft_tokens(self) -> usize {
         match self {
             Speculation::Off => 0,
-            Speculation::Lookup { draft_tokens } => draft_tokens,
+            Speculation::Lookup { draft_tokens } | Speculation::Draft { draft_tokens } => {
+                draft_tokens
+            }
         }
     }
 
@@ -80,8 +87,11 @@ impl FromStr for Speculation {
             "lookup" => Ok(Speculation::Lookup {
                 draft_tokens: DEFAULT_DRAFT_TOKENS,
             }),
+            "draft" => Ok(Speculation::Draft {
+                draft_tokens: DEFAULT_DRAFT_TOKENS,
+            }),
             other => Err(format!(
-                "unknown speculative decoding '{other}' (expected off or lookup)"
+                "unknown speculative decoding '{other}' (expected off, lookup or draft)"
             )),
         }
     }
@@ -92,6 +102,7 @@ impl fmt::Display for Speculation {
         match self {
             Speculation::Off => write!(f, "off"),
             Speculation::Lookup { .. } => write!(f, "lookup"),
+            Speculation::Draft { .. } => write!(f, "draft"),
         }
     }
 }
@@ -99,7 +110,7 @@ impl fmt::Display for Speculation {
 /// What drafting did in one generation.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SpeculativeStats {
-    /// Which drafter ("lookup").
+    /// Which drafter ("lookup", "draft").
     pub drafter: String,
     /// Passes that verified drafts (each one step over the weights).
     pub passes: usize,
@@ -111,6 +122,9 @@ pub struct SpeculativeStats {
     pub tokens: usize,
     /// Decode steps that ran without drafts (no match for the lookup).
     pub plain_steps: usize,
+    /// Seconds in verifying passes, and in the plain steps.
+    pub pass_seconds: f64,
+    pub plain_seconds: f64,
 }
 
 impl SpeculativeStats {
