@@ -16,6 +16,7 @@ use crate::error::WickError;
 use crate::format::gguf::{GgufError, GgufFile, TensorInfo};
 use crate::format::gguf_split::{self as split, SplitError};
 use crate::gpu::GpuContext;
+use crate::kernels::weights::streamed::MatrixUpload;
 use crate::model::loader::{check_needs, Need};
 use crate::model::{LoadProgress, ModelError, Plan, TensorStore};
 use crate::pipeline::{Pipeline, PipelineOptions};
@@ -105,8 +106,12 @@ struct Loading {
     /// offset), each with its shard and its byte range in that shard.
     queue: Vec<(TensorInfo, Need, usize, Range<u64>)>,
     next: usize,
-    /// Bytes of `queue[next]` received so far, when it spans chunks.
+    /// Bytes of `queue[next]` received so far, when it spans chunks and is
+    /// gathered (a vector, a fused group's member).
     pending: Vec<u8>,
+    /// The upload of `queue[next]` when it spans chunks and streams (a
+    /// matrix or an expert stack of its own).
+    streaming: Option<MatrixUpload>,
     store: TensorStore,
     /// Each shard's data end: the bytes that count for progress.
     sizes: Vec<u64>,
@@ -382,6 +387,7 @@ impl ModelLoader {
             queue,
             next: 0,
             pending: Vec::new(),
+            streaming: None,
             store,
             sizes,
             total,
@@ -404,19 +410,39 @@ impl ModelLoader {
             if *s != shard || range.start >= end {
                 break;
             }
-            let have = range.start + l.pending.len() as u64;
-            let from = have.max(offset);
+            let received = match &l.streaming {
+                Some(up) => up.received(),
+                None => l.pending.len() as u64,
+            };
+            let from = (range.start + received).max(offset);
             let to = range.end.min(end);
             let part = &bytes[(from - offset) as usize..(to - offset) as usize];
-            if l.pending.is_empty() && to - from == range.end - range.start {
+            if received == 0 && to - from == range.end - range.start {
+                // Whole in this chunk (always, natively: a mapped file is
+                // one chunk).
                 l.store.upload(&self.ctx, info, need, part)?;
+            } else if l.streaming.is_some() || (received == 0 && l.store.streams(need)) {
+                // A matrix across chunks goes up as its rows arrive, never
+                // held whole (the page's chunks are 16 MiB; an 8B model's
+                // token embedding is 282 MiB).
+                if l.streaming.is_none() {
+                    l.streaming = Some(l.store.begin_stream(&self.ctx, info, need)?);
+                }
+                let up = l.streaming.as_mut().expect("just set");
+                up.push(&self.ctx, part).map_err(ModelError::from)?;
+                if to < range.end {
+                    break;
+                }
+                let up = l.streaming.take().expect("streaming");
+                l.store.finish_stream(&self.ctx, need, up)?;
             } else {
+                // A vector or a fused group's member, gathered.
                 l.pending.extend_from_slice(part);
                 if (l.pending.len() as u64) < range.end - range.start {
                     break;
                 }
-                l.store.upload(&self.ctx, info, need, &l.pending)?;
-                l.pending = Vec::new();
+                let whole = std::mem::take(&mut l.pending);
+                l.store.upload_vec(&self.ctx, info, need, whole)?;
             }
             l.next += 1;
             progress(l.progress(shard, to));

@@ -16,7 +16,11 @@ use std::collections::HashMap;
 use crate::format::gguf::GgufFile;
 use crate::format::quant::GgmlType;
 use crate::gpu::GpuContext;
+use crate::kernels::weights::streamed::MatrixUpload;
 use crate::kernels::weights::QuantMatrix;
+
+/// Bytes of joined rows handed to the upload at once.
+const JOIN_RUN_BYTES: usize = 1 << 20;
 
 use super::ModelError;
 
@@ -148,7 +152,9 @@ impl Pending {
         self.member_of.contains_key(name)
     }
 
-    /// Keeps a member matrix's bytes (`rows` rows); uploads its group once whole.
+    /// Keeps a member matrix's bytes (`rows` rows); uploads its group once
+    /// whole, its rows joined run by run into the upload (`MatrixUpload`),
+    /// so the joined matrix is never made whole beside its members.
     pub fn matrix(
         &mut self,
         ctx: &GpuContext,
@@ -156,48 +162,67 @@ impl Pending {
         dtype: GgmlType,
         rows: usize,
         cols: usize,
-        bytes: &[u8],
+        bytes: Vec<u8>,
     ) -> Result<Option<Complete>, ModelError> {
-        let Some(members) = self.arrive(name, bytes.to_vec(), rows) else {
+        let row_bytes = bytes.len() / rows.max(1);
+        let Some(members) = self.arrive(name, bytes, rows) else {
             return Ok(None);
         };
         let (fusion, total_rows) = members;
-        let row_bytes = bytes.len() / rows.max(1);
-        let interleave = |a: &[u8], b: &[u8]| {
-            let mut out = Vec::with_capacity(a.len() + b.len());
-            for (ra, rb) in a.chunks(row_bytes).zip(b.chunks(row_bytes)) {
-                out.extend_from_slice(ra);
-                out.extend_from_slice(rb);
-            }
-            out
+        let parts = self.take(&fusion);
+        let group = match fusion.layout {
+            Layout::Concat => 1,
+            Layout::Interleave | Layout::InterleaveHalves => 2,
         };
-        let (joined, group) = match fusion.layout {
-            Layout::Concat => (self.take(&fusion).concat(), 1),
-            Layout::Interleave => {
-                let parts = self.take(&fusion);
-                (interleave(&parts[0], &parts[1]), 2)
-            }
-            Layout::InterleaveHalves => {
-                if total_rows % 2 != 0 {
-                    return Err(ModelError::Config(format!(
-                        "'{name}' has {total_rows} rows: gate and up halves need an even count"
-                    )));
+        if fusion.layout == Layout::InterleaveHalves && total_rows % 2 != 0 {
+            return Err(ModelError::Config(format!(
+                "'{name}' has {total_rows} rows: gate and up halves need an even count"
+            )));
+        }
+        let max_part = ctx.max_weight_part_bytes();
+        let mut up =
+            MatrixUpload::begin(ctx, &fusion.name, dtype, total_rows, cols, max_part, group)?;
+        match fusion.layout {
+            Layout::Concat => {
+                for p in &parts {
+                    up.push(ctx, p)?;
                 }
-                let whole = self.take(&fusion).concat();
-                let (a, b) = whole.split_at(total_rows / 2 * row_bytes);
-                (interleave(a, b), 2)
             }
-        };
-        let m = QuantMatrix::upload_grouped(
-            ctx,
-            &fusion.name,
-            dtype,
-            total_rows,
-            cols,
-            &joined,
-            ctx.max_weight_part_bytes(),
-            group,
-        )?;
+            Layout::Interleave | Layout::InterleaveHalves => {
+                // Row i of the members one after another.
+                let row = |mut i: usize| -> &[u8] {
+                    for p in &parts {
+                        let n = p.len() / row_bytes.max(1);
+                        if i < n {
+                            return &p[i * row_bytes..(i + 1) * row_bytes];
+                        }
+                        i -= n;
+                    }
+                    &[]
+                };
+                // Interleave pairs the two members' rows; InterleaveHalves
+                // the one member's halves.
+                let (pairs, second) = match fusion.layout {
+                    Layout::Interleave => {
+                        let first = parts[0].len() / row_bytes.max(1);
+                        (first, first)
+                    }
+                    _ => (total_rows / 2, total_rows / 2),
+                };
+                let mut run = Vec::with_capacity(JOIN_RUN_BYTES + 2 * row_bytes);
+                for i in 0..pairs {
+                    run.extend_from_slice(row(i));
+                    run.extend_from_slice(row(second + i));
+                    if run.len() >= JOIN_RUN_BYTES {
+                        up.push(ctx, &run)?;
+                        run.clear();
+                    }
+                }
+                up.push(ctx, &run)?;
+            }
+        }
+        // Short of its rows (members of unequal shape): refused here.
+        let m = up.finish(ctx)?;
         Ok(Some(Complete::Matrix(fusion.name, m)))
     }
 

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use crate::format::gguf::{GgufFile, TensorInfo};
 use crate::format::quant::dequantize;
 use crate::gpu::{BufferRef, GpuContext};
+use crate::kernels::weights::streamed::MatrixUpload;
 use crate::kernels::weights::{ExpertStack, QuantMatrix, GPU_DTYPES};
 
 use super::fusion::{Complete, Fusion, Pending};
@@ -150,6 +151,29 @@ impl TensorStore {
         }
     }
 
+    /// As [`upload`](Self::upload), taking the bytes: a fused group's
+    /// member keeps them without a copy until its group is whole.
+    pub fn upload_vec(
+        &mut self,
+        ctx: &GpuContext,
+        info: &TensorInfo,
+        need: &Need,
+        bytes: Vec<u8>,
+    ) -> Result<(), ModelError> {
+        match need.kind {
+            NeedKind::Matrix { rows, cols } if self.pending.is_member(&need.name) => {
+                let done = self
+                    .pending
+                    .matrix(ctx, &need.name, info.dtype, rows, cols, bytes)?;
+                if let Some(Complete::Matrix(name, m)) = done {
+                    self.matrices.insert(name, m);
+                }
+                Ok(())
+            }
+            _ => self.upload(ctx, info, need, &bytes),
+        }
+    }
+
     /// Uploads one tensor from its complete bytes.
     pub fn upload(
         &mut self,
@@ -160,9 +184,9 @@ impl TensorStore {
     ) -> Result<(), ModelError> {
         match need.kind {
             NeedKind::Matrix { rows, cols } if self.pending.is_member(&need.name) => {
-                let done = self
-                    .pending
-                    .matrix(ctx, &need.name, info.dtype, rows, cols, bytes)?;
+                let done =
+                    self.pending
+                        .matrix(ctx, &need.name, info.dtype, rows, cols, bytes.to_vec())?;
                 if let Some(Complete::Matrix(name, m)) = done {
                     self.matrices.insert(name, m);
                 }
@@ -206,6 +230,70 @@ impl TensorStore {
                 let stack =
                     ExpertStack::upload(ctx, &need.name, info.dtype, experts, rows, cols, bytes)?;
                 self.stacks.insert(need.name.clone(), stack);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `need` may be uploaded as its bytes arrive
+    /// ([`begin_stream`](Self::begin_stream)): a matrix or an expert stack
+    /// of its own. A member of a fused group waits for the group's other
+    /// members and is joined with them (`fusion.rs`).
+    pub fn streams(&self, need: &Need) -> bool {
+        matches!(
+            need.kind,
+            NeedKind::Matrix { .. } | NeedKind::Experts { .. }
+        ) && !self.pending.is_member(&need.name)
+    }
+
+    /// Starts the upload of a tensor that [`streams`](Self::streams): its
+    /// buffers made, its bytes taken with `MatrixUpload::push`, then
+    /// [`finish_stream`](Self::finish_stream).
+    pub fn begin_stream(
+        &self,
+        ctx: &GpuContext,
+        info: &TensorInfo,
+        need: &Need,
+    ) -> Result<MatrixUpload, ModelError> {
+        let (rows, cols, group) = match need.kind {
+            NeedKind::Matrix { rows, cols } => (rows, cols, 1),
+            NeedKind::Experts {
+                experts,
+                rows,
+                cols,
+            } => (experts * rows, cols, rows),
+            NeedKind::Vector { .. } => {
+                return Err(ModelError::Config(format!(
+                    "'{}' is a vector: it is uploaded whole",
+                    need.name
+                )))
+            }
+        };
+        let max_part = ctx.max_weight_part_bytes();
+        Ok(MatrixUpload::begin(
+            ctx, &need.name, info.dtype, rows, cols, max_part, group,
+        )?)
+    }
+
+    /// Keeps the tensor `up` uploaded, once all its bytes were pushed.
+    pub fn finish_stream(
+        &mut self,
+        ctx: &GpuContext,
+        need: &Need,
+        up: MatrixUpload,
+    ) -> Result<(), ModelError> {
+        let matrix = up.finish(ctx)?;
+        match need.kind {
+            NeedKind::Experts { experts, rows, .. } => {
+                let stack = ExpertStack {
+                    matrix,
+                    experts,
+                    rows,
+                };
+                self.stacks.insert(need.name.clone(), stack);
+            }
+            _ => {
+                self.matrices.insert(need.name.clone(), matrix);
             }
         }
         Ok(())
