@@ -97,6 +97,33 @@ impl Engine {
     }
 }
 
+/// The memory preflight of a model from its header alone (every shard's
+/// header, in order, for a split model): the checks a load makes before its
+/// first upload (one model, a known architecture, every tensor there in a
+/// GPU type), then what it would hold on `ctx`'s GPU under `opts` and
+/// whether that fits, measured as the load measures it (`preflight`). A
+/// page asks this before downloading the weights.
+pub fn preflight_headers(
+    ctx: &GpuContext,
+    headers: Vec<GgufFile>,
+    opts: &PipelineOptions,
+) -> Result<preflight::Report, WickError> {
+    let gguf = match headers.len() {
+        0 => return Err(SplitError::NoShards.into()),
+        1 => {
+            let gguf = headers.into_iter().next().expect("one header");
+            split::check_alone(&gguf)?;
+            gguf
+        }
+        _ => split::merge(&headers)?.file,
+    };
+    let plan = Plan::for_file(&gguf)?;
+    check_vocabulary(&gguf, plan.config.vocab_size)?;
+    let needs = check_needs(&gguf, &plan.needs)?;
+    let typed: Vec<_> = needs.iter().map(|(info, need)| (info.dtype, need)).collect();
+    preflight::report(ctx, &plan, &typed, opts)
+}
+
 /// Everything known once the header (every shard's header) is parsed.
 struct Loading {
     gguf: GgufFile,
