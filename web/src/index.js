@@ -35,6 +35,7 @@ export {
   WickError,
 } from "./errors.js";
 export { createWorkerEngine, WorkerEngine } from "./worker-client.js";
+export { preflight } from "./preflight.js";
 export { EmbeddingEngine } from "./embeddings.js";
 
 /** Sampling defaults: mild temperature with nucleus and top-k cuts. `temperature: 0` is greedy. */
@@ -341,7 +342,7 @@ export class Engine {
  * they overlap.
  */
 async function loadGguf(source, options, report, wasmReady) {
-  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
+  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
   const chunks = readSource(source, { signal, onProgress: (p) => report(p.phase, p.loaded, p.total), cache, download });
   const first = chunks.next();
   // Observed below; a failure here must not surface as unhandled meanwhile.
@@ -350,7 +351,7 @@ async function loadGguf(source, options, report, wasmReady) {
   try {
     await wasmReady;
     signal?.throwIfAborted();
-    loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits }));
+    loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget }));
   } catch (e) {
     chunks.return().catch(() => {});
     throw e;
@@ -383,8 +384,8 @@ async function loadGguf(source, options, report, wasmReady) {
 
 /** Streams a split GGUF's shards into a WasmEngine (not warmed up yet): `{ wasm, total }`. */
 async function loadShards(shards, options, report) {
-  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
-  const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits };
+  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
+  const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget };
   const loader = await guard(WasmLoader.createSplit(opts, shards.length));
   try {
     // Progress through `report`, so the load's phases see the first byte.

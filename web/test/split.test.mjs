@@ -4,7 +4,10 @@
 // and gives the same greedy ids as the unsplit file in the same page; with
 // `cache: true` each shard is kept and a second load (a list of URLs) reads
 // them from the cache; the worker engine takes a list too; progress counts the bytes of all shards; a shard the
-// server does not have (404) is a ModelLoadError naming it.
+// server does not have (404) is a ModelLoadError naming it. The page's
+// preflight reads only the headers (one file or every shard) and reports
+// what the load then holds by the engine's own count, and why it does not
+// fit where a budget is too small.
 //
 // run: node --test web/test/split.test.mjs   (after npm run build)
 
@@ -19,7 +22,7 @@ const log = (s) => console.log(s);
 const TINY = "tiny-qwen3.q8_0.gguf";
 const DIR = path.join(outDir, "split"); // served at /test-output/split/
 const shard = (prefix, i) => `${prefix}-0000${i}-of-00003.gguf`;
-let server, base, browser, page;
+let server, base, browser, page, control;
 
 before(async () => {
   checkBuilt();
@@ -31,7 +34,7 @@ before(async () => {
   execFileSync(wick, ["split", modelFile(TINY), path.join(DIR, "tiny.gguf"), "--split-max-size", "400K"], { env: nativeEnv() });
   // The same shards with the second one absent from the server.
   for (const i of [1, 3]) copyFileSync(path.join(DIR, shard("tiny", i)), path.join(DIR, shard("gap", i)));
-  ({ server, url: base } = await startServer());
+  ({ server, url: base, control } = await startServer());
   browser = await launch();
   page = await openTestPage(browser, base, log);
 });
@@ -110,4 +113,66 @@ test("a split model loads by its first shard's URL and by a list, as its unsplit
   assert.equal(missing.code, "model_load");
   assert.match(missing.file, /\/test-output\/split\/gap-00002-of-00003\.gguf$/);
   assert.match(missing.message, /shard 2 of 3 .*gap-00002-of-00003\.gguf.*404/);
+});
+
+test("the preflight reads the headers only and reports what the load then holds", { timeout: 120_000 }, async () => {
+  const wholeUrl = `/models/${TINY}`;
+  const size = statSync(modelFile(TINY)).size;
+  const r = await within(100_000, page.evaluate(async ([whole, dir]) => {
+    const { Engine, preflight, liveGpuMemory } = window.wick;
+    const opts = { contextLength: 32, cache: false };
+    const err = (e) => ({ name: e.name, code: e.code, message: e.message });
+    const out = {};
+    out.one = await preflight(whole, opts);
+    out.split = await preflight(`${dir}/tiny-00001-of-00003.gguf`, opts);
+    const file = new File([await (await fetch(whole)).blob()], "tiny.gguf");
+    out.file = await preflight(file, opts);
+    // The load's own count of what it holds (the GPU was opened above).
+    const base = liveGpuMemory().liveBytes;
+    const e = await Engine.load(whole, { ...opts, warmUp: false });
+    out.held = liveGpuMemory().liveBytes - base;
+    out.contextLength = e.info().model.contextLength;
+    await e.dispose();
+    // A budget a quarter of the KV cache short (what the page already
+    // holds counted): a shorter context fits, and the load refuses with
+    // the preflight's reason.
+    const { bytes, limits } = out.one;
+    const tight = { ...opts, memoryBudget: bytes.total + limits.inUse - bytes.kvCache / 4 };
+    out.tight = await preflight(whole, tight);
+    out.refused = await Engine.load(whole, { ...tight, warmUp: false }).then((x) => x.dispose().then(() => null), err);
+    out.none = await preflight(whole, { ...opts, memoryBudget: 1 << 20 });
+    out.bad = await preflight(whole, { ...opts, memoryBudget: 0 }).then(() => null, err);
+    return out;
+  }, [wholeUrl, "/test-output/split"]), "preflights");
+  const { one, split, file, held, tight, refused, none, bad } = r;
+  log(`preflight: ${JSON.stringify(one)}`);
+  // Fits, with the numbers the load then allocates.
+  assert.equal(one.fits, true);
+  assert.equal(one.reason, null);
+  assert.equal(one.contextLength, 32);
+  assert.equal(r.contextLength, 32);
+  assert.equal(one.bytes.total, held, "preflight total vs the engine's live bytes after the load");
+  assert.equal(one.bytes.total, ["weights", "kvCache", "activations", "readback", "sampler"].reduce((a, k) => a + one.bytes[k], 0));
+  assert.equal(one.limits.deviceMemory, null, "WebGPU reports no device memory");
+  assert.ok(one.limits.maxStorageBufferBindingSize > 0 && one.largestContextByBinding >= one.largestContext);
+  // The same model split, or as a File: the same report.
+  assert.deepEqual(split.bytes, one.bytes);
+  assert.deepEqual(file.bytes, one.bytes);
+  // Headers only: Range requests of the first 4 MiB, then up to twice
+  // that while the header (a 151,936-token vocabulary) goes on, a third of
+  // the 27 MB file; the server sent those bytes and no more.
+  assert.ok(one.headerBytes > 0 && one.headerBytes <= 8 << 20 && one.headerBytes < size / 3, `${one.headerBytes} header bytes`);
+  const sent = control.requests.filter((q) => q.path === wholeUrl && q.range).map((q) => q.sent);
+  assert.deepEqual(sent.slice(0, 2), [4 << 20, one.headerBytes - (4 << 20)]);
+  // Too tight: why, and the load says the same.
+  assert.equal(tight.fits, false);
+  assert.equal(tight.reason.code, "context_too_large");
+  assert.ok(tight.largestContext > 0 && tight.largestContext < 32, `${tight.largestContext}`);
+  assert.equal(tight.limits.memoryBudget, one.bytes.total + one.limits.inUse - one.bytes.kvCache / 4);
+  assert.equal(tight.limits.available, tight.limits.memoryBudget - tight.limits.inUse);
+  assert.equal(refused?.name, "ModelLoadError", JSON.stringify(refused));
+  assert.ok(refused.message.includes(tight.reason.message), refused.message);
+  assert.equal(none.reason.code, "model_too_large");
+  assert.equal(none.largestContext, 0);
+  assert.equal(bad?.name, "InvalidRequestError", JSON.stringify(bad));
 });

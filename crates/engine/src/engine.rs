@@ -120,7 +120,10 @@ pub fn preflight_headers(
     let plan = Plan::for_file(&gguf)?;
     check_vocabulary(&gguf, plan.config.vocab_size)?;
     let needs = check_needs(&gguf, &plan.needs)?;
-    let typed: Vec<_> = needs.iter().map(|(info, need)| (info.dtype, need)).collect();
+    let typed: Vec<_> = needs
+        .iter()
+        .map(|(info, need)| (info.dtype, need))
+        .collect();
     preflight::report(ctx, &plan, &typed, opts)
 }
 

@@ -332,7 +332,10 @@ fn the_header_preflight_reports_what_the_load_decides() {
     .unwrap();
     w.finish().unwrap();
     assert!(shards.len() > 1);
-    let headers = shards.iter().map(|s| GgufFile::parse_header(s).unwrap()).collect();
+    let headers = shards
+        .iter()
+        .map(|s| GgufFile::parse_header(s).unwrap())
+        .collect();
     let split = crate::engine::preflight_headers(&ctx, headers, &budget).unwrap();
     assert_eq!(split, report);
     // One shard alone is not a model.
