@@ -151,6 +151,9 @@ export class Engine {
     const wasmReady = init(wasmUrl);
     wasmReady.catch(() => {});
     const marks = {};
+    // Files the model store could not keep (the load went on without them).
+    const notStored = [];
+    const loadOptions = { ...options, onStoreFailed: (f) => notStored.push(f) };
     const report = (phase, loaded, total) => {
       const now = performance.now();
       marks[phase] ??= now;
@@ -168,10 +171,10 @@ export class Engine {
       signal?.throwIfAborted();
     }
     const { wasm, total } = several
-      ? await loadShards(shards, options, report)
+      ? await loadShards(shards, loadOptions, report)
       : folder
-        ? await loadCheckpoint(folder, options, report)
-        : await loadGguf(shards ? shards[0] : source, options, report, wasmReady);
+        ? await loadCheckpoint(folder, loadOptions, report)
+        : await loadGguf(shards ? shards[0] : source, loadOptions, report, wasmReady);
     const engine = new Engine(wasm, folder?.name);
     // Compile every pipeline and run one step now, not on the first token
     // (unless asked not to: then each compiles when first used).
@@ -197,6 +200,7 @@ export class Engine {
       },
       bytes: total,
       pipelinesCreated,
+      notStored,
     };
     return engine;
   }
@@ -342,8 +346,8 @@ export class Engine {
  * they overlap.
  */
 async function loadGguf(source, options, report, wasmReady) {
-  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
-  const chunks = readSource(source, { signal, onProgress: (p) => report(p.phase, p.loaded, p.total), cache, download });
+  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
+  const chunks = readSource(source, { signal, onProgress: (p) => report(p.phase, p.loaded, p.total), cache, download, onStoreFailed });
   const first = chunks.next();
   // Observed below; a failure here must not surface as unhandled meanwhile.
   first.catch(() => {});
@@ -384,13 +388,13 @@ async function loadGguf(source, options, report, wasmReady) {
 
 /** Streams a split GGUF's shards into a WasmEngine (not warmed up yet): `{ wasm, total }`. */
 async function loadShards(shards, options, report) {
-  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
+  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
   const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget };
   const loader = await guard(WasmLoader.createSplit(opts, shards.length));
   try {
     // Progress through `report`, so the load's phases see the first byte.
     const onProgress = (p) => report(p.phase, p.loaded, p.total);
-    const total = await streamShards(loader, shards, { signal, onProgress, cache, download }, report, call);
+    const total = await streamShards(loader, shards, { signal, onProgress, cache, download, onStoreFailed }, report, call);
     signal?.throwIfAborted();
     return { wasm: call(() => loader.finish()), total };
   } catch (e) {

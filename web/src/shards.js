@@ -57,7 +57,7 @@ function nameOf(source, i) {
  * `report(phase, loaded, total)` over all shards; `call` runs a wasm call
  * (turning its errors into typed ones). Returns the total in bytes.
  */
-export async function streamShards(loader, shards, { signal, onProgress, cache, download }, report, call) {
+export async function streamShards(loader, shards, { signal, onProgress, cache, download, onStoreFailed }, report, call) {
   const n = shards.length;
   const names = shards.map(nameOf);
   // Each shard's size as its reader reports it, once known.
@@ -91,7 +91,7 @@ export async function streamShards(loader, shards, { signal, onProgress, cache, 
   // Headers. The first shard's reader is kept open, paused after its
   // header, with the chunks it gave; the others' headers are read and their
   // readers closed (each is opened again for its turn).
-  const first = readSource(shards[0], { signal, cache, download, onProgress: progressOf(0, false) });
+  const first = readSource(shards[0], { signal, cache, download, onStoreFailed, onProgress: progressOf(0, false) });
   const kept = [];
   let parsed = false;
   try {
@@ -116,7 +116,7 @@ export async function streamShards(loader, shards, { signal, onProgress, cache, 
     let p = null;
     // Each shard from its start: the first's kept chunks, then the rest.
     for (let i = 0; i < n; i++) {
-      const it = i === 0 ? first : readSource(shards[i], { signal, cache, download, onProgress: progressOf(i, false) });
+      const it = i === 0 ? first : readSource(shards[i], { signal, cache, download, onStoreFailed, onProgress: progressOf(i, false) });
       const chunks = i === 0 ? kept.splice(0) : [];
       for (;;) {
         let chunk = chunks.shift();

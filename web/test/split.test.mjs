@@ -127,6 +127,9 @@ test("the preflight reads the headers only and reports what the load then holds"
     out.split = await preflight(`${dir}/tiny-00001-of-00003.gguf`, opts);
     const file = new File([await (await fetch(whole)).blob()], "tiny.gguf");
     out.file = await preflight(file, opts);
+    const w = window.wick.createWorkerEngine();
+    out.worker = await w.preflight(whole, opts);
+    w.terminate();
     // The load's own count of what it holds (the GPU was opened above).
     const base = liveGpuMemory().liveBytes;
     const e = await Engine.load(whole, { ...opts, warmUp: false });
@@ -144,7 +147,7 @@ test("the preflight reads the headers only and reports what the load then holds"
     out.bad = await preflight(whole, { ...opts, memoryBudget: 0 }).then(() => null, err);
     return out;
   }, [wholeUrl, "/test-output/split"]), "preflights");
-  const { one, split, file, held, tight, refused, none, bad } = r;
+  const { one, split, file, worker, held, tight, refused, none, bad } = r;
   log(`preflight: ${JSON.stringify(one)}`);
   // Fits, with the numbers the load then allocates.
   assert.equal(one.fits, true);
@@ -158,6 +161,7 @@ test("the preflight reads the headers only and reports what the load then holds"
   // The same model split, or as a File: the same report.
   assert.deepEqual(split.bytes, one.bytes);
   assert.deepEqual(file.bytes, one.bytes);
+  assert.deepEqual(worker.bytes, one.bytes, "in a worker");
   // Headers only: Range requests of the first 4 MiB, then up to twice
   // that while the header (a 151,936-token vocabulary) goes on, a third of
   // the 27 MB file; the server sent those bytes and no more.

@@ -66,7 +66,8 @@ fn streamed_rows_in_buffers_equal_whole_load() {
     );
     // tiny-qwen3: fused q/k/v and gate/up, matrices over many chunks
     // (SmolLM2 takes a minute more on lavapipe for nothing new).
-    for model in ["tiny-qwen3.q8_0.gguf"] {
+    {
+        let model = "tiny-qwen3.q8_0.gguf";
         let bytes = std::fs::read(model_path(model)).unwrap();
         let mut streamed =
             load_in_chunks_on(ctx.clone(), &bytes, &[1, 4093, 65_537, 1 << 20, 7]).unwrap();
