@@ -469,8 +469,8 @@ export interface Preflight {
  * What `Engine.load(source, options)` would hold on this page's GPU and
  * whether it fits, from the model's header alone (every shard's for a split
  * model: the first shard's URL or the list of shards), before a byte of
- * its weights is downloaded: Range requests of the first 4 MiB, more while
- * the header goes on. Opens the page's GPU with `limits`. A file that is
+ * its weights is downloaded: a Range request of the first 8 MiB (64 KiB of
+ * a later shard), twice as much while the header goes on. Opens the page's GPU with `limits`. A file that is
  * not a model wick runs is a ModelLoadError, as its load would be; a server
  * that refuses the file a DownloadError.
  */

@@ -35,6 +35,8 @@ const N = 2;
 const CTX = 64;
 const HEAP_LIMIT = 64 << 20;
 const ARRAY_BUFFER_LIMIT = 256 << 20;
+/** ArrayBuffer samples over this are taken again after a forced collection. */
+const GC_CHECK = 192 << 20;
 const LIMIT_MS = 40 * 60_000;
 const log = (s) => console.log(s);
 const skip = process.env.WICK_BIG_MODEL ? false : "opt-in: WICK_BIG_MODEL=1 (scripts/test-web.sh --big)";
@@ -109,20 +111,21 @@ test("the synthetic Llama 3.1 8B in 2 GB shards loads through the store and gene
   const urls = files.map((f) => `/target/big-model/${path.basename(f)}`);
 
   // The page's memory, sampled from outside so that sampling adds nothing
-  // to it (CDP Runtime.getHeapUsage): usedSize is the JS heap,
-  // backingStorageSize the bytes of every ArrayBuffer (the fetched chunks,
-  // the store's reads and writes, the wasm memory). backingStorageSize
-  // also counts buffers nothing references any more until V8 collects
-  // them, which it does when it likes; a sample over the limit is taken
-  // again after a forced collection (HeapProfiler.collectGarbage), so the
-  // peak is of what the page still holds. The raw peak is kept too.
+  // to it (CDP Runtime.getHeapUsage, every 100 ms): usedSize is the JS
+  // heap, backingStorageSize the bytes of every ArrayBuffer (the fetched
+  // chunks, the store's reads and writes, the wasm memory). It also counts
+  // buffers nothing references any more until V8 collects them, which it
+  // does when it likes (each consumed 16 MiB chunk is such garbage); a
+  // sample over GC_CHECK is taken again after a forced collection
+  // (HeapProfiler.collectGarbage), so a peak near the limit is of what the
+  // page still holds. The raw (uncollected) peak is kept too.
   const cdp = await page.context().newCDPSession(page);
   const peak = { jsHeap: 0, arrayBuffers: 0, uncollected: 0, samples: 0, collections: 0 };
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
       let h = await cdp.send("Runtime.getHeapUsage").catch(() => null);
-      if (h && (h.backingStorageSize ?? 0) > ARRAY_BUFFER_LIMIT) {
+      if (h && (h.backingStorageSize ?? 0) > GC_CHECK) {
         peak.uncollected = Math.max(peak.uncollected, h.backingStorageSize);
         await cdp.send("HeapProfiler.collectGarbage").catch(() => null);
         peak.collections++;
@@ -163,16 +166,21 @@ test("the synthetic Llama 3.1 8B in 2 GB shards loads through the store and gene
         },
       });
       const loadSeconds = seconds(t);
+      // The wasm module's memory (an ArrayBuffer the sampler counts; it
+      // never shrinks, so this is its high-water mark so far).
+      const wasm = await (await import("/web/pkg/wick_web.js")).default();
+      const wasmMemoryAfterLoad = wasm.memory.buffer.byteLength;
       const stored = (await modelCache.list()).filter((m) => urls.some((u) => m.url.endsWith(u)));
       t = performance.now();
       const run = engine.generate(prompt, { maxTokens: n, temperature: 0 });
       await run.text();
       const generateSeconds = seconds(t);
+      const wasmMemoryAfterGenerate = wasm.memory.buffer.byteLength;
       const info = engine.info();
       await engine.dispose();
       for (const u of urls) await modelCache.delete(u);
       return {
-        pre, preflightSeconds, loadSeconds, generateSeconds, phases, stored, ids: run.result.ids, stats: run.result.stats,
+        pre, preflightSeconds, loadSeconds, generateSeconds, phases, wasmMemoryAfterLoad, wasmMemoryAfterGenerate, stored, ids: run.result.ids, stats: run.result.stats,
         load: info.load, adapter: info.adapter, limits: info.limits, model: info.model, gpuMemory: info.gpuMemory,
       };
     }, { urls, prompt: PROMPT, n: N, ctx: CTX }), "8B preflight + load + generate");
@@ -192,6 +200,8 @@ test("the synthetic Llama 3.1 8B in 2 GB shards loads through the store and gene
     progressPhases: r.phases,
     generateSeconds: r.generateSeconds,
     stats: r.stats,
+    wasmMemoryAfterLoad: r.wasmMemoryAfterLoad,
+    wasmMemoryAfterGenerate: r.wasmMemoryAfterGenerate,
     peakJsHeapBytes: peak.jsHeap,
     peakArrayBufferBytes: peak.arrayBuffers,
     peakUncollectedArrayBufferBytes: peak.uncollected,

@@ -466,7 +466,12 @@ impl ModelLoader {
                 let up = l.streaming.take().expect("streaming");
                 l.store.finish_stream(&self.ctx, need, up)?;
             } else {
-                // A vector or a fused group's member, gathered.
+                // A vector or a fused group's member, gathered: room for
+                // exactly its bytes (grown by doubling, a 33 MiB member of
+                // an 8B's gate/up pair could take twice that).
+                if l.pending.is_empty() {
+                    l.pending.reserve_exact((range.end - range.start) as usize);
+                }
                 l.pending.extend_from_slice(part);
                 if (l.pending.len() as u64) < range.end - range.start {
                     break;
