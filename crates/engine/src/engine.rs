@@ -16,8 +16,7 @@ use crate::error::WickError;
 use crate::format::gguf::{GgufError, GgufFile, TensorInfo};
 use crate::format::gguf_split::{self as split, SplitError};
 use crate::gpu::GpuContext;
-use crate::kernels::weights::streamed::MatrixUpload;
-use crate::model::loader::{check_needs, Need};
+use crate::model::loader::{check_needs, Need, Streaming};
 use crate::model::{LoadProgress, ModelError, Plan, TensorStore};
 use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::preflight;
@@ -140,8 +139,8 @@ struct Loading {
     /// gathered (a vector, a fused group's member).
     pending: Vec<u8>,
     /// The upload of `queue[next]` when it spans chunks and streams (a
-    /// matrix or an expert stack of its own).
-    streaming: Option<MatrixUpload>,
+    /// matrix or an expert stack of its own, a fused group's last member).
+    streaming: Option<Streaming>,
     store: TensorStore,
     /// Each shard's data end: the bytes that count for progress.
     sizes: Vec<u64>,
@@ -459,7 +458,7 @@ impl ModelLoader {
                     l.streaming = Some(l.store.begin_stream(&self.ctx, info, need)?);
                 }
                 let up = l.streaming.as_mut().expect("just set");
-                up.push(&self.ctx, part).map_err(ModelError::from)?;
+                up.push(&self.ctx, part)?;
                 if to < range.end {
                     break;
                 }
