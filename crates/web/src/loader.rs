@@ -127,7 +127,7 @@ pub struct WasmLoader {
 #[wasm_bindgen]
 impl WasmLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU) and starts
-    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache?, activations?, limits? }`.
+    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache?, activations?, limits?, memoryBudget? }`.
     pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
         let (ctx, opts) = open_for_gguf(options).await?;
         Ok(WasmLoader {
