@@ -78,6 +78,14 @@ fn streamed_rows_in_buffers_equal_whole_load() {
         let got = pollster::block_on(streamed.pipeline.prefill(&ids, 1)).unwrap();
         assert_eq!(got, want, "chunks of {sizes:?}");
     }
+    // Expert stacks stream too, in parts of whole experts.
+    let bytes = std::fs::read(model_path("tiny-qwen3moe.q8_0.gguf")).unwrap();
+    let mut whole = load_in_chunks_on(ctx.clone(), &bytes, &[bytes.len()]).unwrap();
+    let want = pollster::block_on(whole.pipeline.prefill(&ids, 1)).unwrap();
+    drop(whole);
+    let mut streamed = load_in_chunks_on(ctx.clone(), &bytes, &[4093, 65_537, 7]).unwrap();
+    let got = pollster::block_on(streamed.pipeline.prefill(&ids, 1)).unwrap();
+    assert_eq!(got, want, "tiny-qwen3moe");
 }
 
 #[test]

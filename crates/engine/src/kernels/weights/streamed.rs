@@ -85,6 +85,13 @@ impl MatrixUpload {
             }
         }
         let tile = layout.map_or(1, |l| l.tile_rows);
+        // Gathered (textures): room for the whole matrix at once, not grown
+        // by doubling.
+        let carry = if parts.is_empty() {
+            Vec::with_capacity(rows * row_bytes)
+        } else {
+            Vec::new()
+        };
         Ok(MatrixUpload {
             label: label.to_string(),
             dtype,
@@ -97,7 +104,7 @@ impl MatrixUpload {
             row_group,
             parts,
             done: 0,
-            carry: Vec::new(),
+            carry,
         })
     }
 
