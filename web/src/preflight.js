@@ -8,8 +8,9 @@
 // wick::engine::preflight_headers), not a copy of them here.
 
 import { WasmPreflight } from "../pkg/wick_web.js";
-import { DownloadError, InvalidRequestError, ModelLoadError } from "./errors.js";
-import { checkCache, storedPrefix } from "./model-cache.js";
+import { InvalidRequestError } from "./errors.js";
+import { readStart } from "./header.js";
+import { checkCache } from "./model-cache.js";
 import { call, checkWebGPU, guard, initWasm } from "./runtime.js";
 import { shardSources } from "./shards.js";
 
@@ -62,76 +63,9 @@ function checkSource(s) {
 
 /** Feeds file `i`'s first bytes to the preflight until its header is whole; returns the bytes read. */
 async function readHeader(p, i, files, { signal, cache }) {
-  const source = files[i];
   const name = files.length > 1 ? `shard ${i + 1} of ${files.length}` : "the file";
-  let have = 0;
-  let want = i === 0 ? FIRST_READ : LATER_READ;
-  for (;;) {
-    const bytes = await readRange(source, have, want, { signal, cache });
-    if (bytes.byteLength === 0) {
-      throw new ModelLoadError(`loading the model failed: ${name} ends after ${have} bytes, inside its header`, { file: describe(source) });
-    }
-    have += bytes.byteLength;
-    const needed = call(() => p.pushHeader(i, bytes));
-    if (needed === 0) return have;
-    // The header says how much it needs at least; ask for twice what is here if that is more.
-    want = Math.max(needed, 2 * have);
-  }
-}
-
-function describe(source) {
-  if (typeof source === "string" || source instanceof URL) return new URL(String(source), globalThis.location?.href).href;
-  if (typeof File !== "undefined" && source instanceof File) return source.name;
-  return undefined;
-}
-
-/** Bytes `from..to` of `source` (fewer at its end). */
-async function readRange(source, from, to, { signal, cache }) {
-  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
-    const all = source instanceof ArrayBuffer ? new Uint8Array(source) : new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
-    return all.subarray(Math.min(from, all.length), Math.min(to, all.length));
-  }
-  if (typeof Blob !== "undefined" && source instanceof Blob) {
-    return new Uint8Array(await source.slice(from, to).arrayBuffer());
-  }
-  const url = new URL(String(source), globalThis.location?.href).href;
-  if (cache) {
-    // A model in the store (whole, or a partial copy past these bytes) is read from there.
-    const stored = await storedPrefix(url, to).catch(() => null);
-    if (stored && stored.byteLength >= to) return stored.subarray(from, to);
-  }
-  let res;
-  try {
-    res = await fetch(url, { headers: { Range: `bytes=${from}-${to - 1}` }, signal });
-  } catch (e) {
-    if (e?.name === "AbortError") throw e;
-    throw new DownloadError(`fetching ${url} failed at byte ${from}: ${e?.message ?? e}`, { url, offset: from });
-  }
-  if (res.status === 416) return new Uint8Array(0); // past the end
-  if (!res.ok) {
-    res.body?.cancel().catch(() => {});
-    throw new DownloadError(`fetching ${url} failed: HTTP ${res.status} ${res.statusText}`.trim(), { url, offset: from, status: res.status });
-  }
-  if (res.status === 206) return new Uint8Array(await res.arrayBuffer());
-  // A server that ignores Range sends the whole file: read only up to `to`.
-  const out = new Uint8Array(to - from);
-  let at = 0;
-  let pos = 0;
-  const reader = res.body.getReader();
-  try {
-    while (at < out.length) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      const lo = Math.max(0, from - pos);
-      const hi = Math.min(value.byteLength, to - pos);
-      if (hi > lo) {
-        out.set(value.subarray(lo, hi), at);
-        at += hi - lo;
-      }
-      pos += value.byteLength;
-    }
-  } finally {
-    reader.cancel().catch(() => {});
-  }
-  return out.subarray(0, at);
+  const { read } = await readStart(files[i], (bytes) => call(() => p.pushHeader(i, bytes)), {
+    first: i === 0 ? FIRST_READ : LATER_READ, signal, cache, name,
+  });
+  return read;
 }

@@ -7,7 +7,11 @@
 // through readSource (and so through its cache), never held whole.
 
 import { ModelLoadError, WickError } from "./errors.js";
+import { readStart } from "./header.js";
 import { readSource } from "./source.js";
+
+/** The first read of a later shard's header: tensor infos only (9 KB in the synthetic 8B's second shard). */
+const LATER_HEADER_READ = 64 * 1024;
 
 const SHARD_NAME = /-(\d{5})-of-(\d{5})\.gguf$/;
 
@@ -89,28 +93,37 @@ export async function streamShards(loader, shards, { signal, onProgress, cache, 
   };
 
   // Headers. The first shard's reader is kept open, paused after its
-  // header, with the chunks it gave; the others' headers are read and their
-  // readers closed (each is opened again for its turn).
+  // header, with the chunks it gave; the others' headers (tensor infos
+  // only) are read in small Range requests (or from the store), not
+  // through their readers: a reader stopped after its header would have
+  // started downloading the whole shard, and dropped a partial copy of it
+  // kept for resuming.
   const first = readSource(shards[0], { signal, cache, download, onStoreFailed, onProgress: progressOf(0, false) });
   const kept = [];
   let parsed = false;
   try {
     for (let i = 0; i < n; i++) {
-      const it = i === 0 ? first : readSource(shards[i], { signal, cache, download, onProgress: progressOf(i, true) });
-      try {
-        let complete = false;
-        while (!complete) {
-          const { done, value } = await pull(i, it);
-          if (done) {
-            throw new ModelLoadError(`loading the model failed: shard ${i + 1} of ${n} (${names[i]}) ends inside its header`, {
-              file: names[i],
-            });
-          }
-          if (i === 0) kept.push(value);
-          complete = call(() => loader.pushHeader(i, value));
+      if (i > 0) {
+        try {
+          const { size } = await readStart(shards[i], (bytes) => call(() => loader.pushHeader(i, bytes)), {
+            first: LATER_HEADER_READ, signal, cache, name: `shard ${i + 1} of ${n} (${names[i]})`,
+          });
+          if (size != null) sizes[i] = size;
+        } catch (e) {
+          throw named(i, e);
         }
-      } finally {
-        if (i > 0) await it.return?.();
+        continue;
+      }
+      let complete = false;
+      while (!complete) {
+        const { done, value } = await pull(i, first);
+        if (done) {
+          throw new ModelLoadError(`loading the model failed: shard ${i + 1} of ${n} (${names[i]}) ends inside its header`, {
+            file: names[i],
+          });
+        }
+        kept.push(value);
+        complete = call(() => loader.pushHeader(i, value));
       }
     }
     let p = null;

@@ -46,6 +46,7 @@ after(async () => {
 
 test("a split model loads by its first shard's URL and by a list, as its unsplit file", { timeout: 240_000 }, async () => {
   const sizes = [1, 2, 3].map((i) => statSync(path.join(DIR, shard("tiny", i))).size);
+  const mark = control.requests.length;
   const r = await within(200_000, page.evaluate(async ([whole, dir]) => {
     const { Engine, clearCache } = window.wick;
     const shards = [1, 2, 3].map((i) => `${dir}/tiny-0000${i}-of-00003.gguf`);
@@ -107,6 +108,16 @@ test("a split model loads by its first shard's URL and by a list, as its unsplit
     const up = events.filter((e) => e.phase === "upload").at(-1);
     assert.equal(up.loaded, up.total, name);
     assert.ok(up.total > sizes[0] && up.total <= sum, `${name}: upload total ${up.total}`);
+  }
+  // The later shards' headers were read in Range requests of 64 KiB, not
+  // by starting their downloads: each was fetched whole once (the first
+  // shard's URL with the store emptied; the other loads read the store, the
+  // Files were fetched without Range), plus its header's request.
+  for (const i of [2, 3]) {
+    const p = `/test-output/split/${shard("tiny", i)}`;
+    const ranged = control.requests.slice(mark).filter((q) => q.path === p && q.method === "GET" && q.range);
+    const sent = ranged.reduce((a, q) => a + q.sent, 0);
+    assert.ok(sent <= sizes[i - 1] + (64 << 10), `shard ${i}: ${sent} bytes in ${ranged.length} Range requests, the file ${sizes[i - 1]}`);
   }
   // The missing shard, named.
   assert.equal(missing?.name, "ModelLoadError", JSON.stringify(missing));
