@@ -10,21 +10,30 @@
 # Vite 6 and a webpack 5 app (web/test/bundlers/).
 # Screenshots and metrics land in test-output/.
 #
-# usage: scripts/test-web.sh [--prepare | --tests]
+# usage: scripts/test-web.sh [--prepare | --tests | --big]
 #   --prepare  only install and build (scripts/test.sh does this while the
 #              models download, before the native tests)
 #   --tests    only fetch the models (if missing) and run the tests
+#   --big      only the opt-in 8B test (web/test/big-model.test.mjs, not part
+#              of the suite: about half an hour on 2 cores, ~10 GB of disk
+#              and ~6 GB of memory; after a build)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 prepare=1
 tests=1
+big=0
 case "${1:-}" in
   --prepare) tests=0 ;;
   --tests) prepare=0 ;;
+  --big)
+    prepare=0
+    tests=0
+    big=1
+    ;;
   "") ;;
   *)
-    echo "usage: scripts/test-web.sh [--prepare | --tests]" >&2
+    echo "usage: scripts/test-web.sh [--prepare | --tests | --big]" >&2
     exit 2
     ;;
 esac
@@ -89,3 +98,9 @@ run_tests() {
 
 if [ "$prepare" = 1 ]; then prepare; fi
 if [ "$tests" = 1 ]; then run_tests; fi
+if [ "$big" = 1 ]; then
+  . scripts/env.sh
+  [ -x target/release/wick ] || cargo build --release -q -p wick-cli
+  [ -f web/pkg/wick_web_bg.wasm ] || npm run build
+  WICK_BIG_MODEL=1 node --test --test-reporter=spec web/test/big-model.test.mjs
+fi

@@ -21,8 +21,8 @@ const HEADER_GUESS = 64 * 1024;
  * the safetensors files, all shards together.
  */
 export async function loadCheckpoint(folder, options, report) {
-  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
-  const loader = await guard(WasmHfLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits }));
+  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
+  const loader = await guard(WasmHfLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget }));
   try {
     const set = async (file, optional = false) => {
       const bytes = await folder.bytes(file, { optional });
@@ -51,7 +51,7 @@ export async function loadCheckpoint(folder, options, report) {
       const before = done;
       // Fetch progress over all shards: this one's bytes after the ones before.
       const onProgress = (p) => report(p.phase, before + p.loaded, total);
-      for await (const chunk of folder.chunks(file, { signal, cache, download, onProgress })) {
+      for await (const chunk of folder.chunks(file, { signal, cache, download, onProgress, onStoreFailed })) {
         call(() => loader.push(i, chunk));
         done += chunk.byteLength;
         report("upload", Math.min(done, total), total);

@@ -107,6 +107,13 @@ export interface LoadOptions {
   /** Most tokens a pass drafts with `speculative` (1..=16, and below the prefill chunk). Default 8. */
   draftTokens?: number;
   /**
+   * GPU memory the model may take, in bytes: the memory preflight refuses a
+   * model (or a context) over it before the first upload, with the numbers.
+   * WebGPU reports no device memory, so without it only the buffer limits
+   * are checked.
+   */
+  memoryBudget?: number;
+  /**
    * URL sources: keep the file in the browser's persistent model store
    * (default true; see `modelCache`). The store is the Origin Private File
    * System, or the Cache API where OPFS is missing; where neither exists
@@ -314,14 +321,19 @@ export interface EngineInfo {
    * pipelines created, then one step: where the kernels compile; 0 with
    * `warmUp: false`). `pipelinesCreated` counts the pipelines the warm-up
    * created: the page's engines share one GPU device (see releaseGpu), so a
-   * second load of the same model creates none. Absent on a HF folder's
-   * embedder.
+   * second load of the same model creates none. `notStored`: the files
+   * (with `cache: true`) the model store could not keep, and why: a write
+   * it refused after the quota check passed (Chromium's incognito storage is
+   * in memory and fills at about 1.6 GB while estimate() reports 10 GiB),
+   * another failure of the store; the load went on streaming them. Absent
+   * on a HF folder's embedder.
    */
   load?: {
     totalMs: number;
     phasesMs: { open: number; bytes: number; build: number; warmUp: number };
     bytes: number;
     pipelinesCreated: number | null;
+    notStored: { url: string; reason: string }[];
   };
   /** The GGUF architectures (`general.architecture`) this build runs: llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3. */
   supportedArchitectures: string[];
@@ -426,6 +438,77 @@ export declare class AbortError extends WickError {}
 export declare const NO_WEBGPU: string;
 export declare const DEFAULTS: Readonly<{ maxTokens: number; temperature: number; topK: number; topP: number }>;
 
+/** The options `preflight` takes: the load's that size the model on the GPU, and how to read the headers. */
+export interface PreflightOptions {
+  contextLength?: number;
+  prefillChunk?: number;
+  tokensPerSubmit?: number;
+  kvCache?: "f16" | "f32";
+  activations?: "q8" | "f32";
+  limits?: "adapter" | "default";
+  memoryBudget?: number;
+  /** URL sources: read the header from the model store where it holds those bytes (default true). */
+  cache?: boolean;
+  signal?: AbortSignal;
+  wasmUrl?: string | URL;
+}
+
+/** What `preflight` found: what the load would hold on this page's GPU, and whether it fits. */
+export interface Preflight {
+  fits: boolean;
+  /**
+   * Why not, where it does not fit: "context_too_large" (a shorter context
+   * fits: `largestContext`), "model_too_large" (no context fits: the
+   * weights and fixed buffers alone are over the memory), "buffer_too_large"
+   * (one buffer is over a binding or buffer limit whatever the context; the
+   * sizes are then null). `message` is the load's refusal, word for word.
+   */
+  reason: { code: "context_too_large" | "model_too_large" | "buffer_too_large"; message: string } | null;
+  /** The context the load would allocate: `contextLength`, or the default (the model's, capped at 4096 and by what fits). */
+  contextLength: number | null;
+  /** The largest context that fits (0: none does). Without `memoryBudget` only the KV cache's binding bounds it. */
+  largestContext: number | null;
+  /** The largest context whose K (or V) cache fits one storage binding. */
+  largestContextByBinding: number | null;
+  kvCache: "f16" | "f32" | null;
+  /** Bytes on the GPU by what they hold, at `contextLength`: the load's own sums (weights in their GPU layout). */
+  bytes: { weights: number; kvCache: number; activations: number; readback: number; sampler: number; total: number } | null;
+  /** One K (or V) cache buffer, bound whole. */
+  kvBufferBytes: number | null;
+  /**
+   * What was checked: the adapter's buffer limits, its device memory (null
+   * in the browser), `memoryBudget`, the memory left (`available`: the budget
+   * less `inUse`, what the page's engines already hold; null: only the
+   * buffer limits were checked).
+   */
+  limits: {
+    requested: "adapter" | "default";
+    adapter: string;
+    maxBufferSize: number;
+    maxStorageBufferBindingSize: number;
+    deviceMemory: number | null;
+    memoryBudget: number | null;
+    available: number | null;
+    inUse: number;
+  };
+  /** Bytes of the files read: their headers only (every shard's for a split model). */
+  headerBytes: number;
+}
+
+/**
+ * What `Engine.load(source, options)` would hold on this page's GPU and
+ * whether it fits, from the model's header alone (every shard's for a split
+ * model: the first shard's URL or the list of shards), before a byte of
+ * its weights is downloaded: a Range request of the first 8 MiB (64 KiB of
+ * a later shard), twice as much while the header goes on. Opens the page's GPU with `limits`. A file that is
+ * not a model wick runs is a ModelLoadError, as its load would be; a server
+ * that refuses the file a DownloadError.
+ */
+export declare function preflight(
+  source: string | URL | Blob | ArrayBuffer | ArrayBufferView | Array<string | URL | Blob | ArrayBuffer | ArrayBufferView>,
+  options?: PreflightOptions,
+): Promise<Preflight>;
+
 /** Instantiates the wasm module now; resolves to its version. */
 export declare function init(wasmUrl?: string | URL): Promise<string>;
 /** Live GPU memory as the engine counts it, over every Engine on this page (after init() or a load). */
@@ -458,6 +541,8 @@ export declare class WorkerEngine {
   /** An EmbeddingEngine in the worker: use `embeddings.create`; `info()` is then an EmbeddingInfo. */
   static loadEmbeddings(source: HfFolderSource, options?: EmbeddingLoadOptions & { workerUrl?: string | URL }): Promise<WorkerEngine>;
   load(source: ModelSource, options?: LoadOptions): Promise<WorkerEngine>;
+  /** `preflight` on the worker's GPU: headers only, the loaded model (if any) stays. */
+  preflight(source: Parameters<typeof preflight>[0], options?: PreflightOptions): Promise<Preflight>;
   readonly chat: Chat;
   /** After loadEmbeddings only (else it rejects). */
   readonly embeddings: { create(params: EmbeddingCreateParams): Promise<CreateEmbeddingResponse> };

@@ -35,6 +35,7 @@ export {
   WickError,
 } from "./errors.js";
 export { createWorkerEngine, WorkerEngine } from "./worker-client.js";
+export { preflight } from "./preflight.js";
 export { EmbeddingEngine } from "./embeddings.js";
 
 /** Sampling defaults: mild temperature with nucleus and top-k cuts. `temperature: 0` is greedy. */
@@ -151,6 +152,9 @@ export class Engine {
     const wasmReady = init(wasmUrl);
     wasmReady.catch(() => {});
     const marks = {};
+    // Files the model store could not keep (the load went on without them).
+    const notStored = [];
+    const loadOptions = { ...options, onStoreFailed: (f) => notStored.push(f) };
     const report = (phase, loaded, total) => {
       const now = performance.now();
       marks[phase] ??= now;
@@ -168,10 +172,10 @@ export class Engine {
       signal?.throwIfAborted();
     }
     const { wasm, total } = several
-      ? await loadShards(shards, options, report)
+      ? await loadShards(shards, loadOptions, report)
       : folder
-        ? await loadCheckpoint(folder, options, report)
-        : await loadGguf(shards ? shards[0] : source, options, report, wasmReady);
+        ? await loadCheckpoint(folder, loadOptions, report)
+        : await loadGguf(shards ? shards[0] : source, loadOptions, report, wasmReady);
     const engine = new Engine(wasm, folder?.name);
     // Compile every pipeline and run one step now, not on the first token
     // (unless asked not to: then each compiles when first used).
@@ -208,6 +212,7 @@ export class Engine {
       },
       bytes: total,
       pipelinesCreated,
+      notStored,
     };
     return engine;
   }
@@ -353,8 +358,8 @@ export class Engine {
  * they overlap.
  */
 async function loadGguf(source, options, report, wasmReady) {
-  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
-  const chunks = readSource(source, { signal, onProgress: (p) => report(p.phase, p.loaded, p.total), cache, download });
+  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
+  const chunks = readSource(source, { signal, onProgress: (p) => report(p.phase, p.loaded, p.total), cache, download, onStoreFailed });
   const first = chunks.next();
   // Observed below; a failure here must not surface as unhandled meanwhile.
   first.catch(() => {});
@@ -362,7 +367,7 @@ async function loadGguf(source, options, report, wasmReady) {
   try {
     await wasmReady;
     signal?.throwIfAborted();
-    loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits }));
+    loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget }));
   } catch (e) {
     chunks.return().catch(() => {});
     throw e;
@@ -395,13 +400,13 @@ async function loadGguf(source, options, report, wasmReady) {
 
 /** Streams a split GGUF's shards into a WasmEngine (not warmed up yet): `{ wasm, total }`. */
 async function loadShards(shards, options, report) {
-  const { signal, cache = true, download, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits } = options;
-  const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits };
+  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
+  const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget };
   const loader = await guard(WasmLoader.createSplit(opts, shards.length));
   try {
     // Progress through `report`, so the load's phases see the first byte.
     const onProgress = (p) => report(p.phase, p.loaded, p.total);
-    const total = await streamShards(loader, shards, { signal, onProgress, cache, download }, report, call);
+    const total = await streamShards(loader, shards, { signal, onProgress, cache, download, onStoreFailed }, report, call);
     signal?.throwIfAborted();
     return { wasm: call(() => loader.finish()), total };
   } catch (e) {

@@ -7,7 +7,11 @@
 // through readSource (and so through its cache), never held whole.
 
 import { ModelLoadError, WickError } from "./errors.js";
+import { readStart } from "./header.js";
 import { readSource } from "./source.js";
+
+/** The first read of a later shard's header: tensor infos only (9 KB in the synthetic 8B's second shard). */
+const LATER_HEADER_READ = 64 * 1024;
 
 const SHARD_NAME = /-(\d{5})-of-(\d{5})\.gguf$/;
 
@@ -57,7 +61,7 @@ function nameOf(source, i) {
  * `report(phase, loaded, total)` over all shards; `call` runs a wasm call
  * (turning its errors into typed ones). Returns the total in bytes.
  */
-export async function streamShards(loader, shards, { signal, onProgress, cache, download }, report, call) {
+export async function streamShards(loader, shards, { signal, onProgress, cache, download, onStoreFailed }, report, call) {
   const n = shards.length;
   const names = shards.map(nameOf);
   // Each shard's size as its reader reports it, once known.
@@ -89,34 +93,43 @@ export async function streamShards(loader, shards, { signal, onProgress, cache, 
   };
 
   // Headers. The first shard's reader is kept open, paused after its
-  // header, with the chunks it gave; the others' headers are read and their
-  // readers closed (each is opened again for its turn).
-  const first = readSource(shards[0], { signal, cache, download, onProgress: progressOf(0, false) });
+  // header, with the chunks it gave; the others' headers (tensor infos
+  // only) are read in small Range requests (or from the store), not
+  // through their readers: a reader stopped after its header would have
+  // started downloading the whole shard, and dropped a partial copy of it
+  // kept for resuming.
+  const first = readSource(shards[0], { signal, cache, download, onStoreFailed, onProgress: progressOf(0, false) });
   const kept = [];
   let parsed = false;
   try {
     for (let i = 0; i < n; i++) {
-      const it = i === 0 ? first : readSource(shards[i], { signal, cache, download, onProgress: progressOf(i, true) });
-      try {
-        let complete = false;
-        while (!complete) {
-          const { done, value } = await pull(i, it);
-          if (done) {
-            throw new ModelLoadError(`loading the model failed: shard ${i + 1} of ${n} (${names[i]}) ends inside its header`, {
-              file: names[i],
-            });
-          }
-          if (i === 0) kept.push(value);
-          complete = call(() => loader.pushHeader(i, value));
+      if (i > 0) {
+        try {
+          const { size } = await readStart(shards[i], (bytes) => call(() => loader.pushHeader(i, bytes)), {
+            first: LATER_HEADER_READ, signal, cache, name: `shard ${i + 1} of ${n} (${names[i]})`,
+          });
+          if (size != null) sizes[i] = size;
+        } catch (e) {
+          throw named(i, e);
         }
-      } finally {
-        if (i > 0) await it.return?.();
+        continue;
+      }
+      let complete = false;
+      while (!complete) {
+        const { done, value } = await pull(i, first);
+        if (done) {
+          throw new ModelLoadError(`loading the model failed: shard ${i + 1} of ${n} (${names[i]}) ends inside its header`, {
+            file: names[i],
+          });
+        }
+        kept.push(value);
+        complete = call(() => loader.pushHeader(i, value));
       }
     }
     let p = null;
     // Each shard from its start: the first's kept chunks, then the rest.
     for (let i = 0; i < n; i++) {
-      const it = i === 0 ? first : readSource(shards[i], { signal, cache, download, onProgress: progressOf(i, false) });
+      const it = i === 0 ? first : readSource(shards[i], { signal, cache, download, onStoreFailed, onProgress: progressOf(i, false) });
       const chunks = i === 0 ? kept.splice(0) : [];
       for (;;) {
         let chunk = chunks.shift();

@@ -116,6 +116,17 @@ export class WorkerEngine {
     return w;
   }
 
+  /**
+   * The memory preflight of `source` on the worker's GPU (as `preflight`
+   * on the page: headers only, nothing loaded or replaced).
+   */
+  async preflight(source, options = {}) {
+    if (!globalThis.navigator?.gpu) throw new WebGPUUnavailableError(NO_WEBGPU);
+    const { signal, workerUrl: _w, ...rest } = options;
+    const { sent, transfer } = transferable(source);
+    return this.#request({ type: "preflight", source: sent, options: rest }, { signal, transfer });
+  }
+
   /** Loads (or replaces) the model in the worker. Same options as Engine.load. */
   load(source, options = {}) {
     return this.#load("load", source, options);

@@ -1,13 +1,14 @@
 // The Web Worker side of createWorkerEngine(): runs an Engine off the main
 // thread. Messages from the page: { id, type, ... }; replies: { id, type:
 // "event" | "result" | "error", ... }. { type: "abort", target } aborts the
-// request `target` (a load, generate or chat). "loadEmbeddings" and
+// request `target` (a load, generate or chat). "preflight" reports on a
+// model without loading it. "loadEmbeddings" and
 // "embeddings" run an EmbeddingEngine instead of an Engine.
 //
 // Start it as a module worker: new Worker(new URL("wick/worker", import.meta.url), { type: "module" }).
 
 import { errorMessage } from "./errors.js";
-import { EmbeddingEngine, Engine } from "./index.js";
+import { EmbeddingEngine, Engine, preflight } from "./index.js";
 
 let engine = null;
 const running = new Map();
@@ -48,6 +49,9 @@ async function handle(msg) {
         value = engine.info();
         break;
       }
+      case "preflight":
+        value = await preflight(msg.source, { ...msg.options, signal });
+        break;
       case "embeddings": {
         value = await need(EmbeddingEngine).embeddings.create(msg.params);
         break;

@@ -3,7 +3,8 @@
 // cut midway is resumed from the cut's chunk and gives the native engine's
 // greedy ids; a second load reads the store (one HEAD, no GET); a stopped
 // load resumes from its stored chunks; a changed ETag or size refetches; the
-// quota error comes before any model byte; persist() is asked once;
+// quota error comes before any model byte, and a write refused past that
+// check leaves the load streaming (Chromium only); persist() is asked once;
 // modelCache from the page and a worker; the Cache API when OPFS is
 // missing; a server without Range. The checks are in store-checks.mjs
 // (Firefox runs them too, firefox.test.mjs); the truth is the file on disk
@@ -17,7 +18,7 @@ import { after, before, describe, test } from "node:test";
 import { checkBuilt, launch, nativeGenerate, openTestPage, startServer } from "./harness.mjs";
 import {
   checkCacheApiFallback, checkChangedEtag, CUT, checkChangedSize, checkCutLoad, checkFailingChunk, checkModelCacheApi,
-  checkNoRange, checkQuotaRefused, checkStoredLoad, checkStoppedResume, storeContext,
+  checkNoRange, checkQuotaRefused, checkStoredLoad, checkStoppedResume, DOWNLOAD, storeContext,
 } from "./store-checks.mjs";
 
 const TINY = "tiny-qwen3.q8_0.gguf";
@@ -68,6 +69,50 @@ describe("the model store and resumable downloads", () => {
   test("a changed size under the same ETag invalidates the stored copy", { timeout: 60_000 }, () => checkChangedSize(ctx));
 
   test("the quota error comes before any model byte is fetched", { timeout: 60_000 }, () => checkQuotaRefused(ctx));
+
+  test("a store that refuses a write past the quota check loads the model without storing it", { timeout: 60_000 }, async () => {
+    // As Chromium's incognito storage does (in memory: writes fail past
+    // about 1.6 GB while estimate() reports 10 GiB free): the sixth chunk's
+    // write is refused for space.
+    const url = ctx.path("?refused");
+    const r = await page.evaluate(async ({ url, download }) => {
+      const { Engine, modelCache } = window.wick;
+      const real = FileSystemWritableFileStream.prototype.write;
+      let writes = 0;
+      FileSystemWritableFileStream.prototype.write = function (data) {
+        // Chunks are a MiB; the meta records are small.
+        if (data?.byteLength >= 1 << 20 && ++writes === 6) {
+          return Promise.reject(new DOMException("it would exceed the quota", "QuotaExceededError"));
+        }
+        return real.call(this, data);
+      };
+      const warnings = [];
+      const warn = console.warn;
+      console.warn = (...a) => warnings.push(a.join(" "));
+      try {
+        const read = await window.readAll(url, { download });
+        writes = 0;
+        const e = await Engine.load(url, { download, contextLength: 64, warmUp: false });
+        const notStored = e.info().load.notStored;
+        await e.dispose();
+        return { read, notStored, warnings, stored: await modelCache.has(url), listed: (await modelCache.list()).filter((m) => m.url.endsWith(url)) };
+      } finally {
+        FileSystemWritableFileStream.prototype.write = real;
+        console.warn = warn;
+      }
+    }, { url, download: DOWNLOAD });
+    log(`store refused: ${JSON.stringify(r.notStored)}; warnings ${JSON.stringify(r.warnings)}`);
+    // The bytes are still the file's, the load completes, and says why the
+    // file was not kept; nothing partial is left in the store.
+    assert.equal(r.read.error, null, JSON.stringify(r.read.error));
+    assert.equal(r.read.sha, ctx.sha);
+    assert.equal(r.notStored.length, 1, JSON.stringify(r.notStored));
+    assert.ok(r.notStored[0].url.endsWith(url));
+    assert.match(r.notStored[0].reason, /QuotaExceededError/);
+    assert.ok(r.warnings.some((w) => w.includes("the load goes on without storing it")), JSON.stringify(r.warnings));
+    assert.equal(r.stored, false);
+    assert.deepEqual(r.listed, []);
+  });
 
   test("a chunk that keeps failing is a DownloadError naming the URL and byte", { timeout: 60_000 }, () => checkFailingChunk(ctx));
 

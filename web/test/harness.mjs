@@ -17,7 +17,7 @@ export const outDir = path.join(repoRoot, "test-output");
 mkdirSync(outDir, { recursive: true });
 
 /** Closed-network headless flags; `webgpu: false` gives a browser without WebGPU. */
-export function launch({ webgpu = true } = {}) {
+function chromiumArgs(webgpu) {
   const args = [
     "--headless=new",
     "--no-sandbox",
@@ -30,8 +30,24 @@ export function launch({ webgpu = true } = {}) {
   ];
   if (webgpu) args.push("--enable-unsafe-webgpu");
   else args.push("--disable-webgpu", "--disable-gpu");
+  return args;
+}
+
+/** Chromium with WebGPU (or, `webgpu: false`, without); its pages open in an incognito-like context. */
+export function launch({ webgpu = true } = {}) {
   // playwright gives each launch a fresh temporary --user-data-dir.
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args });
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: chromiumArgs(webgpu) });
+}
+
+/**
+ * Chromium on a profile in `dir`, as a user's normal window: its storage
+ * is on disk. A page of `launch()` opens in an off-the-record context,
+ * whose storage is in memory: there OPFS refuses writes past about 1.6 GB
+ * while navigator.storage.estimate() reports a 10 GiB quota, so a model
+ * over that cannot be stored. Resolves to a BrowserContext (newPage, close).
+ */
+export function launchPersistent(dir) {
+  return chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: chromiumArgs(true) });
 }
 
 /** A page on the test page with window.wick ready; console lines go to the log. */

@@ -38,7 +38,8 @@ export function writeShards() {
  * shards (the files' sizes, `sizes` from writeShards); a shard the server
  * does not have (404) is a ModelLoadError naming it.
  */
-export async function checkSplitLoads(page, sizes, log = () => {}) {
+export async function checkSplitLoads(page, sizes, log = () => {}, control = null) {
+  const mark = control?.requests.length ?? 0;
   const r = await within(200_000, page.evaluate(async ([whole, dir]) => {
     const { Engine, clearCache } = window.wick;
     const shards = [1, 2, 3].map((i) => `${dir}/tiny-0000${i}-of-00003.gguf`);
@@ -100,6 +101,16 @@ export async function checkSplitLoads(page, sizes, log = () => {}) {
     const up = events.filter((e) => e.phase === "upload").at(-1);
     assert.equal(up.loaded, up.total, name);
     assert.ok(up.total > sizes[0] && up.total <= sum, `${name}: upload total ${up.total}`);
+  }
+  // The later shards' headers were read in Range requests of 64 KiB, not
+  // by starting their downloads: each was fetched whole once (the first
+  // shard's URL with the store emptied; the other loads read the store, the
+  // Files were fetched without Range), plus its header's request.
+  for (const i of control ? [2, 3] : []) {
+    const p = `/test-output/split/tiny-0000${i}-of-00003.gguf`;
+    const ranged = control.requests.slice(mark).filter((q) => q.path === p && q.method === "GET" && q.range);
+    const sent = ranged.reduce((a, q) => a + q.sent, 0);
+    assert.ok(sent <= sizes[i - 1] + (64 << 10), `shard ${i}: ${sent} bytes in ${ranged.length} Range requests, the file ${sizes[i - 1]}`);
   }
   // The missing shard, named.
   assert.equal(missing?.name, "ModelLoadError", JSON.stringify(missing));

@@ -16,7 +16,7 @@ use crate::error::WickError;
 use crate::format::gguf::{GgufError, GgufFile, TensorInfo};
 use crate::format::gguf_split::{self as split, SplitError};
 use crate::gpu::GpuContext;
-use crate::model::loader::{check_needs, Need};
+use crate::model::loader::{check_needs, Need, Streaming};
 use crate::model::{LoadProgress, ModelError, Plan, TensorStore};
 use crate::pipeline::{Pipeline, PipelineOptions};
 use crate::preflight;
@@ -119,6 +119,36 @@ impl Engine {
     }
 }
 
+/// The memory preflight of a model from its header alone (every shard's
+/// header, in order, for a split model): the checks a load makes before its
+/// first upload (one model, a known architecture, every tensor there in a
+/// GPU type), then what it would hold on `ctx`'s GPU under `opts` and
+/// whether that fits, measured as the load measures it (`preflight`). A
+/// page asks this before downloading the weights.
+pub fn preflight_headers(
+    ctx: &GpuContext,
+    headers: Vec<GgufFile>,
+    opts: &PipelineOptions,
+) -> Result<preflight::Report, WickError> {
+    let gguf = match headers.len() {
+        0 => return Err(SplitError::NoShards.into()),
+        1 => {
+            let gguf = headers.into_iter().next().expect("one header");
+            split::check_alone(&gguf)?;
+            gguf
+        }
+        _ => split::merge(&headers)?.file,
+    };
+    let plan = Plan::for_file(&gguf)?;
+    check_vocabulary(&gguf, plan.config.vocab_size)?;
+    let needs = check_needs(&gguf, &plan.needs)?;
+    let typed: Vec<_> = needs
+        .iter()
+        .map(|(info, need)| (info.dtype, need))
+        .collect();
+    preflight::report(ctx, &plan, &typed, opts)
+}
+
 /// Everything known once the header (every shard's header) is parsed.
 struct Loading {
     gguf: GgufFile,
@@ -128,8 +158,12 @@ struct Loading {
     /// offset), each with its shard and its byte range in that shard.
     queue: Vec<(TensorInfo, Need, usize, Range<u64>)>,
     next: usize,
-    /// Bytes of `queue[next]` received so far, when it spans chunks.
+    /// Bytes of `queue[next]` received so far, when it spans chunks and is
+    /// gathered (a vector, a fused group's member).
     pending: Vec<u8>,
+    /// The upload of `queue[next]` when it spans chunks and streams (a
+    /// matrix or an expert stack of its own, a fused group's last member).
+    streaming: Option<Streaming>,
     store: TensorStore,
     /// Each shard's data end: the bytes that count for progress.
     sizes: Vec<u64>,
@@ -405,6 +439,7 @@ impl ModelLoader {
             queue,
             next: 0,
             pending: Vec::new(),
+            streaming: None,
             store,
             sizes,
             total,
@@ -427,19 +462,44 @@ impl ModelLoader {
             if *s != shard || range.start >= end {
                 break;
             }
-            let have = range.start + l.pending.len() as u64;
-            let from = have.max(offset);
+            let received = match &l.streaming {
+                Some(up) => up.received(),
+                None => l.pending.len() as u64,
+            };
+            let from = (range.start + received).max(offset);
             let to = range.end.min(end);
             let part = &bytes[(from - offset) as usize..(to - offset) as usize];
-            if l.pending.is_empty() && to - from == range.end - range.start {
+            if received == 0 && to - from == range.end - range.start {
+                // Whole in this chunk (always, natively: a mapped file is
+                // one chunk).
                 l.store.upload(&self.ctx, info, need, part)?;
+            } else if l.streaming.is_some() || (received == 0 && l.store.streams(need)) {
+                // A matrix across chunks goes up as its rows arrive, never
+                // held whole (the page's chunks are 16 MiB; an 8B model's
+                // token embedding is 282 MiB).
+                if l.streaming.is_none() {
+                    l.streaming = Some(l.store.begin_stream(&self.ctx, info, need)?);
+                }
+                let up = l.streaming.as_mut().expect("just set");
+                up.push(&self.ctx, part)?;
+                if to < range.end {
+                    break;
+                }
+                let up = l.streaming.take().expect("streaming");
+                l.store.finish_stream(&self.ctx, need, up)?;
             } else {
+                // A vector or a fused group's member, gathered: room for
+                // exactly its bytes (grown by doubling, a 33 MiB member of
+                // an 8B's gate/up pair could take twice that).
+                if l.pending.is_empty() {
+                    l.pending.reserve_exact((range.end - range.start) as usize);
+                }
                 l.pending.extend_from_slice(part);
                 if (l.pending.len() as u64) < range.end - range.start {
                     break;
                 }
-                l.store.upload(&self.ctx, info, need, &l.pending)?;
-                l.pending = Vec::new();
+                let whole = std::mem::take(&mut l.pending);
+                l.store.upload_vec(&self.ctx, info, need, whole)?;
             }
             l.next += 1;
             progress(l.progress(shard, to));

@@ -17,7 +17,9 @@
 //!   chat.completions request checked, and its reply built from a
 //!   generation's steps (the engine's `completion::openai`);
 //! - [`WasmEmbedLoader`] / [`WasmEmbedder`]: an encoder (sentence-transformers
-//!   folder) and its embeddings.
+//!   folder) and its embeddings;
+//! - [`WasmPreflight`]: a model's headers, then the memory preflight on the
+//!   page's GPU, before its weights are downloaded.
 //!
 //! Every error reaches JavaScript as an `Error` whose message names the
 //! problem. A panic cannot be caught on wasm32 (it aborts the module), so the
@@ -37,6 +39,7 @@ mod info;
 mod loader;
 mod logprobs;
 mod page_gpu;
+mod preflight;
 mod shared;
 mod tool_calls;
 
@@ -46,6 +49,7 @@ pub use engine::WasmEngine;
 pub use generation::WasmGeneration;
 pub use hf_loader::WasmHfLoader;
 pub use loader::WasmLoader;
+pub use preflight::WasmPreflight;
 
 use std::cell::RefCell;
 

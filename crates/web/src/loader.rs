@@ -40,6 +40,10 @@ pub(crate) struct LoadOptions {
     /// The device limits asked for: "adapter" (the default: the largest the
     /// adapter offers) or "default" (WebGPU's defaults, as a phone grants).
     limits: Option<String>,
+    /// GPU memory the model may take, in bytes: the memory preflight's
+    /// budget (WebGPU reports no device memory, so by default only the
+    /// buffer limits are checked).
+    memory_budget: Option<u64>,
 }
 
 impl LoadOptions {
@@ -53,9 +57,13 @@ impl LoadOptions {
 
     /// The pipeline's settings these options ask for.
     pub fn pipeline(&self) -> Result<PipelineOptions, JsValue> {
+        if self.memory_budget == Some(0) {
+            return Err(field_err("memoryBudget", "must be a number of bytes > 0"));
+        }
         let mut opts = PipelineOptions {
             ctx_len: self.context_length,
             prefill_chunk: self.prefill_chunk.unwrap_or(PAGE_PREFILL_CHUNK),
+            memory_budget: self.memory_budget,
             ..Default::default()
         };
         if let Some(n) = self.tokens_per_submit {
@@ -77,7 +85,9 @@ impl LoadOptions {
 
 /// A GGUF load's options checked (`quantize` is for checkpoints only) and
 /// the page's GPU context with the limits they ask for.
-async fn open_for_gguf(options: JsValue) -> Result<(Arc<GpuContext>, PipelineOptions), JsValue> {
+pub(crate) async fn open_for_gguf(
+    options: JsValue,
+) -> Result<(Arc<GpuContext>, PipelineOptions), JsValue> {
     let o: LoadOptions = from_js("load options", options)?;
     if o.quantize.is_some() {
         return Err(field_err(
@@ -117,7 +127,7 @@ pub struct WasmLoader {
 #[wasm_bindgen]
 impl WasmLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU) and starts
-    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache?, activations?, limits? }`.
+    /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache?, activations?, limits?, memoryBudget? }`.
     pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
         let (ctx, opts) = open_for_gguf(options).await?;
         Ok(WasmLoader {

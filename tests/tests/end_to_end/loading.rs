@@ -1,10 +1,13 @@
 //! Loading: streamed in chunks equals loaded whole, and every bad file is a
 //! typed error naming the problem, found before any weight is uploaded.
 
+use std::sync::Arc;
+
 use wick::format::gguf::GgufFile;
 use wick::format::gguf_write::GgufWriter;
 use wick::format::quant::GgmlType;
 use wick::format::MetaValue;
+use wick::gpu::{GpuContext, WeightStore};
 use wick::model::ModelError;
 use wick::pipeline::PipelineOptions;
 use wick::{engine::ModelLoader, WickError};
@@ -20,7 +23,15 @@ fn opts() -> PipelineOptions {
 }
 
 fn load_in_chunks(bytes: &[u8], sizes: &[usize]) -> Result<wick::Engine, WickError> {
-    let mut loader = ModelLoader::new(gpu(), opts());
+    load_in_chunks_on(gpu(), bytes, sizes)
+}
+
+fn load_in_chunks_on(
+    ctx: Arc<GpuContext>,
+    bytes: &[u8],
+    sizes: &[usize],
+) -> Result<wick::Engine, WickError> {
+    let mut loader = ModelLoader::new(ctx, opts());
     let mut at = 0;
     let mut i = 0;
     while at < bytes.len() {
@@ -42,6 +53,39 @@ fn streamed_load_equals_whole_load() {
     let a = pollster::block_on(whole.pipeline.prefill(&ids, 1)).unwrap();
     let b = pollster::block_on(streamed.pipeline.prefill(&ids, 1)).unwrap();
     assert_eq!(a, b);
+}
+
+/// In storage buffers (the browser's store; natively lavapipe keeps weights
+/// in textures) a matrix that spans chunks is written as its rows arrive
+/// (`MatrixUpload`), and a fused group's last member joined row by row with
+/// the others (`FusedTail`): the same logits as the whole file, with chunks
+/// that cut rows, blocks and words. tiny-qwen3 has fused q/k/v (a
+/// concatenation) and gate/up (an interleaved pair); in 4 to 64 KiB chunks
+/// every one of its matrices spans several (SmolLM2 takes a minute more on
+/// lavapipe for nothing new).
+#[test]
+fn streamed_rows_in_buffers_equal_whole_load() {
+    let ctx = Arc::new(
+        pollster::block_on(GpuContext::with_weight_store(Some(WeightStore::Buffers))).unwrap(),
+    );
+    let bytes = std::fs::read(model_path("tiny-qwen3.q8_0.gguf")).unwrap();
+    let mut whole = load_in_chunks_on(ctx.clone(), &bytes, &[bytes.len()]).unwrap();
+    let ids = whole.tokenize_prompt("Streaming works").unwrap();
+    let want = pollster::block_on(whole.pipeline.prefill(&ids, 1)).unwrap();
+    drop(whole);
+    for sizes in [&[1, 4093, 65_537, 1 << 20, 7][..], &[4093, 65_537, 7]] {
+        let mut streamed = load_in_chunks_on(ctx.clone(), &bytes, sizes).unwrap();
+        let got = pollster::block_on(streamed.pipeline.prefill(&ids, 1)).unwrap();
+        assert_eq!(got, want, "chunks of {sizes:?}");
+    }
+    // Expert stacks stream too, in parts of whole experts.
+    let bytes = std::fs::read(model_path("tiny-qwen3moe.q8_0.gguf")).unwrap();
+    let mut whole = load_in_chunks_on(ctx.clone(), &bytes, &[bytes.len()]).unwrap();
+    let want = pollster::block_on(whole.pipeline.prefill(&ids, 1)).unwrap();
+    drop(whole);
+    let mut streamed = load_in_chunks_on(ctx.clone(), &bytes, &[4093, 65_537, 7]).unwrap();
+    let got = pollster::block_on(streamed.pipeline.prefill(&ids, 1)).unwrap();
+    assert_eq!(got, want, "tiny-qwen3moe");
 }
 
 #[test]

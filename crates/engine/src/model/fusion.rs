@@ -16,7 +16,11 @@ use std::collections::HashMap;
 use crate::format::gguf::GgufFile;
 use crate::format::quant::GgmlType;
 use crate::gpu::GpuContext;
+use crate::kernels::weights::streamed::MatrixUpload;
 use crate::kernels::weights::QuantMatrix;
+
+/// Bytes of joined rows handed to the upload at once.
+const JOIN_RUN_BYTES: usize = 1 << 20;
 
 use super::ModelError;
 
@@ -148,7 +152,9 @@ impl Pending {
         self.member_of.contains_key(name)
     }
 
-    /// Keeps a member matrix's bytes (`rows` rows); uploads its group once whole.
+    /// Keeps a member matrix's bytes (`rows` rows); uploads its group once
+    /// whole, its rows joined run by run into the upload (`MatrixUpload`),
+    /// so the joined matrix is never made whole beside its members.
     pub fn matrix(
         &mut self,
         ctx: &GpuContext,
@@ -156,49 +162,142 @@ impl Pending {
         dtype: GgmlType,
         rows: usize,
         cols: usize,
-        bytes: &[u8],
+        bytes: Vec<u8>,
     ) -> Result<Option<Complete>, ModelError> {
-        let Some(members) = self.arrive(name, bytes.to_vec(), rows) else {
+        let row_bytes = bytes.len() / rows.max(1);
+        let Some(members) = self.arrive(name, bytes, rows) else {
             return Ok(None);
         };
         let (fusion, total_rows) = members;
-        let row_bytes = bytes.len() / rows.max(1);
-        let interleave = |a: &[u8], b: &[u8]| {
-            let mut out = Vec::with_capacity(a.len() + b.len());
-            for (ra, rb) in a.chunks(row_bytes).zip(b.chunks(row_bytes)) {
-                out.extend_from_slice(ra);
-                out.extend_from_slice(rb);
-            }
-            out
+        let parts = self.take(&fusion);
+        let group = match fusion.layout {
+            Layout::Concat => 1,
+            Layout::Interleave | Layout::InterleaveHalves => 2,
         };
-        let (joined, group) = match fusion.layout {
-            Layout::Concat => (self.take(&fusion).concat(), 1),
-            Layout::Interleave => {
-                let parts = self.take(&fusion);
-                (interleave(&parts[0], &parts[1]), 2)
-            }
-            Layout::InterleaveHalves => {
-                if total_rows % 2 != 0 {
-                    return Err(ModelError::Config(format!(
-                        "'{name}' has {total_rows} rows: gate and up halves need an even count"
-                    )));
+        if fusion.layout == Layout::InterleaveHalves && total_rows % 2 != 0 {
+            return Err(ModelError::Config(format!(
+                "'{name}' has {total_rows} rows: gate and up halves need an even count"
+            )));
+        }
+        let max_part = ctx.max_weight_part_bytes();
+        let mut up =
+            MatrixUpload::begin(ctx, &fusion.name, dtype, total_rows, cols, max_part, group)?;
+        match fusion.layout {
+            Layout::Concat => {
+                for p in &parts {
+                    up.push(ctx, p)?;
                 }
-                let whole = self.take(&fusion).concat();
-                let (a, b) = whole.split_at(total_rows / 2 * row_bytes);
-                (interleave(a, b), 2)
             }
+            Layout::Interleave | Layout::InterleaveHalves => {
+                // Row i of the members one after another.
+                let row = |mut i: usize| -> &[u8] {
+                    for p in &parts {
+                        let n = p.len() / row_bytes.max(1);
+                        if i < n {
+                            return &p[i * row_bytes..(i + 1) * row_bytes];
+                        }
+                        i -= n;
+                    }
+                    &[]
+                };
+                // Interleave pairs the two members' rows; InterleaveHalves
+                // the one member's halves.
+                let (pairs, second) = match fusion.layout {
+                    Layout::Interleave => {
+                        let first = parts[0].len() / row_bytes.max(1);
+                        (first, first)
+                    }
+                    _ => (total_rows / 2, total_rows / 2),
+                };
+                let mut run = Vec::with_capacity(JOIN_RUN_BYTES + 2 * row_bytes);
+                for i in 0..pairs {
+                    run.extend_from_slice(row(i));
+                    run.extend_from_slice(row(second + i));
+                    if run.len() >= JOIN_RUN_BYTES {
+                        up.push(ctx, &run)?;
+                        run.clear();
+                    }
+                }
+                up.push(ctx, &run)?;
+            }
+        }
+        // Short of its rows (members of unequal shape): refused here.
+        let m = up.finish(ctx)?;
+        Ok(Some(Complete::Matrix(fusion.name, m)))
+    }
+
+    /// Whether member `name`'s bytes can go to its group's upload as they
+    /// arrive ([`begin_tail`](Self::begin_tail)): every other member is in,
+    /// and it is the last of a concatenation or one of an interleaved pair.
+    pub fn streams_tail(&self, name: &str) -> bool {
+        let Some(&(f, m)) = self.member_of.get(name) else {
+            return false;
         };
-        let m = QuantMatrix::upload_grouped(
+        let others_in = self.arrived[f]
+            .iter()
+            .enumerate()
+            .all(|(i, a)| i == m || a.is_some());
+        let members = self.fusions[f].members.len();
+        others_in
+            && match self.fusions[f].layout {
+                Layout::Concat => m == members - 1,
+                Layout::Interleave => members == 2,
+                Layout::InterleaveHalves => false,
+            }
+    }
+
+    /// Starts the upload of member `name`'s group (`rows` x `cols` of
+    /// `dtype` still to come), the other members' rows taken now: what
+    /// [`streams_tail`](Self::streams_tail) allows.
+    pub fn begin_tail(
+        &mut self,
+        ctx: &GpuContext,
+        name: &str,
+        dtype: GgmlType,
+        rows: usize,
+        cols: usize,
+    ) -> Result<FusedTail, ModelError> {
+        let &(f, m) = self
+            .member_of
+            .get(name)
+            .ok_or_else(|| ModelError::Config(format!("'{name}' is not a fused member")))?;
+        let fusion = self.fusions[f].clone();
+        let others: usize = self.arrived[f].iter().flatten().map(|(_, r)| r).sum();
+        let mut parts = self.take(&fusion);
+        let row_bytes = dtype.row_bytes(cols as u64).unwrap_or(0) as usize;
+        let group = match fusion.layout {
+            Layout::Concat => 1,
+            _ => 2,
+        };
+        let max_part = ctx.max_weight_part_bytes();
+        let mut up = MatrixUpload::begin(
             ctx,
             &fusion.name,
             dtype,
-            total_rows,
+            others + rows,
             cols,
-            &joined,
-            ctx.max_weight_part_bytes(),
+            max_part,
             group,
         )?;
-        Ok(Some(Complete::Matrix(fusion.name, m)))
+        let partner = match fusion.layout {
+            Layout::Concat => {
+                for p in &parts {
+                    up.push(ctx, p)?;
+                }
+                None
+            }
+            _ => Some((std::mem::take(&mut parts[1 - m]), m == 1)),
+        };
+        Ok(FusedTail {
+            name: fusion.name,
+            up,
+            partner,
+            row_bytes,
+            carry: Vec::with_capacity(row_bytes),
+            rows_done: 0,
+            received: 0,
+            run: Vec::new(),
+        })
     }
 
     /// Keeps a member vector's values; returns its group's once whole.
@@ -233,3 +332,81 @@ impl Pending {
             .collect()
     }
 }
+
+/// A fused group's upload fed its last member's bytes as they arrive
+/// (`Pending::begin_tail`): the rows of a concatenation go straight on; a
+/// pair's rows are joined one by one with the other member's, which was
+/// gathered. The page then holds one member of an 8B's gate/up pair
+/// (33 MiB in Q4_K), not both.
+pub struct FusedTail {
+    name: String,
+    up: MatrixUpload,
+    /// An interleaved pair: the other member's rows, and whether this
+    /// member's row comes second in each pair (up after gate).
+    partner: Option<(Vec<u8>, bool)>,
+    row_bytes: usize,
+    /// The start of this member's next row.
+    carry: Vec<u8>,
+    rows_done: usize,
+    received: u64,
+    /// Joined rows not yet handed to the upload.
+    run: Vec<u8>,
+}
+
+impl FusedTail {
+    /// Bytes of the member received so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    pub fn push(&mut self, ctx: &GpuContext, mut bytes: &[u8]) -> Result<(), ModelError> {
+        self.received += bytes.len() as u64;
+        let Some((other, second)) = &self.partner else {
+            self.up.push(ctx, bytes)?;
+            return Ok(());
+        };
+        let rb = self.row_bytes;
+        while !bytes.is_empty() {
+            let take = (rb - self.carry.len()).min(bytes.len());
+            self.carry.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.carry.len() < rb {
+                break;
+            }
+            let i = self.rows_done;
+            let Some(pair) = other.get(i * rb..(i + 1) * rb) else {
+                return Err(ModelError::Config(format!(
+                    "'{}': its members have different row counts",
+                    self.name
+                )));
+            };
+            let (a, b) = if *second {
+                (pair, &self.carry[..])
+            } else {
+                (&self.carry[..], pair)
+            };
+            self.run.extend_from_slice(a);
+            self.run.extend_from_slice(b);
+            self.carry.clear();
+            self.rows_done += 1;
+            if self.run.len() >= JOIN_RUN_BYTES {
+                self.up.push(ctx, &self.run)?;
+                self.run.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// The group's name and matrix, once the member's every byte is in.
+    pub fn finish(mut self, ctx: &GpuContext) -> Result<(String, QuantMatrix), ModelError> {
+        if !self.run.is_empty() {
+            self.up.push(ctx, &self.run)?;
+        }
+        // Short of its rows (a member of another shape): refused here.
+        Ok((self.name, self.up.finish(ctx)?))
+    }
+}
+
+#[cfg(test)]
+#[path = "fusion_tests.rs"]
+mod tests;

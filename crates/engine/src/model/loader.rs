@@ -13,9 +13,10 @@ use std::collections::HashMap;
 use crate::format::gguf::{GgufFile, TensorInfo};
 use crate::format::quant::dequantize;
 use crate::gpu::{BufferRef, GpuContext};
+use crate::kernels::weights::streamed::MatrixUpload;
 use crate::kernels::weights::{ExpertStack, QuantMatrix, GPU_DTYPES};
 
-use super::fusion::{Complete, Fusion, Pending};
+use super::fusion::{Complete, FusedTail, Fusion, Pending};
 use super::rope_scaling::{ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT, ROPE_FREQS};
 use super::ModelError;
 
@@ -132,6 +133,32 @@ pub fn padded_vector_len(len: usize) -> usize {
     len.next_multiple_of(4)
 }
 
+/// A tensor being uploaded as its bytes arrive (`TensorStore::begin_stream`).
+pub enum Streaming {
+    /// A matrix or expert stack of its own.
+    Matrix(MatrixUpload),
+    /// The last member of a fused group.
+    Fused(FusedTail),
+}
+
+impl Streaming {
+    /// Bytes of the tensor received so far.
+    pub fn received(&self) -> u64 {
+        match self {
+            Streaming::Matrix(up) => up.received(),
+            Streaming::Fused(tail) => tail.received(),
+        }
+    }
+
+    /// Takes the tensor's next bytes.
+    pub fn push(&mut self, ctx: &GpuContext, bytes: &[u8]) -> Result<(), ModelError> {
+        match self {
+            Streaming::Matrix(up) => Ok(up.push(ctx, bytes)?),
+            Streaming::Fused(tail) => tail.push(ctx, bytes),
+        }
+    }
+}
+
 /// Uploaded tensors, taken out by name as the architecture builds itself.
 /// Members of a fusion (`fusion.rs`) are found under the fusion's name.
 #[derive(Default)]
@@ -150,6 +177,29 @@ impl TensorStore {
         }
     }
 
+    /// As [`upload`](Self::upload), taking the bytes: a fused group's
+    /// member keeps them without a copy until its group is whole.
+    pub fn upload_vec(
+        &mut self,
+        ctx: &GpuContext,
+        info: &TensorInfo,
+        need: &Need,
+        bytes: Vec<u8>,
+    ) -> Result<(), ModelError> {
+        match need.kind {
+            NeedKind::Matrix { rows, cols } if self.pending.is_member(&need.name) => {
+                let done = self
+                    .pending
+                    .matrix(ctx, &need.name, info.dtype, rows, cols, bytes)?;
+                if let Some(Complete::Matrix(name, m)) = done {
+                    self.matrices.insert(name, m);
+                }
+                Ok(())
+            }
+            _ => self.upload(ctx, info, need, &bytes),
+        }
+    }
+
     /// Uploads one tensor from its complete bytes.
     pub fn upload(
         &mut self,
@@ -160,9 +210,9 @@ impl TensorStore {
     ) -> Result<(), ModelError> {
         match need.kind {
             NeedKind::Matrix { rows, cols } if self.pending.is_member(&need.name) => {
-                let done = self
-                    .pending
-                    .matrix(ctx, &need.name, info.dtype, rows, cols, bytes)?;
+                let done =
+                    self.pending
+                        .matrix(ctx, &need.name, info.dtype, rows, cols, bytes.to_vec())?;
                 if let Some(Complete::Matrix(name, m)) = done {
                     self.matrices.insert(name, m);
                 }
@@ -206,6 +256,90 @@ impl TensorStore {
                 let stack =
                     ExpertStack::upload(ctx, &need.name, info.dtype, experts, rows, cols, bytes)?;
                 self.stacks.insert(need.name.clone(), stack);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `need` may be uploaded as its bytes arrive
+    /// ([`begin_stream`](Self::begin_stream)): a matrix or an expert stack
+    /// of its own, or the member of a fused group whose other members are
+    /// in (`FusedTail`). Other members are gathered, and joined once their
+    /// group is whole (`fusion.rs`).
+    pub fn streams(&self, need: &Need) -> bool {
+        match need.kind {
+            NeedKind::Matrix { .. } | NeedKind::Experts { .. }
+                if !self.pending.is_member(&need.name) =>
+            {
+                true
+            }
+            NeedKind::Matrix { .. } => self.pending.streams_tail(&need.name),
+            _ => false,
+        }
+    }
+
+    /// Starts the upload of a tensor that [`streams`](Self::streams): its
+    /// buffers made, its bytes taken with `Streaming::push`, then
+    /// [`finish_stream`](Self::finish_stream).
+    pub fn begin_stream(
+        &mut self,
+        ctx: &GpuContext,
+        info: &TensorInfo,
+        need: &Need,
+    ) -> Result<Streaming, ModelError> {
+        let (rows, cols, group) = match need.kind {
+            NeedKind::Matrix { rows, cols } if self.pending.is_member(&need.name) => {
+                let tail = self
+                    .pending
+                    .begin_tail(ctx, &need.name, info.dtype, rows, cols)?;
+                return Ok(Streaming::Fused(tail));
+            }
+            NeedKind::Matrix { rows, cols } => (rows, cols, 1),
+            NeedKind::Experts {
+                experts,
+                rows,
+                cols,
+            } => (experts * rows, cols, rows),
+            NeedKind::Vector { .. } => {
+                return Err(ModelError::Config(format!(
+                    "'{}' is a vector: it is uploaded whole",
+                    need.name
+                )))
+            }
+        };
+        let max_part = ctx.max_weight_part_bytes();
+        Ok(Streaming::Matrix(MatrixUpload::begin(
+            ctx, &need.name, info.dtype, rows, cols, max_part, group,
+        )?))
+    }
+
+    /// Keeps the tensor `up` uploaded (or its fused group), once all its
+    /// bytes were pushed.
+    pub fn finish_stream(
+        &mut self,
+        ctx: &GpuContext,
+        need: &Need,
+        up: Streaming,
+    ) -> Result<(), ModelError> {
+        let matrix = match up {
+            Streaming::Fused(tail) => {
+                let (name, m) = tail.finish(ctx)?;
+                self.matrices.insert(name, m);
+                return Ok(());
+            }
+            Streaming::Matrix(up) => up.finish(ctx)?,
+        };
+        match need.kind {
+            NeedKind::Experts { experts, rows, .. } => {
+                let stack = ExpertStack {
+                    matrix,
+                    experts,
+                    rows,
+                };
+                self.stacks.insert(need.name.clone(), stack);
+            }
+            _ => {
+                self.matrices.insert(need.name.clone(), matrix);
             }
         }
         Ok(())

@@ -76,6 +76,58 @@ pub struct Fit {
     pub largest_ctx: usize,
 }
 
+/// Everything the preflight measured, whether the model fits or not: what
+/// `check` decides from, and what a page's preflight reports before any
+/// download (`engine::preflight`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    pub adapter: String,
+    /// The context length to allocate: the one asked for, or by default the
+    /// training context capped at 4096 and at the largest that fits.
+    pub ctx_len: usize,
+    pub kv_dtype: KvDtype,
+    /// What that context needs, by category.
+    pub needed: Footprint,
+    /// Bytes of the K (or V) cache buffer, one binding.
+    pub kv_buffer: u64,
+    pub max_binding: u64,
+    pub max_buffer: u64,
+    /// `None`: the adapter reports no device memory (the browser) and no
+    /// budget was given, so only the buffer limits are checked.
+    pub memory: Option<MemoryLimit>,
+    /// The largest context that fits (0: none, the weights alone do not).
+    pub largest_ctx: usize,
+    /// The largest context whose K (or V) cache fits one binding.
+    pub largest_ctx_by_binding: usize,
+}
+
+impl Report {
+    pub fn fits(&self) -> bool {
+        self.ctx_len <= self.largest_ctx
+    }
+
+    /// The settled fit, or the refusal with the numbers.
+    pub fn fit(&self) -> Result<Fit, WickError> {
+        if self.fits() {
+            return Ok(Fit {
+                ctx_len: self.ctx_len,
+                footprint: self.needed,
+                largest_ctx: self.largest_ctx,
+            });
+        }
+        Err(WickError::DoesNotFit(Box::new(DoesNotFit {
+            adapter: self.adapter.clone(),
+            ctx_len: self.ctx_len,
+            kv_dtype: self.kv_dtype,
+            needed: self.needed,
+            kv_buffer: self.kv_buffer,
+            max_binding: self.max_binding,
+            memory: self.memory,
+            largest_ctx: self.largest_ctx,
+        })))
+    }
+}
+
 /// Checks that `plan` with `needs` (each need with its stored type) fits the
 /// adapter under `opts`; returns the context length to allocate (the one
 /// asked for, or by default the training context capped at 4096 and at the
@@ -86,6 +138,18 @@ pub fn check(
     needs: &[(GgmlType, &Need)],
     opts: &PipelineOptions,
 ) -> Result<Fit, WickError> {
+    report(ctx, plan, needs, opts)?.fit()
+}
+
+/// Measures `plan` with `needs` against the adapter under `opts`. Errors
+/// only where no context is measurable: a buffer over a limit whatever the
+/// context (a weight row, an activation), or a context length of 0.
+pub fn report(
+    ctx: &GpuContext,
+    plan: &Plan,
+    needs: &[(GgmlType, &Need)],
+    opts: &PipelineOptions,
+) -> Result<Report, WickError> {
     let cfg = &plan.config;
     let weights = footprint::weights_bytes(ctx, &plan.fusions, needs)?;
     let memory = opts
@@ -124,23 +188,18 @@ pub fn check(
     // activation), or a context too large to size at all: refused as that
     // buffer, with its size and the limit.
     let needed = footprint::footprint(ctx, cfg, opts, weights, ctx_len)?;
-    if ctx_len <= largest_ctx {
-        return Ok(Fit {
-            ctx_len,
-            footprint: needed,
-            largest_ctx,
-        });
-    }
-    Err(WickError::DoesNotFit(Box::new(DoesNotFit {
+    Ok(Report {
         adapter: ctx.adapter.name.clone(),
         ctx_len,
         kv_dtype: opts.kv_dtype,
         needed,
         kv_buffer: needed.kv_cache / 2,
         max_binding: ctx.max_binding_bytes(),
+        max_buffer: ctx.limits.max_buffer_size,
         memory,
         largest_ctx,
-    })))
+        largest_ctx_by_binding: by_binding,
+    })
 }
 
 /// The largest `n` in `1..=cap` with `fits(n)` (which holds up to some `n`

@@ -294,3 +294,61 @@ fn bytes_read_as_units() {
     assert_eq!(human_bytes(1536), "1.50 KiB");
     assert_eq!(human_bytes(3 << 30), "3.00 GiB");
 }
+
+/// The preflight from headers alone (`engine::preflight_headers`, what the
+/// page asks before a download) reports what the load decides: the same
+/// fit for a model that fits, one file or split into shards, and the same
+/// refusal, with every number, for one that does not.
+#[test]
+fn the_header_preflight_reports_what_the_load_decides() {
+    use crate::format::gguf_split::SplitWriter;
+    let ctx = own_ctx();
+    let budget = PipelineOptions {
+        memory_budget: Some(64 << 20),
+        ..Default::default()
+    };
+    let model = SyntheticModel::new(&small("llama-like", &ARCHS[3]), GgmlType::Q8_0).unwrap();
+    let mut file = Vec::new();
+    model
+        .stream(|chunk| {
+            file.extend_from_slice(chunk);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+    let header = GgufFile::parse_header(&file).unwrap();
+    let fit = preflight_bytes(&ctx, &file, &budget).unwrap();
+    let report = crate::engine::preflight_headers(&ctx, vec![header.clone()], &budget).unwrap();
+    assert!(report.fits());
+    assert_eq!(report.fit().unwrap(), fit);
+    assert_eq!(report.memory.map(|m| m.source), Some(MemorySource::Budget));
+    assert_eq!(report.max_binding, ctx.max_binding_bytes());
+    // Split in three: the shards' headers give the same report.
+    let mut w = SplitWriter::new(&header, (file.len() / 3) as u64).unwrap();
+    let mut shards = vec![Vec::new(); w.count()];
+    w.push(&file, &mut |i, b: &[u8]| {
+        shards[i].extend_from_slice(b);
+        Ok::<_, ()>(())
+    })
+    .unwrap();
+    w.finish().unwrap();
+    assert!(shards.len() > 1);
+    let headers = shards
+        .iter()
+        .map(|s| GgufFile::parse_header(s).unwrap())
+        .collect();
+    let split = crate::engine::preflight_headers(&ctx, headers, &budget).unwrap();
+    assert_eq!(split, report);
+    // One shard alone is not a model.
+    let first = vec![GgufFile::parse_header(&shards[0]).unwrap()];
+    assert!(crate::engine::preflight_headers(&ctx, first, &budget).is_err());
+    // Too long a context for the budget: reported, not thrown, and its
+    // refusal is the load's.
+    let long = PipelineOptions {
+        ctx_len: Some(report.largest_ctx + 1),
+        ..budget
+    };
+    let report = crate::engine::preflight_headers(&ctx, vec![header], &long).unwrap();
+    assert!(!report.fits());
+    let load = preflight_bytes(&ctx, &file, &long).unwrap_err();
+    assert_eq!(report.fit().unwrap_err().to_string(), load.to_string());
+}

@@ -9,6 +9,7 @@
 //! kernels record one dispatch per part.
 
 pub mod layout;
+pub mod streamed;
 
 use crate::format::quant::GgmlType;
 use crate::gpu::{error::shape_err, BufferRef, GpuContext, GpuError, WeightStore};
@@ -492,3 +493,6 @@ mod tests;
 
 #[cfg(test)]
 mod store_tests;
+
+#[cfg(test)]
+mod streamed_tests;
