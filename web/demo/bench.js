@@ -5,7 +5,7 @@
 // two report the same figure (crates/cli/src/bench.rs).
 //
 // Query parameters (each presets its field; run=1 starts at once):
-//   model=URL  ctx=N  promptTokens=N  prompt=TEXT  tokens=N
+//   model=URL  ctx=N  promptTokens=N  prompt=TEXT  tokens=N  speculative=off|lookup
 //   limits=adapter|default  cache=0|1  run=1
 // e.g. bench.html?model=/models/X.gguf&tokens=16&run=1
 // The page sets data-state on <body>: "running", then "done" or "error";
@@ -72,6 +72,12 @@ if (params.has("limits")) {
   $("limits").value = value;
 }
 if (params.has("cache")) $("use-cache").checked = params.get("cache") !== "0";
+// As limits: an unknown value stays, for generate to refuse by name.
+if (params.has("speculative")) {
+  const value = params.get("speculative");
+  if (![...$("speculative").options].some((o) => o.value === value)) $("speculative").add(new Option(value, value));
+  $("speculative").value = value;
+}
 
 /** What Engine.load is given and the model's name for the report. */
 function chosenSource() {
@@ -176,6 +182,8 @@ function buildReport({ name, info, stats, finishReason, phases, copy, options })
     weight_bytes_per_token: s.weightBytesPerToken,
     copy_gbps: copy.gbps,
     roofline_fraction: roofline,
+    // With drafting: as `wick bench --json`'s "speculative" (camelCase as the JS stats name it).
+    speculative: s.speculative ?? null,
     // The page's own: what the native report has no field for.
     copy_bytes: copy.bytes,
     prefill_seconds: s.prefillSeconds,
@@ -218,6 +226,8 @@ function showReport(r) {
     ["per decode step", `${fixed(r.dispatches_per_decode_step, 1)} dispatches, ${fixed(r.submits_per_decode_step, 2)} submits`],
     ["read back per token", `${fixed(r.bytes_read_back_per_token, 1)} bytes`],
     ["weights per token", mb(r.weight_bytes_per_token)],
+    ...(r.speculative ? [["drafting", `${r.speculative.drafter}: ${r.speculative.accepted} of ${r.speculative.drafted} drafts kept ` +
+      `(${fixed(100 * r.speculative.acceptanceRate, 0)} %), ${fixed(r.speculative.tokensPerPass, 1)} tokens a pass`]] : []),
     ["roofline", r.roofline_fraction === null ? "— (no weight bytes reported)"
       : `${fixed(100 * r.roofline_fraction, 1)} % of ${fixed(r.copy_gbps, 2)} GB/s copy bandwidth`],
   ]);
@@ -263,6 +273,7 @@ async function run() {
     const nGen = intField("gen-tokens", "tokens to generate", 2);
     const limits = $("limits").value;
     const cache = $("use-cache").checked;
+    const speculative = $("speculative").value;
 
     const phases = new Set();
     const onProgress = ({ phase, loaded, total }) => {
@@ -283,7 +294,7 @@ async function run() {
       throw new InvalidRequestError("context", `${ids.length} prompt tokens and ${nGen} to generate need more than ${contextLength} positions`);
     }
     // Greedy; the model's end-of-generation ids still stop it (finish_reason says so).
-    const tokens = engine.generate(ids, { maxTokens: nGen, temperature: 0 });
+    const tokens = engine.generate(ids, { maxTokens: nGen, temperature: 0, speculative });
     let out = "";
     for await (const chunk of tokens) out += chunk.text;
     const { stats, finishReason } = tokens.result;
@@ -297,7 +308,7 @@ async function run() {
 
     $("progress-label").textContent = "copy bandwidth…";
     const copy = await copyBandwidth(info.limits.maxStorageBufferBindingSize);
-    const options = { contextLength, promptTokens: nPrompt, promptText: text || null, tokens: nGen, limits, cache };
+    const options = { contextLength, promptTokens: nPrompt, promptText: text || null, tokens: nGen, limits, cache, speculative };
     showReport(buildReport({ name, info, stats, finishReason, phases, copy, options }));
     $("progress-label").textContent = "done";
     setState("done");

@@ -365,6 +365,8 @@ export interface EngineInfo {
     eosId: number | null;
     stopIds: number[];
   };
+  /** How generations draft tokens unless they say otherwise (the load's `speculative`, `draftTokens`). */
+  speculative: { kind: "off" | "lookup"; draftTokens: number };
 }
 
 /** Base of wick's typed errors: `code` is stable, `name` the class's. */

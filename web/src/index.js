@@ -191,6 +191,7 @@ export class Engine {
       const { speculative, draftTokens } = options;
       try {
         await guard(engine.#w.setSpeculation({ speculative, draftTokens }));
+        engine.#info.speculative = call(() => engine.#w.info()).speculative;
       } catch (e) {
         await engine.dispose();
         throw e;

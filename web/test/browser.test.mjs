@@ -125,6 +125,7 @@ describe("Engine on the page", () => {
       const errorOf = async (f) => { try { await f(); return null; } catch (e) { return { name: e.name, code: e.code, field: e.field, message: e.message }; } };
       // The load's setting: every generation drafts unless it says otherwise.
       const engine = await Engine.load(url, { contextLength: ctx, speculative: "lookup", draftTokens: 8 });
+      const setting = engine.info().speculative;
       const plain = await run(engine, { speculative: "off" });
       const lookup = await run(engine);
       const refused = {
@@ -134,7 +135,7 @@ describe("Engine on the page", () => {
         load: await errorOf(() => Engine.load(url, { contextLength: ctx, speculative: "lookup", draftTokens: 99 })),
       };
       await engine.dispose();
-      return { plain, lookup, refused };
+      return { plain, lookup, refused, setting };
     }, { url: modelUrl(), ctx: CTX, prompt, n }), "speculative");
     const s = r.lookup.stats.speculative;
     log(`page lookup: ${JSON.stringify(s)}; decode ${r.plain.stats.decodeTokensPerSecond.toFixed(2)} tok/s plain, ` +
@@ -145,6 +146,7 @@ describe("Engine on the page", () => {
     assert.equal(r.plain.stats.speculative, undefined);
     assert.ok(s.passes > 0 && s.accepted > 0 && s.accepted <= s.drafted, JSON.stringify(s));
     assert.equal(s.drafter, "lookup");
+    assert.deepEqual(r.setting, { kind: "lookup", draftTokens: 8 }, "info() says how the engine drafts");
     assert.equal(r.refused.grammar?.code, "unsupported_field");
     assert.equal(r.refused.grammar?.field, "speculative");
     for (const k of ["zero", "load"]) assert.equal(r.refused[k]?.field, "draftTokens", JSON.stringify(r.refused[k]));
@@ -754,6 +756,8 @@ describe("demo page", () => {
       assert.equal(r.gen_tokens, ask.tokens);
       assert.equal(r.context_length, ask.ctx);
       assert.equal(r.limits.requested, "adapter");
+      assert.equal(r.options.speculative, "off");
+      assert.equal(r.speculative, null, "no drafting asked for");
       assert.equal(r.load.bytes, size);
       assert.equal(r.load.source, "network");
       assert.equal(r.load.fromStore, false);

@@ -182,6 +182,7 @@ impl WasmEngine {
                 disposed: Cell::new(false),
                 grammars: OnceCell::new(),
                 ctx,
+                speculation: Cell::new(Speculation::Off),
             }),
         })
     }
@@ -266,6 +267,7 @@ impl WasmEngine {
                 .set_speculation(speculation, true)
                 .await
                 .map_err(|e| field_err("draftTokens", &e.to_string()))?;
+            shared.speculation.set(speculation);
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -276,6 +278,13 @@ impl WasmEngine {
         let info = to_js(&self.shared.info)?;
         let live = to_js(&info::GpuMemory::now(&self.shared.ctx))?;
         js_sys::Reflect::set(&info, &JsValue::from_str("gpuMemory"), &live)?;
+        // How generations draft unless they say otherwise.
+        let speculation = self.shared.speculation.get();
+        let drafting = to_js(&serde_json::json!({
+            "kind": speculation.to_string(),
+            "draftTokens": speculation.draft_tokens(),
+        }))?;
+        js_sys::Reflect::set(&info, &JsValue::from_str("speculative"), &drafting)?;
         Ok(info)
     }
 

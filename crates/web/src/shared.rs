@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     /// generation (a fraction of a second to a second) and kept.
     pub grammars: OnceCell<GrammarCompiler>,
     pub ctx: Arc<GpuContext>,
+    /// The engine's drafting (`setSpeculation`), as `info()` reports it.
+    pub speculation: Cell<wick::pipeline::speculative::Speculation>,
 }
 
 impl Shared {

@@ -88,6 +88,13 @@ pub(crate) fn logit_rows(prefill_chunk: usize) -> usize {
     prefill_chunk.min(MAX_LOGIT_ROWS)
 }
 
+/// Tokens one submit samples at most, what the token ring and the
+/// sampler's random numbers hold: a submit of decode steps, or a verifying
+/// pass's rows (`speculative`).
+pub(crate) fn sampled_per_submit(tokens_per_submit: usize) -> usize {
+    tokens_per_submit.max(speculative::MAX_DRAFT_TOKENS + 1)
+}
+
 /// Default decode steps per submit (docs/kernels.md says why).
 pub const DEFAULT_TOKENS_PER_SUBMIT: usize = 4;
 /// Most decode steps per submit: the uniform arena holds 8192 dispatch
@@ -195,10 +202,7 @@ impl Pipeline {
         }
         let act = Activations::new(&ctx, cfg, rows, logit_rows(rows), q8_input)?;
         let logits = LogitsReader::new(&ctx, cfg.vocab_size, act.max_logit_rows);
-        // Room for a submit of decode steps or a verifying pass's rows.
-        let sampled_per_submit = opts
-            .tokens_per_submit
-            .max(speculative::MAX_DRAFT_TOKENS + 1);
+        let sampled_per_submit = sampled_per_submit(opts.tokens_per_submit);
         let tokens = TokenRing::new(&ctx, sampled_per_submit)?;
         let sampler = SamplerState::with_capacity(
             &ctx,

@@ -19,7 +19,7 @@ use crate::model::loader::{padded_vector_len, Need, NeedKind};
 use crate::model::moe::MoeActivations;
 use crate::model::ModelConfig;
 use crate::pipeline::kv_cache::KvCache;
-use crate::pipeline::{logit_rows, PipelineOptions};
+use crate::pipeline::{logit_rows, sampled_per_submit, PipelineOptions};
 
 /// Bytes of GPU memory by what they hold.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -145,7 +145,7 @@ pub fn footprint(
         Ok(size)
     };
     let rows = opts.prefill_chunk;
-    let steps = opts.tokens_per_submit as u64;
+    let steps = sampled_per_submit(opts.tokens_per_submit) as u64;
     let mut activations = 0u64;
     let logit_rows = logit_rows(rows);
     for (label, n, width) in Activations::shapes(cfg, rows, logit_rows) {
