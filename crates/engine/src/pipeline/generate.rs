@@ -322,15 +322,7 @@ impl Pipeline {
     /// steps. Never past max_tokens or the context.
     async fn speculative_step(&mut self, g: &mut Generation) -> Result<(), PipelineError> {
         if let Some(running) = g.in_flight.take() {
-            let start = Instant::now();
-            let steps = running.steps();
-            let ids = self.land(g, running).await?;
-            if let Some(s) = &mut g.stats.speculative {
-                s.plain_steps += steps;
-                s.plain_seconds += start.elapsed().as_secs_f64();
-            }
-            g.queue(&ids, false);
-            return Ok(());
+            return self.land_plain(g, running, Instant::now()).await;
         }
         let room = g.room().min(self.ctx_len() - self.pos);
         if room == 0 {
@@ -348,15 +340,8 @@ impl Pipeline {
             // second recorded while the first runs; the next call lands it
             // (above) before drafting again.
             let current = self.launch(g, 0).await?.expect("room for a step");
-            let steps = current.steps();
-            g.in_flight = self.launch(g, steps).await?;
-            let ids = self.land(g, current).await?;
-            if let Some(s) = &mut g.stats.speculative {
-                s.plain_steps += steps;
-                s.plain_seconds += start.elapsed().as_secs_f64();
-            }
-            g.queue(&ids, false);
-            return Ok(());
+            g.in_flight = self.launch(g, current.steps()).await?;
+            return self.land_plain(g, current, start).await;
         }
         let us = g.sampler.peek_uniforms(drafts.len() + 1);
         let verified = self.verify_drafts(g.ring_token, &drafts, &us).await?;
@@ -378,6 +363,24 @@ impl Pipeline {
         }
         g.ring_token = *tokens.last().expect("a pass gives a token");
         g.queue(&tokens, false);
+        Ok(())
+    }
+
+    /// Lands a submit of plain decode steps run while drafting (nothing was
+    /// drafted), counting them from `start` in the drafting stats.
+    async fn land_plain(
+        &mut self,
+        g: &mut Generation,
+        running: InFlight,
+        start: Instant,
+    ) -> Result<(), PipelineError> {
+        let steps = running.steps();
+        let ids = self.land(g, running).await?;
+        if let Some(s) = &mut g.stats.speculative {
+            s.plain_steps += steps;
+            s.plain_seconds += start.elapsed().as_secs_f64();
+        }
+        g.queue(&ids, false);
         Ok(())
     }
 
