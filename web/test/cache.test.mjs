@@ -120,7 +120,7 @@ describe("the model store and resumable downloads", () => {
 
   test("without OPFS the Cache API stores the model", { timeout: 60_000 }, () => checkCacheApiFallback(ctx));
 
-  test("modelCache lists, answers has, deletes and clears, from the page and from a worker", { timeout: 60_000 }, async () => {
+  test("modelCache lists, answers has, deletes and clears, from the page and from a worker", { timeout: 180_000 }, async () => {
     await checkModelCacheApi(ctx, {
       stored: { [`?cut=${CUT}`]: "opfs", "?resume": "opfs", "?norange": "opfs", "?fallback": "cache" },
       absent: ["?quota", "?resized"],

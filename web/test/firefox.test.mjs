@@ -234,7 +234,7 @@ describe("Firefox: downloads, the model store, split GGUF", () => {
 
   test("without OPFS the Cache API stores the model", { timeout: 60_000 }, () => checkCacheApiFallback(ctx));
 
-  test("modelCache lists, answers has, deletes and clears, from the page and from a worker", { timeout: 60_000 }, () =>
+  test("modelCache lists, answers has, deletes and clears, from the page and from a worker", { timeout: 180_000 }, () =>
     checkModelCacheApi(ctx, {
       stored: { [`?cut=${CUT}`]: "opfs", "?resume": "opfs", "?fallback": "cache" },
       absent: [`/models/${LIMITS_MODEL}?quota`, "?resized"],

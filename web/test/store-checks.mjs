@@ -353,7 +353,7 @@ export async function checkCacheApiFallback(ctx) {
  */
 export async function checkModelCacheApi(ctx, { stored, absent = [] }) {
   const cutUrl = cutPath(ctx);
-  const r = await within(50_000, ctx.page.evaluate(async ({ cutUrl }) => {
+  const r = await within(150_000, ctx.page.evaluate(async ({ cutUrl }) => {
     const { modelCache, clearCache } = window.wick;
     const abs = (u) => new URL(u, location.href).href;
     const list = await modelCache.list();
