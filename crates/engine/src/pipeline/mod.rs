@@ -152,6 +152,8 @@ pub struct Pipeline {
     /// A smaller model with the same vocabulary on the same device, for
     /// `Speculation::Draft`.
     draft: Option<Box<Pipeline>>,
+    /// Rows of the largest verifying pass whose pipelines were created.
+    verify_rows_warmed: usize,
     /// Next free position in the KV cache.
     pos: usize,
     /// The ids whose K/V the cache holds, for prefix reuse.
@@ -222,6 +224,7 @@ impl Pipeline {
             tokens_per_submit: opts.tokens_per_submit,
             speculation: speculative::Speculation::Off,
             draft: None,
+            verify_rows_warmed: 0,
             pos: 0,
             held: HeldIds::default(),
         })
@@ -282,6 +285,10 @@ impl Pipeline {
                 "the draft model must be loaded on the same GPU context as the model".into(),
             ));
         }
+        // The draft model drafts greedily, and only drafts: its sampler is
+        // set once here, not each pass.
+        let mut draft = draft;
+        draft.configure_sampler(&sampling::SamplingParams::default(), &[])?;
         self.draft = Some(Box::new(draft));
         Ok(())
     }
@@ -312,8 +319,12 @@ impl Pipeline {
             return Ok(());
         }
         if warm_up && speculation.draft_tokens() > 0 {
-            self.warm_up_verifying(speculation.draft_tokens() + 1)
-                .await?;
+            let rows = speculation.draft_tokens() + 1;
+            // Once for each larger pass: the smaller ones' shapes are in it.
+            if rows > self.verify_rows_warmed {
+                self.warm_up_verifying(rows).await?;
+                self.verify_rows_warmed = rows;
+            }
         }
         self.speculation = speculation;
         Ok(())

@@ -49,23 +49,16 @@ impl MemoryLimit {
     }
 }
 
-/// A model, or a context length, that does not fit the adapter.
+/// A model, or a context length, that does not fit the adapter: the
+/// preflight's report, whose fields it derefs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DoesNotFit {
-    pub adapter: String,
-    /// The context length asked for (or the default one).
-    pub ctx_len: usize,
-    pub kv_dtype: KvDtype,
-    /// What that context needs, by category.
-    pub needed: Footprint,
-    /// Bytes of the K (or V) cache buffer, one binding.
-    pub kv_buffer: u64,
-    pub max_binding: u64,
-    /// `None`: the adapter reports no device memory (the browser, backends
-    /// other than Vulkan), so only the buffer limits were checked.
-    pub memory: Option<MemoryLimit>,
-    /// The largest context that fits (0: none, the weights alone do not).
-    pub largest_ctx: usize,
+pub struct DoesNotFit(pub Report);
+
+impl std::ops::Deref for DoesNotFit {
+    type Target = Report;
+    fn deref(&self) -> &Report {
+        &self.0
+    }
 }
 
 /// What the preflight settled: the context to allocate and its footprint.
@@ -115,16 +108,7 @@ impl Report {
                 largest_ctx: self.largest_ctx,
             });
         }
-        Err(WickError::DoesNotFit(Box::new(DoesNotFit {
-            adapter: self.adapter.clone(),
-            ctx_len: self.ctx_len,
-            kv_dtype: self.kv_dtype,
-            needed: self.needed,
-            kv_buffer: self.kv_buffer,
-            max_binding: self.max_binding,
-            memory: self.memory,
-            largest_ctx: self.largest_ctx,
-        })))
+        Err(WickError::DoesNotFit(Box::new(DoesNotFit(self.clone()))))
     }
 }
 

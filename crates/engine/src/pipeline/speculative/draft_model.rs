@@ -4,9 +4,10 @@
 //! draft; the prompt at first), samples its first draft, and decodes the
 //! others in one submit on its own token ring, so drafting K tokens costs
 //! it one prefill step and one submit. Positions past the kept tokens are
-//! rolled back the next time, as the prefix reuse of a new prompt does.
+//! rolled back the next time, as the prefix reuse of a new prompt does. Its
+//! sampler is set to greedy once, when it is attached
+//! (`Pipeline::set_draft_model`).
 
-use crate::pipeline::sampling::SamplingParams;
 use crate::pipeline::{Pipeline, PipelineError};
 
 impl Pipeline {
@@ -22,7 +23,6 @@ impl Pipeline {
         let cached = self.held.reusable(seq).min(seq.len() - 1);
         self.pos = cached;
         self.held.forget_from(cached);
-        self.configure_sampler(&SamplingParams::default(), &[])?;
         let first = self.prefill_sampled(&seq[cached..], 0.0).await?;
         let mut drafts = vec![first];
         if k > 1 {
