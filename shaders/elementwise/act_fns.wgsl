@@ -1,5 +1,5 @@
 // The gate activations of gated MLPs, shared by activation.wgsl and the fused
-// gate/up matmul (linear_gemv.wgsl).
+// gate/up matmuls (linear_gemv.wgsl, linear_tiled.wgsl).
 
 // sigmoid without overflow: exp only ever sees -|v|, so it lies in (0, 1].
 fn sigmoid(v: f32) -> f32 {
@@ -22,4 +22,13 @@ fn silu(x: f32) -> f32 {
 fn gelu_tanh(x: f32) -> f32 {
     let u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
     return x * sigmoid(clamp(2.0 * u, -80.0, 80.0));
+}
+
+// The gate activation the fused matmuls' parameter `glu` names: 1 SiLU,
+// 2 GELU-tanh (kernels::matmul::tiled::Params::glu).
+fn gate_act(glu: u32, x: f32) -> f32 {
+    if (glu == 2u) {
+        return gelu_tanh(x);
+    }
+    return silu(x);
 }

@@ -236,10 +236,11 @@ function showReport(r) {
     ["open (wasm, device, first request)", `${p.open} ms`],
     ["bytes (read and uploaded)", `${p.bytes} ms`],
     ["build", `${p.build} ms`],
-    ["warm-up (kernels compiled)", `${p.warmUp} ms`],
+    ["warm-up (kernels compiled, one step)", `${p.warmUp} ms`],
     ["bytes", mb(r.load.bytes)],
     ["from", { store: "the model store", network: "the network", "store+network": "the model store and the network (resumed)", file: "a local file" }[r.load.source]],
     ["pipelines created", String(r.load.pipelinesCreated ?? "—")],
+    ["of them compiled while the weights downloaded", String(r.load.pipelinesAhead ?? "—")],
   ]);
   const a = r.adapter_info;
   const on = Object.entries(r.features).filter(([, v]) => v).map(([k]) => k);

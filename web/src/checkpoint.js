@@ -21,8 +21,8 @@ const HEADER_GUESS = 64 * 1024;
  * the safetensors files, all shards together.
  */
 export async function loadCheckpoint(folder, options, report) {
-  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
-  const loader = await guard(WasmHfLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget }));
+  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget, compileAhead } = options;
+  const loader = await guard(WasmHfLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget, compileAhead }));
   try {
     const set = async (file, optional = false) => {
       const bytes = await folder.bytes(file, { optional });

@@ -95,8 +95,11 @@ export async function probe(url, signal) {
  * chunks from the file's start; `onBytes(n)` hears of every new byte
  * received, each byte once (a retried range asks only for what is missing).
  * `expect`: the size and ETag the file had, so a change midway is an error.
+ * `onPrefix(bytes)`: while the file's first chunk arrives (a download from
+ * byte 0), its bytes so far, after every read (a loader parses the header
+ * from them before the chunk is whole).
  */
-export async function startDownload(url, { from = 0, opts, signal, onBytes = () => {}, expect = {} }) {
+export async function startDownload(url, { from = 0, opts, signal, onBytes = () => {}, expect = {}, onPrefix }) {
   const { chunkSize, parallel, retries, retryDelay } = opts;
   // Our own controller: a consumer that stops early cancels every request.
   const ac = new AbortController();
@@ -182,6 +185,7 @@ export async function startDownload(url, { from = 0, opts, signal, onBytes = () 
           at += n;
           offset += n;
           piece = piece.subarray(n);
+          if (index === 0 && at < buf.length) onPrefix?.(buf.subarray(0, at));
           if (at === buf.length) {
             yield { index: index++, bytes: buf };
             buf = new Uint8Array(size == null ? chunkSize : Math.min(chunkSize, size - offset));
@@ -228,6 +232,7 @@ export async function startDownload(url, { from = 0, opts, signal, onBytes = () 
             buf.set(value, got);
             got += value.byteLength;
             onBytes(value.byteLength);
+            if (start === 0 && got < buf.length) onPrefix?.(buf.subarray(0, got));
           }
         } finally {
           reader.cancel().catch(() => {});

@@ -93,19 +93,28 @@ export interface LoadOptions {
   limits?: "adapter" | "default";
   /**
    * Speculative decoding for every generation that does not say otherwise:
-   * "off" (default) or "lookup" (prompt lookup: the tokens that followed
+   * "off" (default), "lookup" (prompt lookup: the tokens that followed
    * the last earlier occurrence of the text's last few tokens are drafted
    * and checked in one pass over the weights, several tokens a pass where
-   * the reply copies: code edits, quotes). The output is the same as
+   * the reply copies: code edits, quotes) or "draft" (a smaller model with
+   * the same vocabulary drafts: `draftModel`). The output is the same as
    * without drafting (greedy, and seed for seed when sampling). Not yet
    * under a grammar (jsonSchema, regex, grammar, forced tool calls): those
    * generations decode without drafting (their stats have no
    * `speculative`), and one that asks for it itself throws
    * UnsupportedFieldError (field "speculative").
    */
-  speculative?: "off" | "lookup";
+  speculative?: "off" | "lookup" | "draft";
   /** Most tokens a pass drafts with `speculative` (1..=16, and below the prefill chunk). Default 8. */
   draftTokens?: number;
+  /**
+   * The draft model of `speculative: "draft"`: a GGUF source as for `load`
+   * (a URL, File ...), loaded with this load's `limits`, `cache`,
+   * `download`, `contextLength` and warm-up settings and attached
+   * (`setDraftModel`); its progress events carry `draft: true`. Its
+   * vocabulary must be the model's, token for token.
+   */
+  draftModel?: ModelSource;
   /**
    * GPU memory the model may take, in bytes: the memory preflight refuses a
    * model (or a context) over it before the first upload, with the numbers.
@@ -229,7 +238,7 @@ export interface GenerateOptions {
   /** Up to 4 strings that end the text; never emitted, even in part (finishReason "stop"). */
   stop?: string | string[];
   /** This generation's drafting (see LoadOptions.speculative; default the load's). */
-  speculative?: "off" | "lookup";
+  speculative?: "off" | "lookup" | "draft";
   /** Most tokens a pass drafts (see LoadOptions.draftTokens). */
   draftTokens?: number;
   /** Aborting ends the iteration with an AbortError. */
@@ -267,7 +276,7 @@ export interface GenerationStats {
   /** With speculative decoding: the verifying passes (one step over the weights each), the tokens drafted and
    * accepted, and decode steps run with nothing drafted. */
   speculative?: {
-    drafter: "lookup";
+    drafter: "lookup" | "draft";
     passes: number;
     drafted: number;
     accepted: number;
@@ -321,7 +330,11 @@ export interface EngineInfo {
    * pipelines created, then one step: where the kernels compile; 0 with
    * `warmUp: false`). `pipelinesCreated` counts the pipelines the warm-up
    * created: the page's engines share one GPU device (see releaseGpu), so a
-   * second load of the same model creates none. `notStored`: the files
+   * second load of the same model creates none. `pipelinesAhead`: how many
+   * of them the load asked for (`createComputePipelineAsync`) as soon as the
+   * model's header was read, so they compiled while the weights downloaded
+   * (in Chromium, whose WebGPU keeps one pipeline per descriptor; 0 in
+   * other browsers, where the warm-up compiles them all). `notStored`: the files
    * (with `cache: true`) the model store could not keep, and why: a write
    * it refused after the quota check passed (Chromium's incognito storage is
    * in memory and fills at about 1.6 GB while estimate() reports 10 GiB),
@@ -333,6 +346,7 @@ export interface EngineInfo {
     phasesMs: { open: number; bytes: number; build: number; warmUp: number };
     bytes: number;
     pipelinesCreated: number | null;
+    pipelinesAhead: number | null;
     notStored: { url: string; reason: string }[];
   };
   /** The GGUF architectures (`general.architecture`) this build runs: llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3. */
@@ -366,7 +380,7 @@ export interface EngineInfo {
     stopIds: number[];
   };
   /** How generations draft tokens unless they say otherwise (the load's `speculative`, `draftTokens`). */
-  speculative: { kind: "off" | "lookup"; draftTokens: number };
+  speculative: { kind: "off" | "lookup" | "draft"; draftTokens: number; draftModel: boolean };
 }
 
 /** Base of wick's typed errors: `code` is stable, `name` the class's. */
@@ -533,6 +547,13 @@ export declare class Engine {
   decode(ids: ArrayLike<number>, options?: { skipSpecial?: boolean }): string;
   applyChatTemplate(messages: ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: unknown[]; kwargs?: Record<string, unknown> }): string;
   generate(prompt: string | ArrayLike<number>, options?: GenerateOptions): TokenRun;
+  /**
+   * Attaches `draft` (another Engine of this page, loaded with the same
+   * `limits` and the same vocabulary) as the draft model of `speculative:
+   * "draft"`; `draft` is taken (disposed from the caller's side) and goes
+   * with this engine. A refusal names the first token that differs.
+   */
+  setDraftModel(draft: Engine): Promise<void>;
   dispose(): Promise<void>;
 }
 

@@ -154,7 +154,13 @@ export class Engine {
     const marks = {};
     // Files the model store could not keep (the load went on without them).
     const notStored = [];
-    const loadOptions = { ...options, onStoreFailed: (f) => notStored.push(f) };
+    // With the warm-up, the model's pipelines are asked for as soon as its
+    // header is read, so they compile while the weights download; only
+    // where the browser keeps one pipeline per descriptor (Chromium's
+    // Dawn), which the warm-up then finds compiled: elsewhere each would
+    // compile twice.
+    const compileAhead = warmUp && keepsOnePipelinePerDescriptor();
+    const loadOptions = { ...options, compileAhead, onStoreFailed: (f) => notStored.push(f) };
     const report = (phase, loaded, total) => {
       const now = performance.now();
       marks[phase] ??= now;
@@ -180,10 +186,25 @@ export class Engine {
     // Compile every pipeline and run one step now, not on the first token
     // (unless asked not to: then each compiles when first used).
     let pipelinesCreated = null;
+    let pipelinesAhead = null;
     const built = performance.now();
     if (warmUp) {
       report("warmup", total, total);
-      pipelinesCreated = await guard(engine.#w.warmUp());
+      ({ created: pipelinesCreated, ahead: pipelinesAhead } = await guard(engine.#w.warmUp()));
+    }
+    // A draft model for speculative: "draft", loaded as this one is (the
+    // same device limits, store and download settings) and attached.
+    if (options.draftModel !== undefined) {
+      try {
+        const { draftModel, onProgress } = options;
+        const same = ["signal", "wasmUrl", "warmUp", "cache", "download", "limits", "contextLength", "prefillChunk", "tokensPerSubmit", "kvCache", "activations"];
+        const draftOptions = Object.fromEntries(same.filter((k) => options[k] !== undefined).map((k) => [k, options[k]]));
+        if (onProgress) draftOptions.onProgress = (p) => onProgress({ ...p, draft: true });
+        await engine.setDraftModel(await Engine.load(draftModel, draftOptions));
+      } catch (e) {
+        await engine.dispose();
+        throw e;
+      }
     }
     // Generations draft tokens unless they say otherwise (the pass's
     // pipelines are created now where the load warms up).
@@ -213,6 +234,7 @@ export class Engine {
       },
       bytes: total,
       pipelinesCreated,
+      pipelinesAhead,
       notStored,
     };
     return engine;
@@ -258,6 +280,26 @@ export class Engine {
   generate(prompt, options = {}) {
     const ids = typeof prompt === "string" ? this.tokenize(prompt) : Array.from(prompt);
     return this.#tokens(ids, options);
+  }
+
+  /**
+   * Attaches `draft`, another Engine of this page loaded with the same
+   * `limits` and the same vocabulary (token for token: a refusal names the
+   * first token that differs), as the draft model of `speculative:
+   * "draft"`. `draft` is taken: it drafts for this engine from now on and
+   * is disposed with it; the caller's `draft` is disposed. (`draftModel`,
+   * a load option, loads and attaches one.)
+   */
+  async setDraftModel(draft) {
+    this.#live();
+    if (!(draft instanceof Engine)) throw new InvalidRequestError("draftModel", "must be an Engine (or, as a load option, a model source)");
+    if (draft === this) throw new InvalidRequestError("draftModel", "an engine cannot draft for itself: load the model again for that");
+    draft.#live();
+    await draft.#queue.catch(() => {});
+    call(() => this.#w.checkDraftModel(draft.#w));
+    draft.#disposed = true;
+    call(() => this.#w.setDraftModel(draft.#w));
+    this.#info.speculative = call(() => this.#w.info()).speculative;
   }
 
   /** Frees the GPU memory now; waits for a running generation to stop first. */
@@ -352,6 +394,12 @@ export class Engine {
   }
 }
 
+/** Whether the browser's WebGPU is Chromium's (Dawn), which gives identical pipeline descriptors one pipeline. */
+function keepsOnePipelinePerDescriptor() {
+  const brands = globalThis.navigator?.userAgentData?.brands ?? [];
+  return brands.some((b) => b.brand === "Chromium") || /Chrom(e|ium)\//.test(globalThis.navigator?.userAgent ?? "");
+}
+
 /**
  * Streams a GGUF file into a WasmEngine (not warmed up yet): `{ wasm, total }`,
  * total in bytes. The source's first request (and the model store's check)
@@ -359,35 +407,73 @@ export class Engine {
  * they overlap.
  */
 async function loadGguf(source, options, report, wasmReady) {
-  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
-  const chunks = readSource(source, { signal, onProgress: (p) => report(p.phase, p.loaded, p.total), cache, download, onStoreFailed });
+  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget, compileAhead } = options;
+  let loader = null;
+  // Bytes of the file the loader has taken, and whether its header parsed.
+  let pushed = 0;
+  let parsed = false;
+  let total = 0;
+  const took = (p) => {
+    total = p.total;
+    if (p.headerParsed && !parsed) {
+      parsed = true;
+      report("parse", p.loaded, p.total);
+    }
+    if (parsed) report("upload", Math.min(p.loaded, p.total), p.total);
+  };
+  // While a download's first chunk arrives, the loader takes its bytes so
+  // far, so the header parses (and the pipelines are asked for) before the
+  // chunk is whole: in pushes that double, since a header not yet whole is
+  // parsed again from its start, and that stop once it parses (the push
+  // that completes it then carries few tensor bytes to upload before the
+  // pipelines are asked for). An error here is thrown by the loop below.
+  let prefix = null;
+  let prefixError = null;
+  const pushPrefix = () => {
+    if (!loader || prefixError || !prefix) return;
+    try {
+      while (!parsed && prefix.byteLength >= Math.max(2 * pushed, 64 * 1024)) {
+        const end = Math.min(prefix.byteLength, Math.max(2 * pushed, 64 * 1024));
+        took(call(() => loader.push(prefix.subarray(pushed, end))));
+        pushed = end;
+      }
+    } catch (e) {
+      prefixError = e;
+    }
+  };
+  const onPrefix = (bytes) => {
+    prefix = bytes;
+    pushPrefix();
+  };
+  const chunks = readSource(source, { signal, onProgress: (p) => report(p.phase, p.loaded, p.total), cache, download, onStoreFailed, onPrefix });
   const first = chunks.next();
   // Observed below; a failure here must not surface as unhandled meanwhile.
   first.catch(() => {});
-  let loader;
   try {
     await wasmReady;
     signal?.throwIfAborted();
-    loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget }));
+    loader = await guard(WasmLoader.create({ contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget, compileAhead }));
   } catch (e) {
     chunks.return().catch(() => {});
     throw e;
   }
   try {
-    let parsed = false;
-    let total = 0;
+    pushPrefix();
+    // The file offset of the next chunk.
+    let at = 0;
     for (let next = await first; !next.done; next = await chunks.next()) {
+      if (prefixError) throw prefixError;
       const chunk = next.value;
-      const p = call(() => loader.push(chunk));
-      total = p.total;
-      if (p.headerParsed && !parsed) {
-        parsed = true;
-        report("parse", p.loaded, p.total);
+      const skip = Math.min(Math.max(pushed - at, 0), chunk.byteLength);
+      at += chunk.byteLength;
+      if (skip < chunk.byteLength) {
+        took(call(() => loader.push(skip > 0 ? chunk.subarray(skip) : chunk)));
+        pushed = at;
       }
-      if (parsed) report("upload", Math.min(p.loaded, p.total), p.total);
       // Let the page paint and the GPU queue drain between chunks.
       if (chunk.byteLength >= 1 << 20) await new Promise((r) => setTimeout(r, 0));
     }
+    if (prefixError) throw prefixError;
     signal?.throwIfAborted();
     return { wasm: call(() => loader.finish()), total };
   } catch (e) {
@@ -401,8 +487,8 @@ async function loadGguf(source, options, report, wasmReady) {
 
 /** Streams a split GGUF's shards into a WasmEngine (not warmed up yet): `{ wasm, total }`. */
 async function loadShards(shards, options, report) {
-  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget } = options;
-  const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget };
+  const { signal, cache = true, download, onStoreFailed, contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget, compileAhead } = options;
+  const opts = { contextLength, prefillChunk, tokensPerSubmit, kvCache, activations, quantize, limits, memoryBudget, compileAhead };
   const loader = await guard(WasmLoader.createSplit(opts, shards.length));
   try {
     // Progress through `report`, so the load's phases see the first byte.

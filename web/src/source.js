@@ -18,12 +18,13 @@ const MiB = 1 << 20;
  * whole, else downloaded into it (resuming a partial copy); `download`
  * tunes the Range requests (download.js, DOWNLOAD_DEFAULTS);
  * `onStoreFailed({ url, reason })` hears of a file the store could not keep
- * (its load goes on).
+ * (its load goes on); `onPrefix(bytes)` of the first chunk's bytes while a
+ * download of it arrives (`startDownload`).
  */
-export async function* readSource(source, { signal, onProgress, cache = false, download, onStoreFailed } = {}) {
+export async function* readSource(source, { signal, onProgress, cache = false, download, onStoreFailed, onPrefix } = {}) {
   const report = (phase, loaded, total) => onProgress?.({ phase, loaded, total });
   if (typeof source === "string" || source instanceof URL) {
-    yield* readUrl(String(source), { signal, report, cache, opts: downloadOptions(download), onStoreFailed });
+    yield* readUrl(String(source), { signal, report, cache, opts: downloadOptions(download), onStoreFailed, onPrefix });
   } else if (typeof Blob !== "undefined" && source instanceof Blob) {
     yield* readStream(source.stream(), source.size, "read", { signal, report });
   } else if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
@@ -99,28 +100,29 @@ function changed(meta, v) {
   return false;
 }
 
-async function* readUrl(url, { signal, report, cache, opts, onStoreFailed }) {
+async function* readUrl(url, { signal, report, cache, opts, onStoreFailed, onPrefix }) {
   const abs = absoluteUrl(url);
   const stores = cache ? await backends() : [];
   const release = stores.length ? await holdEntry(abs) : null;
   if (!release) {
-    yield* network(abs, { signal, report, opts });
+    yield* network(abs, { signal, report, opts, onPrefix });
     return;
   }
   try {
-    yield* throughStore(abs, stores, { signal, report, opts, onStoreFailed });
+    yield* throughStore(abs, stores, { signal, report, opts, onStoreFailed, onPrefix });
   } finally {
     release();
   }
 }
 
 /** The file from the network only (no store here, or `cache: false`). */
-async function* network(abs, { signal, report, opts }) {
+async function* network(abs, { signal, report, opts, onPrefix }) {
   let loaded = 0;
   let total = null;
   const dl = await startDownload(abs, {
     opts,
     signal,
+    onPrefix,
     onBytes: (n) => {
       loaded += n;
       report("fetch", total == null ? loaded : Math.min(loaded, total), total);
@@ -157,7 +159,7 @@ async function* storedChunks(backend, meta, to, { report, signal }) {
  * model loads offline), else the stored prefix of a partial copy and the
  * rest from the network, each chunk written before it is handed on.
  */
-async function* throughStore(abs, stores, { signal, report, opts, onStoreFailed }) {
+async function* throughStore(abs, stores, { signal, report, opts, onStoreFailed, onPrefix }) {
   let hit = await findEntry(abs, stores);
   const head = await probe(abs, signal);
   let freed = 0;
@@ -195,7 +197,9 @@ async function* throughStore(abs, stores, { signal, report, opts, onStoreFailed 
     report("fetch", total == null ? fetched : Math.min(fetched, total), total);
   };
   const expect = { size: total, etag: head.etag ?? meta?.etag ?? null };
-  let dl = await startDownload(abs, { from, opts: dlOpts, signal, onBytes, expect });
+  // The first chunk's bytes as they arrive, for a download from the start.
+  const prefix = (at) => (at === 0 ? onPrefix : undefined);
+  let dl = await startDownload(abs, { from, opts: dlOpts, signal, onBytes, expect, onPrefix: prefix(from) });
   if (meta && (!dl.ranges || changed(meta, dl))) {
     // The partial copy cannot be continued (no Range support) or is stale.
     freed += storedBytes(meta);
@@ -203,7 +207,7 @@ async function* throughStore(abs, stores, { signal, report, opts, onStoreFailed 
     meta = null;
     if (dl.ranges) {
       dl.cancel();
-      dl = await startDownload(abs, { from: 0, opts: dlOpts, signal, onBytes, expect: { size: dl.size, etag: dl.etag } });
+      dl = await startDownload(abs, { from: 0, opts: dlOpts, signal, onBytes, expect: { size: dl.size, etag: dl.etag }, onPrefix });
     }
     from = 0;
     fetched = 0;

@@ -136,6 +136,11 @@ export class WorkerEngine {
     if (!globalThis.navigator?.gpu) throw new WebGPUUnavailableError(NO_WEBGPU);
     const { onProgress, signal, workerUrl: _w, ...rest } = options;
     const { sent, transfer } = transferable(source);
+    if (rest.draftModel !== undefined) {
+      const draft = transferable(rest.draftModel);
+      rest.draftModel = draft.sent;
+      transfer.push(...draft.transfer);
+    }
     this.#info = await this.#request({ type, source: sent, options: rest }, { signal, onEvent: onProgress, transfer });
     return this;
   }

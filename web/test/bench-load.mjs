@@ -104,7 +104,7 @@ try {
             : await page.evaluate(isOld ? wickLoadOld : wickLoad, { url: modelUrl, prompt: PROMPT });
         results.push({ round: r, engine: name, ...res });
         console.log(`${name} round ${r}: ready ${(res.ready / 1000).toFixed(2)} s, first token ${(res.firstToken / 1000).toFixed(2)} s` +
-          (res.load ? `  phases (ms): ${JSON.stringify(res.load.phasesMs)}, ${res.load.pipelinesCreated} pipelines` : "") +
+          (res.load ? `  phases (ms): ${JSON.stringify(res.load.phasesMs)}, ${res.load.pipelinesCreated} pipelines (${res.load.pipelinesAhead} ahead)` : "") +
           (res.secondReady != null ? `; second load, same page ${(res.secondReady / 1000).toFixed(2)} s` : ""));
       } finally {
         await browser.close();

@@ -99,7 +99,11 @@ describe("Engine on the page", () => {
     log(`load phases: first ${JSON.stringify(r.first)}, second ${JSON.stringify(r.second)}`);
     metrics.load = r;
     assert.ok(r.first.pipelinesCreated > 0, "the first load compiled its kernels");
+    // Chromium: every pipeline the warm-up needed was asked for (and
+    // compiled) while the weights downloaded, from the header alone.
+    assert.equal(r.first.pipelinesAhead, r.first.pipelinesCreated, "every pipeline asked for ahead");
     assert.equal(r.second.pipelinesCreated, 0, "the second load found every pipeline compiled");
+    assert.equal(r.second.pipelinesAhead, 0, "and asked for none ahead");
     for (const l of [r.first, r.second]) {
       const sum = Object.values(l.phasesMs).reduce((a, b) => a + b, 0);
       assert.ok(sum <= l.totalMs + 2 && sum >= l.totalMs - 50, `phases ${JSON.stringify(l.phasesMs)} add up to ${l.totalMs} ms`);
@@ -146,11 +150,56 @@ describe("Engine on the page", () => {
     assert.equal(r.plain.stats.speculative, undefined);
     assert.ok(s.passes > 0 && s.accepted > 0 && s.accepted <= s.drafted, JSON.stringify(s));
     assert.equal(s.drafter, "lookup");
-    assert.deepEqual(r.setting, { kind: "lookup", draftTokens: 8 }, "info() says how the engine drafts");
+    assert.deepEqual(r.setting, { kind: "lookup", draftTokens: 8, draftModel: false }, "info() says how the engine drafts");
     assert.equal(r.refused.grammar?.code, "unsupported_field");
     assert.equal(r.refused.grammar?.field, "speculative");
     for (const k of ["zero", "load"]) assert.equal(r.refused[k]?.field, "draftTokens", JSON.stringify(r.refused[k]));
     assert.equal(r.refused.kind?.field, "speculative", JSON.stringify(r.refused.kind));
+  });
+
+  test("speculative decoding with a draft model (SmolLM2 drafting for itself) gives the native plain greedy ids; a draft of another vocabulary is refused naming the token", { timeout: 2 * LOAD_MS + 240_000 }, async () => {
+    const n = 24;
+    const want = nativeGenerate(PROMPT, n, CTX);
+    const r = await within(2 * LOAD_MS + 200_000, page.evaluate(async ({ url, other, ctx, prompt, n }) => {
+      const { Engine } = window.wick;
+      const errorOf = async (f) => { try { await f(); return null; } catch (e) { return { name: e.name, code: e.code, field: e.field, message: e.message }; } };
+      const drafts = [];
+      // The draft model by the load option (the same file: the model agrees
+      // with its own drafts wherever its argmax is clear).
+      const engine = await Engine.load(url, {
+        contextLength: ctx, speculative: "draft", draftTokens: 4, draftModel: url,
+        onProgress: (p) => { if (p.draft) drafts.push(p.phase); },
+      });
+      const setting = engine.info().speculative;
+      const ids = [];
+      const gen = engine.generate(prompt, { maxTokens: n, temperature: 0 });
+      for await (const c of gen) if (c.tokenId !== null) ids.push(c.tokenId);
+      const stats = gen.result.stats.speculative;
+      // Refused: "draft" on an engine without one; a draft model of
+      // another vocabulary (the tiny Qwen3), which stays usable.
+      const lone = await Engine.load(url, { contextLength: ctx });
+      const tiny = await Engine.load(other, { contextLength: ctx, warmUp: false });
+      const refused = {
+        none: await errorOf(async () => { for await (const _ of lone.generate(prompt, { maxTokens: 2, speculative: "draft" })); }),
+        vocab: await errorOf(() => lone.setDraftModel(tiny)),
+        self: await errorOf(() => lone.setDraftModel(lone)),
+      };
+      let tinyAfter = 0;
+      for await (const c of tiny.generate([1, 2, 3], { maxTokens: 2, temperature: 0 })) if (c.tokenId !== null) tinyAfter++;
+      await Promise.all([engine.dispose(), lone.dispose(), tiny.dispose()]);
+      return { ids, stats, setting, refused, drafts: [...new Set(drafts)], tinyAfter };
+    }, { url: modelUrl(), other: "/models/tiny-qwen3.q8_0.gguf", ctx: CTX, prompt: PROMPT, n }), "draft model");
+    log(`page draft model: ${JSON.stringify(r.stats)}`);
+    assert.deepEqual(r.ids, want.ids, "drafted by a draft model: the native plain greedy ids");
+    assert.equal(r.stats.drafter, "draft");
+    assert.ok(r.stats.passes > 0 && r.stats.accepted > 0 && r.stats.accepted <= r.stats.drafted, JSON.stringify(r.stats));
+    assert.deepEqual(r.setting, { kind: "draft", draftTokens: 4, draftModel: true });
+    assert.ok(r.drafts.includes("ready"), `the draft's load reported its progress: ${r.drafts}`);
+    assert.equal(r.refused.none?.field, "speculative", JSON.stringify(r.refused.none));
+    assert.equal(r.refused.vocab?.field, "draftModel", JSON.stringify(r.refused.vocab));
+    assert.match(r.refused.vocab.message, /differs from the model's at token \d+/);
+    assert.equal(r.refused.self?.field, "draftModel", JSON.stringify(r.refused.self));
+    assert.equal(r.tinyAfter, 2, "a refused draft engine stays usable");
   });
 
   test("info() reports the adapter and the f32 path; the readback round trip is measured", { timeout: 120_000 }, async () => {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::error::WickError;
 use crate::format::gguf::{GgufError, GgufFile, TensorInfo};
 use crate::format::gguf_split::{self as split, SplitError};
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, PendingPipeline};
 use crate::model::loader::{check_needs, Need, Streaming};
 use crate::model::{LoadProgress, ModelError, Plan, TensorStore};
 use crate::pipeline::{Pipeline, PipelineOptions};
@@ -97,26 +97,32 @@ impl Engine {
 
     /// Attaches `draft` as this model's draft model for speculative
     /// decoding (`Speculation::Draft`): refused unless the two vocabularies
-    /// are the same, token for token (the error names the first that
-    /// differs), and the draft is on the same GPU context.
+    /// are the same, token for token (`check_draft_vocabulary`), and the
+    /// draft is on the same GPU context.
     pub fn set_draft_model(&mut self, draft: Engine) -> Result<(), WickError> {
-        let (ours, theirs) = (&self.tokenizer, &draft.tokenizer);
-        let n = ours.vocab_size().max(theirs.vocab_size());
-        if let Some(id) = (0..n as u32).find(|&id| ours.token_text(id) != theirs.token_text(id)) {
-            let text = |t: &Tokenizer| {
-                t.token_text(id)
-                    .map_or("(none)".into(), |s| format!("{s:?}"))
-            };
-            return Err(WickError::InvalidOption(format!(
-                "the draft model's vocabulary differs from the model's at token {id}: {} against {} ({} and {} tokens)",
-                text(theirs),
-                text(ours),
-                theirs.vocab_size(),
-                ours.vocab_size()
-            )));
-        }
+        check_draft_vocabulary(&self.tokenizer, &draft.tokenizer)?;
         Ok(self.pipeline.set_draft_model(draft.pipeline)?)
     }
+}
+
+/// Whether `draft` can draft for `model`: the same vocabulary, token for
+/// token; the error names the first token that differs and both texts.
+pub fn check_draft_vocabulary(model: &Tokenizer, draft: &Tokenizer) -> Result<(), WickError> {
+    let n = model.vocab_size().max(draft.vocab_size());
+    if let Some(id) = (0..n as u32).find(|&id| model.token_text(id) != draft.token_text(id)) {
+        let text = |t: &Tokenizer| {
+            t.token_text(id)
+                .map_or("(none)".into(), |s| format!("{s:?}"))
+        };
+        return Err(WickError::InvalidOption(format!(
+            "the draft model's vocabulary differs from the model's at token {id}: {} against {} ({} and {} tokens)",
+            text(draft),
+            text(model),
+            draft.vocab_size(),
+            model.vocab_size()
+        )));
+    }
+    Ok(())
 }
 
 /// The memory preflight of a model from its header alone (every shard's
@@ -262,6 +268,45 @@ impl ModelLoader {
                 total: 0,
             },
         }
+    }
+
+    /// Whether the header (every shard's) is in: the model is planned and
+    /// its tensors checked, and the bytes that follow are uploaded.
+    pub fn header_parsed(&self) -> bool {
+        self.loading.is_some()
+    }
+
+    /// Once the header is in: the pipelines the engine's warm-up will ask
+    /// for that the context lacks, learnt from
+    /// [`stand_in_pipeline`](Self::stand_in_pipeline) (freed again before
+    /// this returns). The page creates them with
+    /// `createComputePipelineAsync` while the weights download, so they
+    /// compile meanwhile and the warm-up's own creation finds them compiled.
+    pub fn pipelines_ahead(&self) -> Result<Vec<PendingPipeline>, WickError> {
+        Ok(self.stand_in_pipeline()?.pending_pipelines()?.into_list())
+    }
+
+    /// Once the header is in: the pipeline this load will build, over
+    /// stand-ins for its weights (`TensorStore::stand_ins`: the same
+    /// configuration, tensor types and parts, none of the bytes) and with
+    /// buffers of its own. It records the steps the real one will, so it
+    /// names the kernels the model needs before its weights arrive; it is
+    /// never run. A model that its build refuses is refused here, before
+    /// its weights download.
+    pub fn stand_in_pipeline(&self) -> Result<Pipeline, WickError> {
+        let Some(l) = &self.loading else {
+            return Err(WickError::InvalidOption(
+                "a stand-in pipeline is built once the header is in".into(),
+            ));
+        };
+        let typed: Vec<_> = l
+            .queue
+            .iter()
+            .map(|(info, need, _, _)| (info.dtype, need))
+            .collect();
+        let mut stand_ins = TensorStore::stand_ins(&self.ctx, &l.plan.fusions, &typed)?;
+        let model = l.plan.clone().build(&mut stand_ins)?;
+        Ok(Pipeline::new(self.ctx.clone(), model, &self.opts)?)
     }
 
     /// Feeds the next bytes of the file.

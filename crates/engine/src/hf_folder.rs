@@ -11,7 +11,7 @@ use crate::engine::{Engine, ModelLoader};
 use crate::error::WickError;
 use crate::format::safetensors::SafetensorsHeader;
 use crate::format::safetensors_index::ShardIndex;
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, PendingPipeline};
 use crate::model::hf::{names, HfCheckpoint, HfOptions, HfStream};
 use crate::model::{LoadProgress, ModelError};
 use crate::pipeline::PipelineOptions;
@@ -125,6 +125,19 @@ impl HfLoader {
             .push(shard, chunk, &mut |gguf: &[u8]| {
                 loader.push_with_progress(gguf, progress).map(|_| ())
             })
+            .map_err(|e| with_hf_names(e, self.arch))
+    }
+
+    /// Whether the converted stream's header is in (see
+    /// `ModelLoader::pipelines_ahead`).
+    pub fn header_parsed(&self) -> bool {
+        self.loader.header_parsed()
+    }
+
+    /// As `ModelLoader::pipelines_ahead`.
+    pub fn pipelines_ahead(&self) -> Result<Vec<PendingPipeline>, WickError> {
+        self.loader
+            .pipelines_ahead()
             .map_err(|e| with_hf_names(e, self.arch))
     }
 

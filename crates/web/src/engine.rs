@@ -8,18 +8,21 @@ use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wick::completion::openai::MAX_TOP_LOGPROBS;
 use wick::constrain::Grammar;
+use wick::engine::check_draft_vocabulary;
 use wick::gpu::GpuContext;
 use wick::pipeline::reasoning::ReasoningSplit;
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::speculative::Speculation;
 use wick::pipeline::stop_strings::StopStrings;
 use wick::pipeline::stopping::StopCriteria;
+use wick::pipeline::Pipeline;
 use wick::tokenizer::chat_template::ChatTemplate;
 use wick::tools::messages_for_template;
 use wick::Engine;
 
 use crate::generation::{Output, WasmGeneration};
 use crate::info;
+use crate::pipelines_ahead::PipelinesAhead;
 use crate::shared::Shared;
 use crate::tool_calls::{tool_set, ToolSplit};
 use crate::{coded_field_err, field_err, from_js, js_err, js_wick_err, to_js};
@@ -58,8 +61,9 @@ struct GenerateOptions {
     /// the tools' grammar.
     tools: Option<serde_json::Value>,
     tool_choice: Option<serde_json::Value>,
-    /// Drafting for this generation ("off" or "lookup"; default: the
-    /// engine's, `setSpeculation`), with at most `draft_tokens` a pass.
+    /// Drafting for this generation ("off", "lookup", or "draft" with a
+    /// draft model attached; default: the engine's, `setSpeculation`),
+    /// with at most `draft_tokens` a pass.
     speculative: Option<String>,
     draft_tokens: Option<usize>,
 }
@@ -80,28 +84,22 @@ impl SpeculationOptions {
             (None, Some(_)) => {
                 return Err(field_err(
                     "draftTokens",
-                    "applies with speculative: \"lookup\"",
+                    "applies with speculative: \"lookup\" or \"draft\"",
                 ))
             }
             (Some(kind), _) => kind
                 .parse::<Speculation>()
                 .map_err(|e| field_err("speculative", &e))?,
         };
-        if let Speculation::Draft { .. } = kind {
-            return Err(coded_field_err(
-                "speculative",
-                "a draft model is not loadable in the page yet: use \"lookup\"",
-                "unsupported_field",
-            ));
-        }
         Ok(Some(match (kind, self.draft_tokens) {
             (Speculation::Lookup { .. }, Some(draft_tokens)) => {
                 Speculation::Lookup { draft_tokens }
             }
+            (Speculation::Draft { .. }, Some(draft_tokens)) => Speculation::Draft { draft_tokens },
             (Speculation::Off, Some(_)) => {
                 return Err(field_err(
                     "draftTokens",
-                    "applies with speculative: \"lookup\"",
+                    "applies with speculative: \"lookup\" or \"draft\"",
                 ))
             }
             (kind, _) => kind,
@@ -164,7 +162,13 @@ pub struct WasmEngine {
 }
 
 impl WasmEngine {
-    pub(crate) fn new(engine: Engine, ctx: Arc<GpuContext>) -> Result<WasmEngine, JsValue> {
+    /// The engine over a loaded model; `ahead`: the pipelines its load
+    /// created while the weights downloaded.
+    pub(crate) fn new(
+        engine: Engine,
+        ctx: Arc<GpuContext>,
+        ahead: Option<PipelinesAhead>,
+    ) -> Result<WasmEngine, JsValue> {
         let template = ChatTemplate::from_gguf(&engine.gguf, &engine.tokenizer);
         let info = info::collect(&ctx, &engine, template.is_ok());
         let Engine {
@@ -183,6 +187,8 @@ impl WasmEngine {
                 grammars: OnceCell::new(),
                 ctx,
                 speculation: Cell::new(Speculation::Off),
+                draft_model: Cell::new(false),
+                ahead: RefCell::new(ahead),
             }),
         })
     }
@@ -226,12 +232,33 @@ impl WasmEngine {
     }
 }
 
+/// Refuses `speculation` where it drafts with a draft model and none is
+/// attached.
+fn check_drafter(pipeline: &Pipeline, speculation: Speculation) -> Result<(), JsValue> {
+    if matches!(speculation, Speculation::Draft { .. }) && pipeline.draft_model().is_none() {
+        return Err(field_err(
+            "speculative",
+            "\"draft\" needs a draft model: load with draftModel, or call setDraftModel",
+        ));
+    }
+    Ok(())
+}
+
+/// What `warmUp` resolves to.
+#[derive(serde::Serialize)]
+struct WarmedUp {
+    created: u64,
+    ahead: u64,
+}
+
 #[wasm_bindgen]
 impl WasmEngine {
     /// Creates every pipeline a generation uses and runs one step, so the
     /// first `generate` compiles nothing. `Engine.load` awaits it; resolves
-    /// to the number of pipelines it created (none that an earlier load on
-    /// the page's GPU context already made).
+    /// to `{ created, ahead }`: the pipelines it created (none that an
+    /// earlier load on the page's GPU context already made), and how many
+    /// of them the load had asked for while the weights downloaded and
+    /// found compiled (`pipelines_ahead.rs`).
     #[wasm_bindgen(js_name = warmUp)]
     // The borrow held across the GPU await is the engine's one-step lock.
     #[allow(clippy::await_holding_refcell_ref)]
@@ -242,16 +269,27 @@ impl WasmEngine {
                 .pipeline
                 .try_borrow_mut()
                 .map_err(|_| js_err("the engine is busy"))?;
+            // Those asked for ahead are compiled by now or soon; the
+            // warm-up's creation of each then finds it compiled (one that
+            // failed fails again there, named).
+            let ahead = shared.ahead.borrow_mut().take();
+            let ahead = match ahead {
+                Some(ahead) => ahead.settle().await,
+                None => 0,
+            };
             let before = shared.ctx.counters.snapshot();
             pipeline.warm_up().await.map_err(js_err)?;
             let created = shared.ctx.counters.snapshot().since(before);
-            Ok(JsValue::from_f64(created.pipelines_created as f64))
+            to_js(&WarmedUp {
+                created: created.pipelines_created,
+                ahead: ahead as u64,
+            })
         })
     }
 
     /// Sets how generations draft tokens unless they say otherwise
-    /// (`{ speculative: "off" | "lookup", draftTokens }`), creating the
-    /// pipelines a verifying pass uses.
+    /// (`{ speculative: "off" | "lookup" | "draft", draftTokens }`),
+    /// creating the pipelines a verifying pass uses.
     #[wasm_bindgen(js_name = setSpeculation)]
     #[allow(clippy::await_holding_refcell_ref)]
     pub fn set_speculation(&self, options: JsValue) -> js_sys::Promise {
@@ -263,6 +301,7 @@ impl WasmEngine {
                 .pipeline
                 .try_borrow_mut()
                 .map_err(|_| js_err("the engine is busy"))?;
+            check_drafter(&pipeline, speculation)?;
             pipeline
                 .set_speculation(speculation, true)
                 .await
@@ -270,6 +309,48 @@ impl WasmEngine {
             shared.speculation.set(speculation);
             Ok(JsValue::UNDEFINED)
         })
+    }
+
+    /// Attaches `draft` (another engine of this page, loaded with the same
+    /// `limits`) as the draft model of `speculative: "draft"`: refused
+    /// unless the two vocabularies are the same token for token (naming the
+    /// first that differs). `draft` is taken: it drafts for this engine
+    /// from now on, and goes with it.
+    /// Call `checkDraftModel` first: what refuses `draft` is checked there,
+    /// before it is taken.
+    #[wasm_bindgen(js_name = setDraftModel)]
+    pub fn set_draft_model(&self, draft: WasmEngine) -> Result<(), JsValue> {
+        self.check_draft_model(&draft)?;
+        let draft = Rc::try_unwrap(draft.shared)
+            .map_err(|_| js_err("the draft engine is busy with a generation"))?;
+        let mut pipeline = self
+            .shared
+            .pipeline
+            .try_borrow_mut()
+            .map_err(|_| js_err("the engine is busy"))?;
+        pipeline
+            .set_draft_model(draft.pipeline.into_inner())
+            .map_err(js_wick_err)?;
+        self.shared.draft_model.set(true);
+        Ok(())
+    }
+
+    /// Whether `draft` can draft for this engine (`setDraftModel`): the
+    /// same vocabulary, token for token, and the same GPU context (the
+    /// page's for one `limits` choice).
+    #[wasm_bindgen(js_name = checkDraftModel)]
+    pub fn check_draft_model(&self, draft: &WasmEngine) -> Result<(), JsValue> {
+        if draft.shared.disposed.get() {
+            return Err(js_err("the draft engine was disposed"));
+        }
+        if !Arc::ptr_eq(&self.shared.ctx, &draft.shared.ctx) {
+            return Err(field_err(
+                "draftModel",
+                "must be loaded with the same limits as the model (one GPU device)",
+            ));
+        }
+        check_draft_vocabulary(&self.shared.tokenizer, &draft.shared.tokenizer)
+            .map_err(|e| field_err("draftModel", &e.to_string()))
     }
 
     /// Adapter, features and compute path, limits, model config, and the
@@ -283,6 +364,7 @@ impl WasmEngine {
         let drafting = to_js(&serde_json::json!({
             "kind": speculation.to_string(),
             "draftTokens": speculation.draft_tokens(),
+            "draftModel": self.shared.draft_model.get(),
         }))?;
         js_sys::Reflect::set(&info, &JsValue::from_str("speculative"), &drafting)?;
         Ok(info)
@@ -485,6 +567,7 @@ impl WasmEngine {
                 None if constraint.is_some() => Speculation::Off,
                 None => engine_default,
             };
+            check_drafter(&pipeline, speculation)?;
             if speculation != Speculation::Off && constraint.is_some() {
                 return Err(coded_field_err(
                     "speculative",

@@ -28,7 +28,7 @@ use wick::WickError;
 use crate::engine::WasmEngine;
 use crate::field_err;
 use crate::js_load_err_in;
-use crate::loader::LoadOptions;
+use crate::loader::{Ahead, LoadOptions};
 use crate::page_gpu::open_gpu;
 use crate::{from_js, js_err};
 
@@ -58,6 +58,7 @@ pub struct WasmHfLoader {
     headers: Vec<Option<SafetensorsHeader>>,
     /// Set by `begin`; `None` again once finished or failed.
     loader: Option<HfLoader>,
+    ahead: Ahead,
 }
 
 #[wasm_bindgen]
@@ -91,6 +92,7 @@ impl WasmHfLoader {
             names: Vec::new(),
             headers: Vec::new(),
             loader: None,
+            ahead: Ahead::new(o.compile_ahead()),
         })
     }
 
@@ -229,6 +231,19 @@ impl WasmHfLoader {
             self.loader = None;
             return Err(err_in(&name, e));
         }
+        // The model's pipelines, once the header is in (the converted
+        // stream's, from the checkpoint's).
+        let Some(loader) = self.loader.as_mut() else {
+            return Ok(());
+        };
+        let parsed = loader.header_parsed();
+        if let Err(e) = self
+            .ahead
+            .after_push(&self.ctx, parsed, || loader.pipelines_ahead())
+        {
+            self.loader = None;
+            return Err(js_load_err_in(None, e));
+        }
         Ok(())
     }
 
@@ -251,7 +266,7 @@ impl WasmHfLoader {
             .take()
             .ok_or_else(|| js_err("this loader has not begun, or already finished or failed"))?;
         let engine = loader.finish().map_err(|e| js_load_err_in(None, e))?;
-        WasmEngine::new(engine, self.ctx.clone())
+        WasmEngine::new(engine, self.ctx.clone(), self.ahead.take())
     }
 
     /// Abandons the load, freeing what was uploaded.

@@ -39,6 +39,7 @@ mod info;
 mod loader;
 mod logprobs;
 mod page_gpu;
+mod pipelines_ahead;
 mod preflight;
 mod shared;
 mod tool_calls;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wick::engine::ModelLoader;
-use wick::gpu::{DeviceLimits, GpuContext};
+use wick::gpu::{DeviceLimits, GpuContext, PendingPipeline};
 use wick::model::LoadProgress;
 use wick::pipeline::PipelineOptions;
 use wick::WickError;
@@ -13,6 +13,7 @@ use wick::WickError;
 use crate::engine::WasmEngine;
 use crate::field_err;
 use crate::page_gpu::open_gpu;
+use crate::pipelines_ahead::PipelinesAhead;
 use crate::{from_js, js_err, js_load_err, to_js};
 
 /// The page's default prompt tokens per prefill step, below the native
@@ -44,9 +45,19 @@ pub(crate) struct LoadOptions {
     /// budget (WebGPU reports no device memory, so by default only the
     /// buffer limits are checked).
     memory_budget: Option<u64>,
+    /// Whether the load asks for its pipelines as soon as the header is
+    /// in, to compile while the weights download (`pipelines_ahead`; set
+    /// by `web/src/index.js` where the browser keeps one pipeline per
+    /// descriptor and the load warms up).
+    compile_ahead: Option<bool>,
 }
 
 impl LoadOptions {
+    /// Whether the load creates its pipelines while the weights download.
+    pub fn compile_ahead(&self) -> bool {
+        self.compile_ahead.unwrap_or(false)
+    }
+
     /// The device limits these options ask for.
     pub fn limits(&self) -> Result<DeviceLimits, JsValue> {
         match &self.limits {
@@ -87,7 +98,7 @@ impl LoadOptions {
 /// the page's GPU context with the limits they ask for.
 pub(crate) async fn open_for_gguf(
     options: JsValue,
-) -> Result<(Arc<GpuContext>, PipelineOptions), JsValue> {
+) -> Result<(Arc<GpuContext>, PipelineOptions, Ahead), JsValue> {
     let o: LoadOptions = from_js("load options", options)?;
     if o.quantize.is_some() {
         return Err(field_err(
@@ -96,7 +107,45 @@ pub(crate) async fn open_for_gguf(
         ));
     }
     let opts = o.pipeline()?;
-    Ok((open_gpu(o.limits()?).await?, opts))
+    let ahead = Ahead::new(o.compile_ahead());
+    Ok((open_gpu(o.limits()?).await?, opts, ahead))
+}
+
+/// The pipelines a load asks for once its header is in, so that they
+/// compile while the weights download (`pipelines_ahead.rs`); the warm-up
+/// settles them.
+pub(crate) struct Ahead {
+    wanted: bool,
+    created: Option<PipelinesAhead>,
+}
+
+impl Ahead {
+    pub fn new(wanted: bool) -> Ahead {
+        Ahead {
+            wanted,
+            created: None,
+        }
+    }
+
+    /// Asks for them once `header_parsed`, the first time; `pending`
+    /// names them.
+    pub fn after_push(
+        &mut self,
+        ctx: &GpuContext,
+        header_parsed: bool,
+        pending: impl FnOnce() -> Result<Vec<PendingPipeline>, WickError>,
+    ) -> Result<(), WickError> {
+        if self.wanted && header_parsed {
+            self.wanted = false;
+            self.created = Some(PipelinesAhead::create(ctx, &pending()?));
+        }
+        Ok(())
+    }
+
+    /// What was created, for the engine's warm-up.
+    pub fn take(&mut self) -> Option<PipelinesAhead> {
+        self.created.take()
+    }
 }
 
 /// `{ loaded, total, headerParsed }`: bytes consumed, and the data end once
@@ -122,6 +171,7 @@ struct Progress {
 pub struct WasmLoader {
     inner: Option<ModelLoader>,
     ctx: Arc<GpuContext>,
+    ahead: Ahead,
 }
 
 #[wasm_bindgen]
@@ -129,10 +179,11 @@ impl WasmLoader {
     /// Opens the GPU (a clear error where the browser has no WebGPU) and starts
     /// a load. `options`: `{ contextLength?, prefillChunk?, tokensPerSubmit?, kvCache?, activations?, limits?, memoryBudget? }`.
     pub async fn create(options: JsValue) -> Result<WasmLoader, JsValue> {
-        let (ctx, opts) = open_for_gguf(options).await?;
+        let (ctx, opts, ahead) = open_for_gguf(options).await?;
         Ok(WasmLoader {
             inner: Some(ModelLoader::new(ctx.clone(), opts)),
             ctx,
+            ahead,
         })
     }
 
@@ -141,10 +192,11 @@ impl WasmLoader {
     /// then each shard's bytes from its start, in order (`pushShard`).
     #[wasm_bindgen(js_name = createSplit)]
     pub async fn create_split(options: JsValue, shards: usize) -> Result<WasmLoader, JsValue> {
-        let (ctx, opts) = open_for_gguf(options).await?;
+        let (ctx, opts, ahead) = open_for_gguf(options).await?;
         Ok(WasmLoader {
             inner: Some(ModelLoader::split(ctx.clone(), opts, shards)),
             ctx,
+            ahead,
         })
     }
 
@@ -154,7 +206,9 @@ impl WasmLoader {
     #[wasm_bindgen(js_name = pushHeader)]
     pub fn push_header(&mut self, shard: usize, chunk: &[u8]) -> Result<bool, JsValue> {
         let done = self.loader()?.push_header(shard, chunk);
-        self.kept(done)
+        let done = self.kept(done)?;
+        self.create_ahead()?;
+        Ok(done)
     }
 
     /// Feeds the next bytes of shard `shard` (from its start, once every
@@ -165,11 +219,25 @@ impl WasmLoader {
         progress(self.kept(p)?)
     }
 
+    /// Asks for the model's pipelines once its header is in.
+    fn create_ahead(&mut self) -> Result<(), JsValue> {
+        let Some(loader) = self.inner.as_mut() else {
+            return Ok(());
+        };
+        let parsed = loader.header_parsed();
+        let made = self
+            .ahead
+            .after_push(&self.ctx, parsed, || loader.pipelines_ahead());
+        self.kept(made)
+    }
+
     /// Feeds the next bytes of the file; returns `{ loaded, total, headerParsed }`
     /// (bytes of the file consumed, the file's data end once the header is known).
     pub fn push(&mut self, chunk: &[u8]) -> Result<JsValue, JsValue> {
         let p = self.loader()?.push(chunk);
-        progress(self.kept(p)?)
+        let p = self.kept(p)?;
+        self.create_ahead()?;
+        progress(p)
     }
 
     /// Builds the engine once the whole file (every shard) was pushed; call
@@ -180,7 +248,7 @@ impl WasmLoader {
             .take()
             .ok_or_else(|| js_err("this loader already finished or failed"))?;
         let engine = loader.finish().map_err(js_load_err)?;
-        WasmEngine::new(engine, self.ctx.clone())
+        WasmEngine::new(engine, self.ctx.clone(), self.ahead.take())
     }
 
     /// Abandons the load, freeing what was uploaded.

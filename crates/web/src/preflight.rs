@@ -84,7 +84,7 @@ impl WasmPreflight {
                 self.headers.len()
             )));
         }
-        let (ctx, opts) = open_for_gguf(options).await?;
+        let (ctx, opts, _) = open_for_gguf(options).await?;
         let headers = self.headers.iter_mut().filter_map(Option::take).collect();
         let out = match wick::engine::preflight_headers(&ctx, headers, &opts) {
             Ok(report) => Preflight::of(&report, &ctx, opts.memory_budget),

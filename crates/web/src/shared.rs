@@ -11,6 +11,7 @@ use wick::tokenizer::chat_template::{ChatTemplate, ChatTemplateError};
 use wick::tokenizer::Tokenizer;
 
 use crate::info::Info;
+use crate::pipelines_ahead::PipelinesAhead;
 use crate::{field_err, js_err};
 
 /// What the engine and its generations share. The pipeline is borrowed for
@@ -30,6 +31,11 @@ pub(crate) struct Shared {
     pub ctx: Arc<GpuContext>,
     /// The engine's drafting (`setSpeculation`), as `info()` reports it.
     pub speculation: Cell<wick::pipeline::speculative::Speculation>,
+    /// Whether a draft model is attached (`setDraftModel`).
+    pub draft_model: Cell<bool>,
+    /// Pipelines the load created while the weights downloaded, settled
+    /// by the warm-up.
+    pub ahead: RefCell<Option<PipelinesAhead>>,
 }
 
 impl Shared {

@@ -12,7 +12,11 @@
 //! every prefill width and the decode step) for models that cover each
 //! architecture (llama, qwen2, qwen3, gemma3, the three mixtures of
 //! experts), each weight format (synthetic models in the formats no real
-//! file here holds), both activation types and both KV cache types.
+//! file here holds), both activation types and both KV cache types. Each
+//! load also checks that the pipeline built from the header alone over
+//! stand-in weights (`ModelLoader::stand_in_pipeline`, which the page
+//! creates its pipelines from while the weights download) names exactly
+//! the loaded model's kernels.
 
 use std::sync::Arc;
 
@@ -71,8 +75,32 @@ fn options(act_dtype: ActDtype, kv_dtype: KvDtype) -> PipelineOptions {
 
 fn load_file(ctx: &Arc<GpuContext>, file: &str, opts: &PipelineOptions) -> Engine {
     let bytes = std::fs::read(model_path(file)).unwrap();
-    pollster::block_on(Engine::load(ctx.clone(), &bytes, opts, &mut |_| {}))
-        .unwrap_or_else(|e| panic!("loading {file}: {e}"))
+    let mut loader = ModelLoader::new(ctx.clone(), opts.clone());
+    loader
+        .push(&bytes)
+        .unwrap_or_else(|e| panic!("loading {file}: {e}"));
+    finish_checking_stand_ins(loader, file)
+}
+
+/// Finishes `loader`, first checking that the kernels its stand-in
+/// pipeline names (what a page creates while the weights download) are
+/// exactly the loaded engine's, each with the same WGSL.
+fn finish_checking_stand_ins(loader: ModelLoader, what: &str) -> Engine {
+    let ahead = loader
+        .stand_in_pipeline()
+        .and_then(|p| Ok(p.kernel_sources()?))
+        .unwrap_or_else(|e| panic!("{what}: the stand-in pipeline: {e}"));
+    let engine = loader
+        .finish()
+        .unwrap_or_else(|e| panic!("loading {what}: {e}"));
+    let loaded = engine.pipeline.kernel_sources().unwrap();
+    let names = |k: &[(String, String)]| k.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&ahead), names(&loaded), "{what}: kernels named ahead");
+    assert!(
+        ahead == loaded,
+        "{what}: a kernel's WGSL differs from ahead"
+    );
+    engine
 }
 
 fn load_synthetic(
@@ -86,7 +114,7 @@ fn load_synthetic(
     model
         .stream(|chunk| loader.push(chunk).map(|_| ()))
         .unwrap();
-    loader.finish().unwrap()
+    finish_checking_stand_ins(loader, &format!("synthetic {}", arch.name))
 }
 
 /// Checks each of `engine`'s kernels; returns how many were new.

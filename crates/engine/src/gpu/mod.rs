@@ -26,6 +26,7 @@ pub use context::{AdapterSummary, DeviceLimits, GpuContext, GpuFeatures};
 pub use counters::{CounterSnapshot, GpuCounters};
 pub use error::GpuError;
 pub use pipeline::{workgroups_for, Access, KernelSpec, OwnedSpec, VariantKey};
+pub use pipeline_batch::PendingPipeline;
 pub use readback::Readback;
 pub use recorder::{Recorder, Submitted};
 pub use residency::LiveMemory;

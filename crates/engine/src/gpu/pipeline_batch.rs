@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use super::context::GpuContext;
 use super::error::GpuError;
 use super::pipeline::{kernel_source, Access, KernelSpec, OwnedSpec, VariantKey};
+use super::pipeline_create::layout_entries;
 #[cfg(not(target_arch = "wasm32"))]
 use {
     super::counters::GpuCounters, super::pipeline::CachedPipeline,
@@ -22,9 +23,9 @@ use {
 };
 
 /// A pipeline to create, owning all it needs, so any thread can make it.
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
-pub(crate) struct PendingPipeline {
+pub struct PendingPipeline {
     name: String,
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     key: Option<VariantKey>,
     source: String,
     entry: String,
@@ -32,6 +33,27 @@ pub(crate) struct PendingPipeline {
 }
 
 impl PendingPipeline {
+    /// The kernel's name (its label).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its WGSL, as the context compiles it.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+
+    /// Its bind group layout's entries, as the context creates them on
+    /// `ctx` (`gpu::pipeline_create`): a pipeline made elsewhere from the
+    /// same source, entry and layout is the same pipeline.
+    pub fn layout_entries(&self, ctx: &GpuContext) -> Vec<wgpu::BindGroupLayoutEntry> {
+        layout_entries(ctx, &self.storage)
+    }
+
     fn of(
         ctx: &GpuContext,
         spec: &KernelSpec,
@@ -115,7 +137,6 @@ impl PendingSet {
         self.list.len()
     }
 
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) fn into_list(self) -> Vec<PendingPipeline> {
         self.list
     }

@@ -72,6 +72,39 @@ pub(crate) fn create_from_source(
         label: Some(name),
         source: wgpu::ShaderSource::Wgsl(std::borrow::Cow::Borrowed(source)),
     });
+    let entries = layout_entries(ctx, storage);
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(name),
+        entries: &entries,
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(name),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(name),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some(entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    CachedPipeline {
+        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        name: name.to_string(),
+        pipeline,
+        layout,
+        access: storage.to_vec(),
+    }
+}
+
+/// The bind group layout every kernel has, for a kernel binding `storage`
+/// from binding 1: binding 0 its parameter block.
+pub(crate) fn layout_entries(
+    ctx: &GpuContext,
+    storage: &[Access],
+) -> Vec<wgpu::BindGroupLayoutEntry> {
     let mut entries = vec![wgpu::BindGroupLayoutEntry {
         binding: 0,
         visibility: wgpu::ShaderStages::COMPUTE,
@@ -112,28 +145,5 @@ pub(crate) fn create_from_source(
             count: None,
         });
     }
-    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some(name),
-        entries: &entries,
-    });
-    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some(name),
-        bind_group_layouts: &[Some(&layout)],
-        immediate_size: 0,
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(name),
-        layout: Some(&pipeline_layout),
-        module: &module,
-        entry_point: Some(entry),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    CachedPipeline {
-        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        name: name.to_string(),
-        pipeline,
-        layout,
-        access: storage.to_vec(),
-    }
+    entries
 }

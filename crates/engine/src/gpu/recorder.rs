@@ -103,8 +103,8 @@ impl<'c> Recorder<'c> {
     /// A recorder that only notes which pipelines the dispatches recorded
     /// into it need and the context lacks (`into_pending`): nothing is
     /// created, recorded or submitted. Loading creates those on several
-    /// threads (`gpu::pipeline_batch`) before preparing its steps.
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    /// threads (`gpu::pipeline_batch`) before preparing its steps, or in
+    /// the browser while the weights download.
     pub(crate) fn collect_pipelines(ctx: &'c GpuContext) -> Recorder<'c> {
         Recorder {
             collecting: Some(PendingSet::default()),

@@ -11,12 +11,12 @@
 use std::collections::HashMap;
 
 use crate::format::gguf::{GgufFile, TensorInfo};
-use crate::format::quant::dequantize;
-use crate::gpu::{BufferRef, GpuContext};
+use crate::format::quant::{dequantize, GgmlType};
+use crate::gpu::{BufferRef, GpuContext, WeightStore};
 use crate::kernels::weights::streamed::MatrixUpload;
 use crate::kernels::weights::{ExpertStack, QuantMatrix, GPU_DTYPES};
 
-use super::fusion::{Complete, FusedTail, Fusion, Pending};
+use super::fusion::{Complete, FusedTail, Fusion, Layout, Pending};
 use super::rope_scaling::{ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT, ROPE_FREQS};
 use super::ModelError;
 
@@ -133,6 +133,103 @@ pub fn padded_vector_len(len: usize) -> usize {
     len.next_multiple_of(4)
 }
 
+/// A tensor as the store holds it once uploaded: a fused group's members
+/// joined under the group's name.
+#[derive(Clone, Debug)]
+pub struct StoredTensor {
+    pub name: String,
+    pub dtype: GgmlType,
+    pub kind: StoredKind,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum StoredKind {
+    /// Parts hold whole `row_group`-row groups (an interleaved pair's rows).
+    Matrix {
+        rows: usize,
+        cols: usize,
+        row_group: usize,
+    },
+    Vector {
+        len: usize,
+    },
+    Experts {
+        experts: usize,
+        rows: usize,
+        cols: usize,
+    },
+}
+
+/// What the store will hold after uploading `needs` (each with its type in
+/// the file), from the header alone: each tensor of its own, then each
+/// fused group with a member among them (rows, or a vector's length,
+/// summed over its members). The memory preflight sizes these, and a model
+/// built before its weights arrive takes stand-ins of them.
+pub fn stored_tensors(fusions: &[Fusion], needs: &[(GgmlType, &Need)]) -> Vec<StoredTensor> {
+    let member_of: HashMap<&str, usize> = fusions
+        .iter()
+        .enumerate()
+        .flat_map(|(f, fusion)| fusion.members.iter().map(move |m| (m.as_str(), f)))
+        .collect();
+    let mut groups: Vec<Option<StoredTensor>> = vec![None; fusions.len()];
+    let mut out = Vec::new();
+    for &(dtype, need) in needs {
+        let fused = member_of.get(need.name.as_str()).copied();
+        let kind = match need.kind {
+            NeedKind::Matrix { rows, cols } => StoredKind::Matrix {
+                rows,
+                cols,
+                row_group: 1,
+            },
+            NeedKind::Vector { len } => StoredKind::Vector { len },
+            NeedKind::Experts {
+                experts,
+                rows,
+                cols,
+            } => StoredKind::Experts {
+                experts,
+                rows,
+                cols,
+            },
+        };
+        let Some(f) = fused.filter(|_| !matches!(kind, StoredKind::Experts { .. })) else {
+            out.push(StoredTensor {
+                name: need.name.clone(),
+                dtype,
+                kind,
+            });
+            continue;
+        };
+        let fusion = &fusions[f];
+        let group = groups[f].get_or_insert_with(|| StoredTensor {
+            name: fusion.name.clone(),
+            dtype,
+            kind: match kind {
+                StoredKind::Vector { .. } => StoredKind::Vector { len: 0 },
+                _ => StoredKind::Matrix {
+                    rows: 0,
+                    cols: match need.kind {
+                        NeedKind::Matrix { cols, .. } => cols,
+                        _ => 0,
+                    },
+                    row_group: if fusion.layout == Layout::Interleave {
+                        2
+                    } else {
+                        1
+                    },
+                },
+            },
+        });
+        match (&mut group.kind, kind) {
+            (StoredKind::Matrix { rows: sum, .. }, StoredKind::Matrix { rows, .. }) => *sum += rows,
+            (StoredKind::Vector { len: sum }, StoredKind::Vector { len }) => *sum += len,
+            _ => {}
+        }
+    }
+    out.extend(groups.into_iter().flatten());
+    out
+}
+
 /// A tensor being uploaded as its bytes arrive (`TensorStore::begin_stream`).
 pub enum Streaming {
     /// A matrix or expert stack of its own.
@@ -175,6 +272,86 @@ impl TensorStore {
             pending: Pending::new(fusions),
             ..Default::default()
         }
+    }
+
+    /// A store of stand-ins for what uploading `needs` will hold
+    /// (`stored_tensors`): matrices planned in parts as their uploads will
+    /// be, every part bound to one small buffer and every vector to another
+    /// (as long as the longest), which hold none of their bytes. A model built from it records the steps the real one
+    /// will (and refuses what the real one would), so its kernels can be
+    /// created while the weights download; it is never run.
+    pub fn stand_ins(
+        ctx: &GpuContext,
+        fusions: &[Fusion],
+        needs: &[(GgmlType, &Need)],
+    ) -> Result<TensorStore, ModelError> {
+        let stored = stored_tensors(fusions, needs);
+        // Steps check that a vector's buffer holds what they read: the one
+        // buffer holds the longest.
+        let longest = stored
+            .iter()
+            .map(|t| match t.kind {
+                StoredKind::Vector { len } => padded_vector_len(len),
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        let vector = ctx.create_storage("stand-in vectors", 4 * longest.max(4) as u64)?;
+        // Recording checks no part's size; a part is a buffer or a texture
+        // as the context keeps weights.
+        const PART_BYTES: u64 = 256;
+        let part = match ctx.weight_store {
+            WeightStore::Buffers => ctx.create_storage("stand-in weights", PART_BYTES)?,
+            WeightStore::Textures => ctx.upload_weight_texture(
+                "stand-in weights",
+                &[0; PART_BYTES as usize],
+                PART_BYTES,
+            )?,
+        };
+        let mut store = TensorStore::default();
+        for t in stored {
+            match t.kind {
+                StoredKind::Matrix {
+                    rows,
+                    cols,
+                    row_group,
+                } => {
+                    let m = QuantMatrix::stand_in(
+                        ctx,
+                        &t.name,
+                        t.dtype,
+                        (rows, cols),
+                        row_group,
+                        &part,
+                    )?;
+                    store.matrices.insert(t.name, m);
+                }
+                StoredKind::Vector { .. } => {
+                    store.vectors.insert(t.name, vector.clone());
+                }
+                StoredKind::Experts {
+                    experts,
+                    rows,
+                    cols,
+                } => {
+                    let matrix = QuantMatrix::stand_in(
+                        ctx,
+                        &t.name,
+                        t.dtype,
+                        (experts * rows, cols),
+                        rows,
+                        &part,
+                    )?;
+                    let stack = ExpertStack {
+                        matrix,
+                        experts,
+                        rows,
+                    };
+                    store.stacks.insert(t.name, stack);
+                }
+            }
+        }
+        Ok(store)
     }
 
     /// As [`upload`](Self::upload), taking the bytes: a fused group's

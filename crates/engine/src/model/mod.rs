@@ -87,6 +87,7 @@ pub enum ModelError {
 
 /// What loading a file will build: the architecture's config and the
 /// tensors it needs, decided from the header alone.
+#[derive(Clone)]
 pub struct Plan {
     pub config: ModelConfig,
     pub needs: Vec<loader::Need>,

@@ -7,6 +7,7 @@
 use super::sampling::SamplingParams;
 use super::step::InferenceStep;
 use super::{Pipeline, StepIds, StepOutput};
+use crate::gpu::pipeline_batch::PendingSet;
 use crate::gpu::Recorder;
 use crate::kernels::matmul::tiled::GEMV_MAX_TOKENS;
 use crate::pipeline::error::PipelineError;
@@ -32,9 +33,7 @@ impl Pipeline {
         #[cfg(not(target_arch = "wasm32"))]
         {
             // The pipelines first, side by side (gpu::pipeline_batch).
-            let mut collect = Recorder::collect_pipelines(&ctx);
-            self.record_warm_up_steps(&mut collect)?;
-            let pending = collect.into_pending()?.into_list();
+            let pending = self.pending_pipelines()?.into_list();
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
             crate::gpu::pipeline_batch::create_all(
                 &ctx,
@@ -50,6 +49,13 @@ impl Pipeline {
         self.prefill_sampled(&[0], 0.0).await?;
         self.reset();
         Ok(())
+    }
+
+    /// The pipelines `warm_up` would create that the context lacks.
+    pub(crate) fn pending_pipelines(&self) -> Result<PendingSet, PipelineError> {
+        let mut collect = Recorder::collect_pipelines(&self.ctx);
+        self.record_warm_up_steps(&mut collect)?;
+        Ok(collect.into_pending()?)
     }
 
     /// The name and WGSL of every kernel variant `warm_up` prepares for

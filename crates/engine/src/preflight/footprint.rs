@@ -5,8 +5,6 @@
 //! `readback_size`); a test loads models and checks the engine's live-bytes
 //! counter grows by exactly this footprint.
 
-use std::collections::HashMap;
-
 use crate::format::quant::GgmlType;
 use crate::gpu::buffer::storage_size;
 use crate::gpu::readback::readback_size;
@@ -14,8 +12,8 @@ use crate::gpu::{GpuContext, GpuError};
 use crate::kernels::sample::{SamplerState, MAX_BIAS};
 use crate::kernels::weights::plan_parts;
 use crate::model::activations::{f32_bytes, Activations};
-use crate::model::fusion::{Fusion, Layout};
-use crate::model::loader::{padded_vector_len, Need, NeedKind};
+use crate::model::fusion::Fusion;
+use crate::model::loader::{padded_vector_len, stored_tensors, Need, StoredKind};
 use crate::model::moe::MoeActivations;
 use crate::model::ModelConfig;
 use crate::pipeline::kv_cache::KvCache;
@@ -63,57 +61,20 @@ pub fn weights_bytes(
         let parts = plan_parts(name, dtype, rows, cols, max_part, group, ctx.weight_store)?;
         Ok(parts.iter().map(|p| p.buffer_bytes).sum())
     };
-    let vector_bytes = |len: usize| storage_size(4 * padded_vector_len(len) as u64);
-    let member_of: HashMap<&str, usize> = fusions
-        .iter()
-        .enumerate()
-        .flat_map(|(f, fusion)| fusion.members.iter().map(move |m| (m.as_str(), f)))
-        .collect();
-    // Per fusion: the type and width of its matrix, and its rows (or a
-    // vector's length) summed over the members.
-    let mut groups: Vec<Option<(GgmlType, usize, usize)>> = vec![None; fusions.len()];
     let mut total = 0u64;
-    for &(dtype, need) in needs {
-        let fused = member_of.get(need.name.as_str()).copied();
-        let add = match (need.kind, fused) {
-            (NeedKind::Matrix { rows, cols }, Some(f)) => {
-                let g = groups[f].get_or_insert((dtype, cols, 0));
-                g.2 += rows;
-                0
-            }
-            (NeedKind::Vector { len }, Some(f)) => {
-                let g = groups[f].get_or_insert((dtype, 0, 0));
-                g.2 += len;
-                0
-            }
-            (NeedKind::Matrix { rows, cols }, None) => {
-                parts_bytes(&need.name, dtype, rows, cols, 1)?
-            }
-            (NeedKind::Vector { len }, None) => vector_bytes(len),
-            (
-                NeedKind::Experts {
-                    experts,
-                    rows,
-                    cols,
-                },
-                _,
-            ) => parts_bytes(&need.name, dtype, experts * rows, cols, rows)?,
-        };
-        total = total.saturating_add(add);
-    }
-    for (fusion, group) in fusions.iter().zip(groups) {
-        let Some((dtype, cols, rows)) = group else {
-            continue;
-        };
-        let add = if cols == 0 {
-            vector_bytes(rows)
-        } else {
-            let row_group = if fusion.layout == Layout::Interleave {
-                2
-            } else {
-                1
-            };
-            parts_bytes(&fusion.name, dtype, rows, cols, row_group)?
+    for t in stored_tensors(fusions, needs) {
+        let add = match t.kind {
+            StoredKind::Matrix {
+                rows,
+                cols,
+                row_group,
+            } => parts_bytes(&t.name, t.dtype, rows, cols, row_group)?,
+            StoredKind::Vector { len } => storage_size(4 * padded_vector_len(len) as u64),
+            StoredKind::Experts {
+                experts,
+                rows,
+                cols,
+            } => parts_bytes(&t.name, t.dtype, experts * rows, cols, rows)?,
         };
         total = total.saturating_add(add);
     }

@@ -248,6 +248,52 @@ impl QuantMatrix {
         })
     }
 
+    /// The matrix an upload of `rows` x `cols` `dtype` in parts of whole
+    /// `row_group`-row groups would make, its parts planned as the upload
+    /// plans them (refusing what it refuses), but every part bound to
+    /// `stand_in`, which holds none of its bytes. A model built of these
+    /// records the steps the real one will, so its kernels can be created
+    /// before its weights arrive (`ModelLoader::create_pipelines_ahead`);
+    /// it is never run.
+    pub(crate) fn stand_in(
+        ctx: &GpuContext,
+        label: &str,
+        dtype: GgmlType,
+        (rows, cols): (usize, usize),
+        row_group: usize,
+        stand_in: &BufferRef,
+    ) -> Result<QuantMatrix, GpuError> {
+        let max_part = ctx.max_weight_part_bytes();
+        let plan = plan_parts(
+            label,
+            dtype,
+            rows,
+            cols,
+            max_part,
+            row_group,
+            ctx.weight_store,
+        )?;
+        let layout = BlockLayout::of(dtype);
+        let blocks_per_row = cols / dtype.block_elements();
+        let parts = plan
+            .iter()
+            .map(|p| MatrixPart {
+                first_row: p.first_row,
+                rows: p.rows,
+                buffer: stand_in.clone(),
+                bases: layout.as_ref().map_or_else(Default::default, |l| {
+                    region_sizes(l, p.rows, blocks_per_row).1
+                }),
+            })
+            .collect();
+        Ok(QuantMatrix {
+            dtype,
+            rows,
+            cols,
+            parts,
+        })
+    }
+
     /// Bytes of one stored row.
     pub fn row_bytes(&self) -> usize {
         // Checked at upload.

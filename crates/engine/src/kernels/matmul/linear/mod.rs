@@ -23,7 +23,7 @@
 //! its last token return at once, but each workgroup has a fixed cost).
 
 use crate::gpu::{error::shape_err, Access, GpuBuffer, GpuError, OwnedSpec, Recorder, VariantKey};
-use crate::kernels::elementwise::activation::{act_name, Activation};
+use crate::kernels::elementwise::activation::Activation;
 use crate::kernels::matmul::tiled::{check_groups, Params, TileShape, VecShape, TILE_M};
 use crate::kernels::matmul::x_ranges::{copy_ranges, ColRange};
 use crate::kernels::matmul::x_window::XSlice;
@@ -59,11 +59,16 @@ pub enum Epilogue {
 }
 
 impl Epilogue {
-    fn code(self) -> u32 {
+    /// `Params::accumulate`: 1 adds.
+    fn accumulate(self) -> u32 {
+        (self == Epilogue::Add) as u32
+    }
+
+    /// `Params::glu`: 0 ungated, else 1 + the gate's activation.
+    fn glu(self) -> u32 {
         match self {
-            Epilogue::Store => 0,
-            Epilogue::Add => 1,
-            Epilogue::Glu(_) => 2,
+            Epilogue::Glu(act) => 1 + act as u32,
+            _ => 0,
         }
     }
 }
@@ -379,7 +384,6 @@ fn record_tiled(
             let variant = TiledVariant {
                 tile,
                 window_vec4s,
-                epilogue,
                 has_bias: bias.is_some(),
             };
             let key = variant.key(w);
@@ -397,7 +401,8 @@ fn record_tiled(
                 );
                 p.set_col_range(range.first_col / chunk_elems, range.cols);
                 p.token_tiles = tt;
-                p.accumulate = (epilogue == Epilogue::Add) as u32;
+                p.accumulate = epilogue.accumulate();
+                p.glu = epilogue.glu();
                 let mut buffers: [&GpuBuffer; 5] = [&part.buffer, x, op.out, op.out, op.out];
                 let mut n = 3;
                 if tile.vec {
@@ -425,22 +430,15 @@ fn record_tiled(
 
 /// One pipeline of the tiled core: `tile` (with any number of token tiles a
 /// workgroup: `Params::token_tiles`), x through a window of `window_vec4s`
-/// (0: storage x), the epilogue, bias or not.
+/// (0: storage x), bias or not. Every epilogue shares it
+/// (`Params::accumulate`, `Params::glu`).
 struct TiledVariant {
     tile: TileShape,
     window_vec4s: u32,
-    epilogue: Epilogue,
     has_bias: bool,
 }
 
 impl TiledVariant {
-    fn glu(&self) -> Option<Activation> {
-        match self.epilogue {
-            Epilogue::Glu(act) => Some(act),
-            _ => None,
-        }
-    }
-
     fn key(&self, w: &QuantMatrix) -> VariantKey {
         let tile = &self.tile;
         VariantKey {
@@ -449,11 +447,7 @@ impl TiledVariant {
             args: [
                 0,
                 self.has_bias as u32,
-                match self.glu() {
-                    Some(act) => 2 + act as u32,
-                    // Store and add share a pipeline (`Params::accumulate`).
-                    None => 0,
-                },
+                0,
                 tile.tn | tile.tm << 8 | tile.wg << 16,
                 tile.x4 as u32 | self.window_vec4s << 1,
                 tile.vec as u32 | tile.form.code() << 1 | (tile.x_share as u32) << 3,
@@ -462,16 +456,12 @@ impl TiledVariant {
     }
 
     fn spec(&self, w: &QuantMatrix) -> OwnedSpec {
-        let (tile, glu, fmt) = (&self.tile, self.glu(), w.format());
+        let (tile, fmt) = (&self.tile, w.format());
         let mut defines = fmt.defines();
         defines.extend(tile.defines(fmt));
         let mut flags = tile.flags();
-        flags.extend([("BIAS", self.has_bias), ("GLU", glu.is_some())]);
-        defines.extend([
-            ("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()),
-            ("ACT", act_name(glu.unwrap_or(Activation::Silu)).into()),
-            ("OUT_SCALE", if glu.is_some() { "2" } else { "1" }.into()),
-        ]);
+        flags.push(("BIAS", self.has_bias));
+        defines.push(("BIAS_BINDING", if tile.vec { "5" } else { "4" }.into()));
         let mut storage = storage(tile.vec, self.has_bias as usize).to_vec();
         if self.window_vec4s > 0 {
             defines.retain(|(name, _)| *name != "X_DECL");
@@ -479,10 +469,9 @@ impl TiledVariant {
             defines.push(("X_DECL", decl.into()));
             storage[1] = Access::UniformWindow;
         }
-        let act: &[&'static str] = if glu.is_some() { &[ACT_WGSL] } else { &[] };
         OwnedSpec {
             name: format!("{:?}", self.key(w)),
-            sources: [&tile.core_wgsl(fmt)[..], act, &[TILED_MAIN]].concat(),
+            sources: [&tile.core_wgsl(fmt)[..], &[ACT_WGSL, TILED_MAIN]].concat(),
             flags,
             defines,
             entry: "main",
