@@ -205,19 +205,16 @@ pub fn stored_tensors(fusions: &[Fusion], needs: &[(GgmlType, &Need)]) -> Vec<St
             name: fusion.name.clone(),
             dtype,
             kind: match kind {
-                StoredKind::Vector { .. } => StoredKind::Vector { len: 0 },
-                _ => StoredKind::Matrix {
+                StoredKind::Matrix { cols, .. } => StoredKind::Matrix {
                     rows: 0,
-                    cols: match need.kind {
-                        NeedKind::Matrix { cols, .. } => cols,
-                        _ => 0,
-                    },
+                    cols,
                     row_group: if fusion.layout == Layout::Interleave {
                         2
                     } else {
                         1
                     },
                 },
+                _ => StoredKind::Vector { len: 0 },
             },
         });
         match (&mut group.kind, kind) {
@@ -277,9 +274,10 @@ impl TensorStore {
     /// A store of stand-ins for what uploading `needs` will hold
     /// (`stored_tensors`): matrices planned in parts as their uploads will
     /// be, every part bound to one small buffer and every vector to another
-    /// (as long as the longest), which hold none of their bytes. A model built from it records the steps the real one
-    /// will (and refuses what the real one would), so its kernels can be
-    /// created while the weights download; it is never run.
+    /// (as long as the longest), which hold none of their bytes. A model
+    /// built from it records the steps the real one will (and refuses what
+    /// the real one would), so its kernels are known before the weights
+    /// arrive; it is never run.
     pub fn stand_ins(
         ctx: &GpuContext,
         fusions: &[Fusion],
