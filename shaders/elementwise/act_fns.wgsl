@@ -24,8 +24,8 @@ fn gelu_tanh(x: f32) -> f32 {
     return x * sigmoid(clamp(2.0 * u, -80.0, 80.0));
 }
 
-// The gate activation the fused matmuls' parameter `glu` names: 1 SiLU,
-// 2 GELU-tanh (kernels::matmul::tiled::Params::glu).
+// The gate activation the tiled fused matmul's parameter `glu` names: 1
+// SiLU, 2 GELU-tanh (kernels::matmul::tiled::Params::glu).
 fn gate_act(glu: u32, x: f32) -> f32 {
     if (glu == 2u) {
         return gelu_tanh(x);

@@ -3,8 +3,8 @@
 //   prologue (NORM): x is RMS-normalised on the fly. Each workgroup computes
 //     its token rows' scale itself (see sum_sq below), so no separate norm
 //     dispatch and no normed copy of x exist.
-//   epilogue: store or add by p.accumulate, or glu by p.glu (values: one
-//   pipeline for all three):
+//   epilogue: store or add by p.accumulate (one pipeline for both), or glu
+//   (EPILOGUE 2):
 //     store: out = W x (+ bias)
 //     add:   out += W x (+ bias); the residual stream absorbs a projection
 //     glu:   gate and up rows interleaved in W (gate row i is weight row 2i,
@@ -78,10 +78,12 @@ fn bias_of(row: u32) -> f32 {
     #endif
 }
 
+const EPILOGUE: u32 = {{EPILOGUE}}u;
+
 // A workgroup may hold more rows than lanes (the vec4 core on a CPU
 // adapter), so each lane emits every WG-th one.
 fn emit_rows(lid: u32, row0: u32) {
-    if (p.glu != 0u) {
+    if (EPILOGUE == 2u) {
         for (var i = lid; i < ROWS / 2u * TOKENS; i += WG) {
             let r = i / TOKENS;
             let t = i % TOKENS;
@@ -90,7 +92,7 @@ fn emit_rows(lid: u32, row0: u32) {
                 let s = x_scale(t);
                 let g = row_sum(2u * r * TOKENS + t) * s;
                 let u = row_sum((2u * r + 1u) * TOKENS + t) * s;
-                out[p.out_offset + t * p.out_stride + wrow / 2u] = gate_act(p.glu, g) * u;
+                out[p.out_offset + t * p.out_stride + wrow / 2u] = {{ACT}}(g) * u;
             }
         }
         return;

@@ -81,11 +81,11 @@ kernel_params! {
         /// epilogue), 0 stores it; a value rather than a variant, so that
         /// storing and adding projections share a pipeline.
         pub(crate) accumulate: u32,
-        /// The fused linear layer only: 0 stores or adds (`accumulate`);
-        /// 1 + the gate's activation (SiLU 1, GELU-tanh 2) gates: W's rows
-        /// are interleaved gate/up pairs and out takes act(gate) * up, one
-        /// element a pair (`Glu::code`). A value too, so a model's gated and
-        /// plain projections share a pipeline.
+        /// The fused linear layer's prefill form only (linear_tiled.wgsl):
+        /// 0 stores or adds (`accumulate`); 1 + the gate's activation (SiLU
+        /// 1, GELU-tanh 2) gates: W's rows are interleaved gate/up pairs
+        /// and out takes act(gate) * up, one element a pair. A value too,
+        /// so a model's gated and plain projections share a pipeline.
         pub(crate) glu: u32,
     }
 }

@@ -9,6 +9,7 @@ use crate::gpu::{
     error::shape_err, workgroups_for, Access, GpuBuffer, GpuContext, GpuError, GpuFeatures,
     OwnedSpec, Recorder, VariantKey, WeightStore,
 };
+use crate::kernels::elementwise::activation::{act_name, Activation};
 use crate::kernels::matmul::tiled::{
     quant_vec_wgsl, vec_core_defines, vec_core_fits, vec_core_flags, Params, VecShape, COMMON_WGSL,
     GEMV_WGSL, MATVEC_STEP_F32, MATVEC_WGSL, MATVEC_X_F32, XQ_STORAGE, X_STORAGE,
@@ -156,8 +157,15 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
     let w = op.w;
     let (norm, bias) = (op.norm.is_some(), op.bias.is_some());
     let glu = matches!(op.epilogue, Epilogue::Glu(_));
+    let act = match op.epilogue {
+        Epilogue::Glu(a) => a,
+        _ => Activation::Silu,
+    };
     let fmt = w.format();
-    // Every epilogue shares a pipeline (`Params::accumulate`, `Params::glu`).
+    // Store and add share a pipeline (`Params::accumulate`); glu is its
+    // own here (decode's projections, where a branch on `Params::glu` cost
+    // lavapipe 2-3 % of its decode speed; the prefill form shares one).
+    let code = if glu { 2 } else { 0 };
     // The vec4 core binds the part again (as vec4s) after out.
     let (rows_per_group, vec_shape) = match core {
         GemvCore::Unit { rows } => (rows, None),
@@ -191,8 +199,8 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
                 | chunked << 2
                 | (q8.is_some() as u32) << 3
                 | (dot4 as u32) << 4,
-            0,
-            uniform.map_or(0, |u| u.x_vec4s << 8),
+            code,
+            act as u32 | uniform.map_or(0, |u| u.x_vec4s << 8),
             lanes,
             reduce | uniform.map_or(0, |u| u.norm_vec4s << 8),
         ],
@@ -253,6 +261,8 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
                 "BIAS_BINDING",
                 (first_extra + norm as usize).to_string().into(),
             ),
+            ("EPILOGUE", code.to_string().into()),
+            ("ACT", act_name(act).into()),
             (
                 "NORM_DECL",
                 match uniform {
@@ -296,7 +306,6 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
             op.out_stride,
         );
         p.accumulate = op.epilogue.accumulate();
-        p.glu = op.epilogue.glu();
         let x = q8.map_or(op.x, |q| q.quants);
         let mut buffers: [&GpuBuffer; 6] = [&part.buffer, x, op.out, op.out, op.out, op.out];
         let mut n = 3;
