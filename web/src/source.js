@@ -198,8 +198,7 @@ async function* throughStore(abs, stores, { signal, report, opts, onStoreFailed,
   };
   const expect = { size: total, etag: head.etag ?? meta?.etag ?? null };
   // The first chunk's bytes as they arrive, for a download from the start.
-  const prefix = (at) => (at === 0 ? onPrefix : undefined);
-  let dl = await startDownload(abs, { from, opts: dlOpts, signal, onBytes, expect, onPrefix: prefix(from) });
+  let dl = await startDownload(abs, { from, opts: dlOpts, signal, onBytes, expect, onPrefix: from === 0 ? onPrefix : undefined });
   if (meta && (!dl.ranges || changed(meta, dl))) {
     // The partial copy cannot be continued (no Range support) or is stale.
     freed += storedBytes(meta);

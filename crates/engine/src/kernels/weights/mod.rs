@@ -252,9 +252,9 @@ impl QuantMatrix {
     /// `row_group`-row groups would make, its parts planned as the upload
     /// plans them (refusing what it refuses), but every part bound to
     /// `stand_in`, which holds none of its bytes. A model built of these
-    /// records the steps the real one will, so its kernels can be created
-    /// before its weights arrive (`ModelLoader::create_pipelines_ahead`);
-    /// it is never run.
+    /// records the steps the real one will, so its kernels are known before
+    /// its weights arrive (`ModelLoader::stand_in_pipeline`); it is never
+    /// run.
     pub(crate) fn stand_in(
         ctx: &GpuContext,
         label: &str,
@@ -273,17 +273,13 @@ impl QuantMatrix {
             row_group,
             ctx.weight_store,
         )?;
-        let layout = BlockLayout::of(dtype);
-        let blocks_per_row = cols / dtype.block_elements();
         let parts = plan
             .iter()
             .map(|p| MatrixPart {
                 first_row: p.first_row,
                 rows: p.rows,
                 buffer: stand_in.clone(),
-                bases: layout.as_ref().map_or_else(Default::default, |l| {
-                    region_sizes(l, p.rows, blocks_per_row).1
-                }),
+                bases: part_layout(dtype, p.rows, cols).1,
             })
             .collect();
         Ok(QuantMatrix {
@@ -335,6 +331,21 @@ fn upload_words(
         ctx.write(&buffer, whole as u64, &last);
     }
     Ok(buffer)
+}
+
+/// Bytes of a part of `rows` rows of a `dtype` matrix of `cols` columns
+/// in its GPU layout, and where its aux and d16 regions start: as `repack`
+/// lays it out, or for F32/F16 their bytes as stored. `cols` is a whole
+/// number of blocks (checked by `plan_parts`).
+pub(crate) fn part_layout(dtype: GgmlType, rows: usize, cols: usize) -> (usize, RegionBases) {
+    let blocks_per_row = cols / dtype.block_elements();
+    match BlockLayout::of(dtype) {
+        Some(l) => region_sizes(&l, rows, blocks_per_row),
+        None => (
+            rows * dtype.row_bytes(cols as u64).unwrap_or(0) as usize,
+            RegionBases::default(),
+        ),
+    }
 }
 
 /// One part of a matrix as `QuantMatrix::upload` makes it: its rows and the
@@ -391,8 +402,6 @@ pub fn plan_parts(
     }
     // Shaders address bytes with u32: keep every part under 4 GiB.
     let limit = max_part_bytes.min(u32::MAX as u64 - 255);
-    let layout = BlockLayout::of(dtype);
-    let blocks_per_row = (cols / dtype.block_elements()) as u64;
     let overhead = part_overhead(dtype, cols, store);
     let group_bytes = row_bytes.saturating_mul(row_group as u64);
     let rows_per_part = limit.saturating_sub(overhead) / group_bytes * row_group as u64;
@@ -413,11 +422,7 @@ pub fn plan_parts(
     let mut first_row = 0usize;
     while first_row < rows {
         let n = (rows - first_row).min(rows_per_part as usize);
-        // As `repack` lays the part out; F32/F16 keep their bytes.
-        let data_bytes = match &layout {
-            Some(l) => region_sizes(l, n, blocks_per_row as usize).0 as u64,
-            None => n as u64 * row_bytes,
-        };
+        let data_bytes = part_layout(dtype, n, cols).0 as u64;
         parts.push(PartPlan {
             first_row,
             rows: n,

@@ -14,8 +14,8 @@
 use crate::format::quant::GgmlType;
 use crate::gpu::error::shape_err;
 use crate::gpu::{GpuContext, GpuError, WeightStore};
-use crate::kernels::weights::layout::{region_sizes, repack, BlockLayout};
-use crate::kernels::weights::{plan_parts, MatrixPart, QuantMatrix, PART_SLACK};
+use crate::kernels::weights::layout::{repack, BlockLayout};
+use crate::kernels::weights::{part_layout, plan_parts, MatrixPart, QuantMatrix, PART_SLACK};
 
 /// At most this many bytes of rows are repacked and written at once.
 const RUN_BYTES: usize = 4 << 20;
@@ -61,14 +61,10 @@ impl MatrixUpload {
         // Checked by plan_parts.
         let row_bytes = dtype.row_bytes(cols as u64).unwrap_or(0) as usize;
         let layout = BlockLayout::of(dtype);
-        let blocks_per_row = cols / dtype.block_elements();
         let mut parts = Vec::new();
         if store == WeightStore::Buffers {
             for p in &plan {
-                let (data_bytes, bases) = match &layout {
-                    Some(l) => region_sizes(l, p.rows, blocks_per_row),
-                    None => (p.rows * row_bytes, Default::default()),
-                };
+                let (data_bytes, bases) = part_layout(dtype, p.rows, cols);
                 let part_label = if p.first_row == 0 && p.rows == rows {
                     label.to_string()
                 } else {

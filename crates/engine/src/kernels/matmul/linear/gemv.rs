@@ -163,8 +163,8 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
     };
     let fmt = w.format();
     // Store and add share a pipeline (`Params::accumulate`); glu is its
-    // own here (decode's projections, where a branch on `Params::glu` cost
-    // lavapipe 2-3 % of its decode speed; the prefill form shares one).
+    // own here, a constant of the decode kernel (the prefill form, whose
+    // kernel is the costly one to compile, shares one: `Params::glu`).
     let code = if glu { 2 } else { 0 };
     // The vec4 core binds the part again (as vec4s) after out.
     let (rows_per_group, vec_shape) = match core {
