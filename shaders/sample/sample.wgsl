@@ -27,7 +27,7 @@
 @group(0) @binding(4) var<storage, read> randoms: array<f32>;       // [> step]: u in [0, 1) per step
 @group(0) @binding(5) var<storage, read_write> out_ids: array<u32>; // [> out_index]
 @group(0) @binding(6) var<storage, read_write> work: array<u32>;    // [2 * vocab]: logit bits then keys; weights q
-@group(0) @binding(7) var<storage, read> mask: array<u32>;          // [ceil(vocab / 32)] when masked: bit i % 32 of word i / 32 allows token i
+@group(0) @binding(7) var<storage, read> mask: array<u32>;          // [mask_offset + ceil(vocab / 32)] when masked: bit i % 32 of word i / 32 allows token i
 
 const WG: u32 = 256u;
 const NONE: u32 = 0xffffffffu;
@@ -63,7 +63,7 @@ fn order_key(z: f32) -> u32 {
 
 // Whether token i may be picked (always, without a mask).
 fn allowed(i: u32) -> bool {
-    return p.masked == 0u || ((mask[i >> 5u] >> (i & 31u)) & 1u) != 0u;
+    return p.masked == 0u || ((mask[p.mask_offset + (i >> 5u)] >> (i & 31u)) & 1u) != 0u;
 }
 
 fn key_value(k: u32) -> f32 {

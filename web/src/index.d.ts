@@ -98,14 +98,12 @@ export interface LoadOptions {
    * and checked in one pass over the weights, several tokens a pass where
    * the reply copies: code edits, quotes) or "draft" (a smaller model with
    * the same vocabulary drafts: `draftModel`). The output is the same as
-   * without drafting (greedy, and seed for seed when sampling). Not yet
-   * under a grammar (jsonSchema, regex, grammar, forced tool calls): those
-   * generations decode without drafting (their stats have no
-   * `speculative`), and one that asks for it itself throws
-   * UnsupportedFieldError (field "speculative").
+   * without drafting (greedy, and seed for seed when sampling, up to
+   * rounding at near ties). Under a grammar (jsonSchema, regex, grammar,
+   * tool calls) a pass checks only the drafts the grammar allows.
    */
   speculative?: "off" | "lookup" | "draft";
-  /** Most tokens a pass drafts with `speculative` (1..=16, and below the prefill chunk). Default 8. */
+  /** Most tokens a pass drafts with `speculative` (1..=16, and below the prefill chunk). Default 7 (a pass of 8 rows). */
   draftTokens?: number;
   /**
    * The draft model of `speculative: "draft"`: a GGUF source as for `load`

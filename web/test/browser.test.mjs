@@ -113,7 +113,7 @@ describe("Engine on the page", () => {
     assert.deepEqual(r.ids, native.ids.slice(0, 3));
   });
 
-  test("speculative decoding by prompt lookup gives the native plain greedy ids, with its stats; bad options are refused by name", { timeout: LOAD_MS + 240_000 }, async () => {
+  test("speculative decoding by prompt lookup gives the native plain greedy ids, with its stats, and under a grammar its plain ids; bad options are refused by name", { timeout: LOAD_MS + 240_000 }, async () => {
     // A reply that quotes its prompt, so lookup drafts.
     const prompt = 'Q: Repeat after me: "The river rose in the night and the farmers moved their animals to the ridge."\nA: "The river';
     const n = 32;
@@ -132,14 +132,16 @@ describe("Engine on the page", () => {
       const setting = engine.info().speculative;
       const plain = await run(engine, { speculative: "off" });
       const lookup = await run(engine);
+      // Under a grammar the engine's setting drafts too.
+      const regex = "[a-z ,.]+";
+      const grammar = { plain: await run(engine, { speculative: "off", regex }), lookup: await run(engine, { regex }) };
       const refused = {
-        grammar: await errorOf(() => run(engine, { speculative: "lookup", regex: "[a-z]+" })),
         zero: await errorOf(() => run(engine, { speculative: "lookup", draftTokens: 0 })),
         kind: await errorOf(() => run(engine, { speculative: "medusa" })),
         load: await errorOf(() => Engine.load(url, { contextLength: ctx, speculative: "lookup", draftTokens: 99 })),
       };
       await engine.dispose();
-      return { plain, lookup, refused, setting };
+      return { plain, lookup, grammar, refused, setting };
     }, { url: modelUrl(), ctx: CTX, prompt, n }), "speculative");
     const s = r.lookup.stats.speculative;
     log(`page lookup: ${JSON.stringify(s)}; decode ${r.plain.stats.decodeTokensPerSecond.toFixed(2)} tok/s plain, ` +
@@ -151,8 +153,10 @@ describe("Engine on the page", () => {
     assert.ok(s.passes > 0 && s.accepted > 0 && s.accepted <= s.drafted, JSON.stringify(s));
     assert.equal(s.drafter, "lookup");
     assert.deepEqual(r.setting, { kind: "lookup", draftTokens: 8, draftModel: false }, "info() says how the engine drafts");
-    assert.equal(r.refused.grammar?.code, "unsupported_field");
-    assert.equal(r.refused.grammar?.field, "speculative");
+    const g = r.grammar.lookup.stats.speculative;
+    log(`page lookup under a grammar: ${JSON.stringify(g)}`);
+    assert.deepEqual(r.grammar.lookup.ids, r.grammar.plain.ids, "under a grammar: its plain ids");
+    assert.ok(g.passes > 0 && g.accepted > 0, JSON.stringify(g));
     for (const k of ["zero", "load"]) assert.equal(r.refused[k]?.field, "draftTokens", JSON.stringify(r.refused[k]));
     assert.equal(r.refused.kind?.field, "speculative", JSON.stringify(r.refused.kind));
   });

@@ -560,21 +560,8 @@ impl WasmEngine {
             }
             .speculation()?;
             let engine_default = pipeline.speculation();
-            // The engine's setting leaves grammars alone (documented); one
-            // asked for with a grammar is refused.
-            let speculation = match asked {
-                Some(asked) => asked,
-                None if constraint.is_some() => Speculation::Off,
-                None => engine_default,
-            };
+            let speculation = asked.unwrap_or(engine_default);
             check_drafter(&pipeline, speculation)?;
-            if speculation != Speculation::Off && constraint.is_some() {
-                return Err(coded_field_err(
-                    "speculative",
-                    "not supported with a grammar (response_format, or a forced tool call) yet",
-                    "unsupported_field",
-                ));
-            }
             pipeline
                 .set_speculation(speculation, true)
                 .await

@@ -119,3 +119,65 @@ fn grammars_that_do_not_compile_are_typed_errors() {
         }
     }
 }
+
+/// The masks of a verifying pass under a grammar: one a row, each the mask
+/// plain decoding computes after the drafts before it; drafts cut before
+/// the first the grammar forbids and before one after which the grammar
+/// forces tokens; the grammar left where it was.
+#[test]
+fn draft_masks_are_plain_decodings_masks_and_stop_where_it_would_not_sample() {
+    let tok = tokenizer(MODELS[0]);
+    let vocab = tok.vocab_size();
+    let compiler = GrammarCompiler::new(&tok, vocab).unwrap();
+    let id = |s: &str| {
+        let ids = tok.encode(s, false, false).unwrap();
+        assert_eq!(ids.len(), 1, "{s:?} is one token");
+        ids[0]
+    };
+    let (a, b, c) = (id("a"), id("b"), id("c"));
+    let mask_after = |grammar: &Grammar, ids: &[u32]| {
+        let mut g = compiler.compile(grammar).unwrap();
+        for &t in ids {
+            g.consume(t).unwrap();
+        }
+        let mut words = Vec::new();
+        g.next_mask(&mut words).unwrap();
+        words
+    };
+    let ab = Grammar::Regex("[ab]{3}".into());
+    let mut g = compiler.compile(&ab).unwrap();
+    let before = mask_after(&ab, &[]);
+    let mut words = Vec::new();
+    // "c" is not allowed: the pass verifies the two drafts before it.
+    let kept = g.draft_masks(&[a, b, c, a], &mut words).unwrap();
+    assert_eq!(kept, 2);
+    let per = before.len();
+    assert_eq!(words.len(), 3 * per, "a mask a row");
+    assert_eq!(words[..per], before[..]);
+    assert_eq!(words[per..2 * per], mask_after(&ab, &[a])[..]);
+    assert_eq!(words[2 * per..], mask_after(&ab, &[a, b])[..]);
+    assert!(words[..per] != words[2 * per..], "the masks differ by row");
+    let mut again = Vec::new();
+    g.next_mask(&mut again).unwrap();
+    assert_eq!(again, before, "the grammar is where it was");
+    // All allowed; and none drafted.
+    assert_eq!(g.draft_masks(&[b, b], &mut words).unwrap(), 2);
+    assert_eq!(words.len(), 3 * per);
+    assert_eq!(g.draft_masks(&[], &mut words).unwrap(), 0);
+    assert_eq!(words, before);
+    // The third letter completes the grammar: drafts stop before it.
+    let kept = g.draft_masks(&[a, a, a, a], &mut words).unwrap();
+    assert_eq!(kept, 2, "stops before the draft that finishes the grammar");
+
+    // After "x" the grammar forces " equals ": plain decoding would run
+    // those without sampling, so a pass does not draft past "x".
+    let forced = Grammar::Regex("(x|y) equals [0-9]{2}".into());
+    let mut g = compiler.compile(&forced).unwrap();
+    let kept = g
+        .draft_masks(&[id("x"), id(" equals")], &mut words)
+        .unwrap();
+    assert_eq!(kept, 0);
+    assert_eq!(words, mask_after(&forced, &[]));
+    let x = id("x") as usize;
+    assert!(words[x / 32] >> (x % 32) & 1 == 1, "x itself is allowed");
+}

@@ -3,6 +3,7 @@
 //! the same end (stop token, stop string, max tokens, a full context) with
 //! the same cache left behind.
 
+use wick::constrain::{Constraint, Grammar, GrammarCompiler};
 use wick::pipeline::sampling::SamplingParams;
 use wick::pipeline::speculative::{Speculation, MAX_DRAFT_TOKENS};
 use wick::pipeline::stats::SpeculativeStats;
@@ -32,10 +33,23 @@ fn run(
     sampling: &SamplingParams,
     stop: &StopCriteria,
 ) -> Run {
+    run_under(engine, speculation, prompt, sampling, stop, None)
+}
+
+/// `run`, under `grammar` where one is given.
+fn run_under(
+    engine: &mut Engine,
+    speculation: Speculation,
+    prompt: &[u32],
+    sampling: &SamplingParams,
+    stop: &StopCriteria,
+    grammar: Option<Constraint>,
+) -> Run {
     let p = &mut engine.pipeline;
     pollster::block_on(p.set_speculation(speculation, false)).unwrap();
     p.reset();
-    let out = pollster::block_on(p.generate(prompt, sampling, stop, None, &mut |_| true)).unwrap();
+    let out =
+        pollster::block_on(p.generate(prompt, sampling, stop, grammar, &mut |_| true)).unwrap();
     assert_eq!(p.position(), p.held_ids().len());
     Run {
         ids: out.ids,
@@ -294,6 +308,112 @@ fn drafting_ends_where_plain_decoding_ends() {
     let plain = complete(Speculation::Off);
     assert_eq!(plain.2, FinishReason::Stop, "{:?}", plain.1);
     assert_eq!(complete(LOOKUP), plain, "a stop string");
+}
+
+/// Runs plain and drafted under a fresh `grammar` each and checks them
+/// equal in ids, end and the cache they leave; the drafted run's stats.
+fn same_under_grammar(
+    engine: &mut Engine,
+    grammar: &Grammar,
+    prompt: &[u32],
+    sampling: &SamplingParams,
+    stop: &StopCriteria,
+    what: &str,
+) -> SpeculativeStats {
+    let vocab = engine.pipeline.model().config.vocab_size;
+    let compiler = GrammarCompiler::new(&engine.tokenizer, vocab).unwrap();
+    let under = |engine: &mut Engine, speculation| {
+        let constraint = compiler.compile(grammar).unwrap();
+        run_under(
+            engine,
+            speculation,
+            prompt,
+            sampling,
+            stop,
+            Some(constraint),
+        )
+    };
+    let plain = under(engine, Speculation::Off);
+    let drafted = under(engine, LOOKUP);
+    let what = format!(
+        "{what}: {:?}",
+        engine.tokenizer.decode(&plain.ids, true).unwrap()
+    );
+    assert_eq!(drafted.ids, plain.ids, "{what}: ids");
+    assert_eq!(drafted.finish, plain.finish, "{what}: finish reason");
+    assert_eq!(drafted.held, plain.held, "{what}: the cache left behind");
+    let s = drafted.speculative.expect("stats of a drafted run");
+    eprintln!("{what}: {s:?}");
+    s
+}
+
+/// Under a grammar the drafts it allows are verified in one pass, a mask
+/// a row, and the tokens are plain decoding's under the same grammar, as
+/// are where the generation ends and the cache it leaves: greedy, a JSON
+/// schema whose values the reply copies from the prompt (keys forced
+/// between them); sampled, seed by seed, the tiny model confined to six
+/// tokens (as in the sampled test above) under a regular expression that
+/// forbids many of the drafts lookup makes.
+#[test]
+fn drafting_under_a_grammar_gives_plain_decodings_tokens() {
+    let mut engine = load_engine(SMOLLM2, 320);
+    let person = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "city": {"type": "string"},
+            "known_for": {"type": "string"}
+        },
+        "required": ["name", "city", "known_for"]
+    });
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"people": {"type": "array", "items": person}},
+        "required": ["people"]
+    });
+    let prompt = chat(
+        &engine,
+        "Write these records as JSON: Ada Lovelace of London, known for the first published computer program; Alan Turing of Wilmslow, known for the Turing machine; Grace Hopper of New York City, known for the first compiler.",
+    );
+    let stop = StopCriteria {
+        stop_ids: engine.tokenizer.stop_ids(),
+        max_tokens: 160,
+    };
+    let greedy = SamplingParams::default();
+    let grammar = Grammar::JsonSchema(schema);
+    let s = same_under_grammar(&mut engine, &grammar, &prompt, &greedy, &stop, "JSON");
+    assert!(s.accepted > 0, "{s:?}");
+
+    let mut engine = load_engine(TINY, 256);
+    let six = 11u32..17;
+    let prompt: Vec<u32> = six.clone().cycle().take(24).collect();
+    // Ids 11..17 are , - . / 0 1: after a 0 only , or . and after a 1
+    // only - or /.
+    let grammar = Grammar::Regex("(0[,.]|1[-/])*".into());
+    let (mut drafted, mut accepted) = (0, 0);
+    for seed in 0..6 {
+        let sampling = SamplingParams {
+            temperature: 1.0,
+            frequency_penalty: 0.5,
+            logit_bias: six.clone().map(|t| (t, 30.0)).collect(),
+            seed,
+            ..Default::default()
+        };
+        let s = same_under_grammar(
+            &mut engine,
+            &grammar,
+            &prompt,
+            &sampling,
+            &stop_after(40),
+            "seed",
+        );
+        drafted += s.drafted;
+        accepted += s.accepted;
+    }
+    assert!(
+        drafted > 30 && accepted > 0 && accepted < drafted,
+        "drafts both kept and rejected: {accepted} of {drafted}"
+    );
 }
 
 #[test]

@@ -50,6 +50,43 @@ impl Constraint {
         Ok(())
     }
 
+    /// For a pass over drafted tokens: how many of `drafts` the pass may
+    /// verify, and the mask of each of its rows, one after another in
+    /// `words` (as `next_mask` writes one): row j samples after the first j
+    /// drafts. Drafts stop before the first one the grammar forbids, and
+    /// before one after which the grammar is finished or forces tokens (those
+    /// are not sampled: plain decoding runs them as the next step's chunk).
+    /// The grammar is left where it was.
+    pub fn draft_masks(
+        &mut self,
+        drafts: &[u32],
+        words: &mut Vec<u32>,
+    ) -> Result<usize, ConstrainError> {
+        words.clear();
+        let mut row = Vec::new();
+        let mut kept = 0;
+        loop {
+            self.next_mask(&mut row)?;
+            words.extend(&row);
+            let Some(&d) = drafts.get(kept) else { break };
+            let allowed = row
+                .get(d as usize / 32)
+                .is_some_and(|w| (w >> (d % 32)) & 1 == 1);
+            if !allowed {
+                break;
+            }
+            self.matcher.consume_token(d).map_err(|e| self.error(e))?;
+            let ends = self.matcher.is_stopped() || !self.matcher.compute_ff_tokens().is_empty();
+            if ends {
+                self.matcher.rollback(1).map_err(|e| self.error(e))?;
+                break;
+            }
+            kept += 1;
+        }
+        self.matcher.rollback(kept).map_err(|e| self.error(e))?;
+        Ok(kept)
+    }
+
     /// Advances past a token the model produced.
     pub fn consume(&mut self, id: u32) -> Result<(), ConstrainError> {
         self.matcher.consume_token(id).map_err(|e| self.error(e))?;

@@ -24,6 +24,11 @@
 //! A grammar ends the generation when it is finished (an end token sampled
 //! where it accepts, or nothing more can follow); `max_tokens` or a full
 //! context cut the output short of a match.
+//!
+//! With drafting (`speculative`), a step verifies drafted tokens in one
+//! pass where the drafter has some: under a grammar only those it allows,
+//! each row sampled under the grammar's mask after the drafts before it
+//! (`Constraint::draft_masks`).
 
 use std::collections::VecDeque;
 
@@ -47,7 +52,7 @@ pub struct Generation {
     stop: StopCriteria,
     /// The grammar the output must match; `None` for free text.
     grammar: Option<Grammar>,
-    /// How free text drafts tokens (`speculative`).
+    /// How the generation drafts tokens (`speculative`).
     speculation: Speculation,
     /// The prompt, and every token handed out or queued after it.
     sequence: Vec<u32>,
@@ -57,6 +62,10 @@ pub struct Generation {
     host: Vec<u32>,
     /// Sampled (or forced) but not yet returned by `next_token`, in order.
     queue: VecDeque<u32>,
+    /// Under a grammar: how many of the queue's first tokens hold a cache
+    /// position (a verifying pass embedded the token before each; a plain
+    /// step under a grammar embeds nothing of what it queues).
+    queued_positions: usize,
     /// Free text: the submit after the one `queue` came from, already running.
     in_flight: Option<InFlight>,
     /// The token in the ring that the next decode step embeds.
@@ -114,11 +123,15 @@ impl Generation {
     /// Drops the tokens not yet returned. Free text: each was sampled by a
     /// decode step that embedded the token before it, so each holds a
     /// position. Under a grammar a step runs only once every token is
-    /// returned, and what it queues is not embedded until the next step.
+    /// returned, and what a plain step queues is not embedded until the
+    /// next step; a verifying pass's tokens hold positions as free text's do
+    /// (`queued_positions`).
     fn drop_queue(&mut self) {
-        if self.grammar.is_none() {
-            self.dropped_positions += self.queue.len();
-        }
+        self.dropped_positions += match self.grammar {
+            None => self.queue.len(),
+            Some(_) => self.queued_positions,
+        };
+        self.queued_positions = 0;
         let kept = self.sequence.len() - self.queue.len();
         self.sequence.truncate(kept);
         self.queue.clear();
@@ -184,11 +197,6 @@ impl Pipeline {
             ));
         }
         let speculation = self.speculation;
-        if speculation != Speculation::Off && grammar.is_some() {
-            return Err(PipelineError::InvalidOption(
-                "speculative decoding under a grammar (structured output, tool calls) is not built yet: turn one of them off".into(),
-            ));
-        }
         let cached = self.held.reusable(prompt);
         self.pos = cached;
         self.held.forget_from(cached);
@@ -208,6 +216,7 @@ impl Pipeline {
             sequence: prompt.to_vec(),
             host: prompt[cached..].to_vec(),
             queue: VecDeque::new(),
+            queued_positions: 0,
             in_flight: None,
             ring_token: 0,
             ids: Vec::new(),
@@ -261,6 +270,7 @@ impl Pipeline {
             self.finish(g);
             return Ok(None);
         };
+        g.queued_positions = g.queued_positions.saturating_sub(1);
         g.sampler.accept(&[token]);
         g.ids.push(token);
         g.stats.generated_tokens = g.ids.len();
@@ -330,10 +340,7 @@ impl Pipeline {
             return Ok(());
         }
         let k = g.speculation.draft_tokens().min(room - 1);
-        let drafts = match (g.speculation, self.draft.as_deref_mut()) {
-            (Speculation::Draft { .. }, Some(draft)) => draft.draft_greedy(&g.sequence, k).await?,
-            _ => lookup::draft(&g.sequence, k).to_vec(),
-        };
+        let drafts = self.drafts(g, k).await?;
         let start = Instant::now();
         if drafts.is_empty() {
             // Nothing to verify: two submits of plain decode steps, the
@@ -343,8 +350,32 @@ impl Pipeline {
             g.in_flight = self.launch(g, current.steps()).await?;
             return self.land_plain(g, current, start).await;
         }
+        let tokens = self.verify_pass(g, &drafts, start).await?;
+        g.ring_token = *tokens.last().expect("a pass gives a token");
+        g.queue(&tokens, false);
+        Ok(())
+    }
+
+    /// Up to `k` drafted tokens after the sequence, from the generation's
+    /// drafter.
+    async fn drafts(&mut self, g: &Generation, k: usize) -> Result<Vec<u32>, PipelineError> {
+        Ok(match (g.speculation, self.draft.as_deref_mut()) {
+            (Speculation::Draft { .. }, Some(draft)) => draft.draft_greedy(&g.sequence, k).await?,
+            _ => lookup::draft(&g.sequence, k).to_vec(),
+        })
+    }
+
+    /// Verifies `drafts` after the ring's token in one pass (under the
+    /// masks already set, under a grammar) and returns the tokens it gives,
+    /// counted in the stats from `start`.
+    async fn verify_pass(
+        &mut self,
+        g: &mut Generation,
+        drafts: &[u32],
+        start: Instant,
+    ) -> Result<Vec<u32>, PipelineError> {
         let us = g.sampler.peek_uniforms(drafts.len() + 1);
-        let verified = self.verify_drafts(g.ring_token, &drafts, &us).await?;
+        let verified = self.verify_drafts(g.ring_token, drafts, &us).await?;
         let tokens = verified.tokens;
         g.sampler.skip(tokens.len());
         if verified.accepted < drafts.len() && g.sampling.penalties_on() {
@@ -361,9 +392,7 @@ impl Pipeline {
             s.tokens += tokens.len();
             s.pass_seconds += start.elapsed().as_secs_f64();
         }
-        g.ring_token = *tokens.last().expect("a pass gives a token");
-        g.queue(&tokens, false);
-        Ok(())
+        Ok(tokens)
     }
 
     /// Lands a submit of plain decode steps run while drafting (nothing was
@@ -384,12 +413,18 @@ impl Pipeline {
         Ok(())
     }
 
-    /// A step under the grammar: one token sampled under its mask.
+    /// A step under the grammar: one token sampled under its mask, or
+    /// where drafting finds drafts the grammar allows, a verifying pass.
     async fn grammar_step(&mut self, g: &mut Generation) -> Result<(), PipelineError> {
         if self.pos + g.host.len().max(1) > self.ctx_len() {
             g.end = Some(FinishReason::ContextFull);
             return Ok(());
         }
+        let drafting = g.speculation != Speculation::Off;
+        if drafting && g.host.is_empty() && g.queue.is_empty() && self.grammar_pass(g).await? {
+            return Ok(());
+        }
+        let start = Instant::now();
         let grammar = g.grammar.as_mut().expect("a grammar step");
         let t = Instant::now();
         grammar.constraint.next_mask(&mut grammar.mask)?;
@@ -434,7 +469,66 @@ impl Pipeline {
         if finished {
             g.end = Some(FinishReason::Stop);
         }
+        if let Some(s) = &mut g.stats.speculative {
+            s.plain_steps += 1;
+            s.plain_seconds += start.elapsed().as_secs_f64();
+        }
         Ok(())
+    }
+
+    /// A verifying pass under the grammar: the drafts it allows (see
+    /// `Constraint::draft_masks`) checked in one pass with a mask a row,
+    /// then the tokens kept go through the grammar as sampled ones do.
+    /// False where nothing was drafted or the grammar allows no draft (the
+    /// caller samples one token).
+    async fn grammar_pass(&mut self, g: &mut Generation) -> Result<bool, PipelineError> {
+        let room = g.room().min(self.ctx_len() - self.pos);
+        let k = g.speculation.draft_tokens().min(room.saturating_sub(1));
+        if k == 0 {
+            return Ok(false);
+        }
+        let mut drafts = self.drafts(g, k).await?;
+        let start = Instant::now();
+        let grammar = g.grammar.as_mut().expect("a grammar step");
+        let t = Instant::now();
+        let kept = grammar.constraint.draft_masks(&drafts, &mut grammar.mask)?;
+        g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
+        if kept == 0 {
+            return Ok(false);
+        }
+        drafts.truncate(kept);
+        if let Some(stats) = &mut g.stats.grammar {
+            stats.masks += kept + 1;
+        }
+        let ctx = self.ctx.clone();
+        self.sampler.set_masks(&ctx, &grammar.mask)?;
+        let tokens = self.verify_pass(g, &drafts, start).await?;
+        let grammar = g.grammar.as_mut().expect("a grammar step");
+        let t = Instant::now();
+        for &id in &tokens {
+            grammar.constraint.consume(id)?;
+        }
+        let forced = if grammar.constraint.is_finished() {
+            Vec::new()
+        } else {
+            grammar.constraint.take_forced()?
+        };
+        let finished = grammar.constraint.is_finished();
+        g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
+        let last = *tokens.last().expect("a pass gives a token");
+        g.queue(&tokens, false);
+        g.queued_positions = g.queue.len();
+        g.queue(&forced, true);
+        if forced.is_empty() {
+            g.ring_token = last;
+        } else {
+            g.host.push(last);
+            g.host.extend(&forced);
+        }
+        if finished {
+            g.end = Some(FinishReason::Stop);
+        }
+        Ok(true)
     }
 
     /// Runs the host chunk and samples the token after it with random

@@ -212,6 +212,7 @@ impl Pipeline {
             sampled_per_submit,
             ctx_len.max(64),
             MAX_BIAS,
+            speculative::verify::verify_rows(rows),
         )?;
         Ok(Pipeline {
             ctx,
@@ -390,6 +391,7 @@ impl Pipeline {
                     out_ids: &self.tokens.buffer,
                     out_index: slot,
                     step,
+                    mask_row: 0,
                 };
                 sample(f.rec, &self.sampler, &target)?;
             }
@@ -403,6 +405,8 @@ impl Pipeline {
                         out_ids: &self.tokens.buffer,
                         out_index: self.tokens.output_slot(j),
                         step: j,
+                        // A pass under a grammar uploads a mask a row.
+                        mask_row: j.min(self.sampler.masks().saturating_sub(1)),
                     };
                     sample(f.rec, &self.sampler, &target)?;
                 }

@@ -17,6 +17,7 @@ use crate::model::loader::{padded_vector_len, stored_tensors, Need, StoredKind};
 use crate::model::moe::MoeActivations;
 use crate::model::ModelConfig;
 use crate::pipeline::kv_cache::KvCache;
+use crate::pipeline::speculative::verify::verify_rows;
 use crate::pipeline::{logit_rows, sampled_per_submit, PipelineOptions};
 
 /// Bytes of GPU memory by what they hold.
@@ -125,8 +126,13 @@ pub fn footprint(
         "token ring",
         steps.saturating_add(1).saturating_mul(4),
     )?];
-    let sizes =
-        SamplerState::buffer_sizes(cfg.vocab_size, steps as usize, ctx_len.max(64), MAX_BIAS);
+    let sizes = SamplerState::buffer_sizes(
+        cfg.vocab_size,
+        steps as usize,
+        ctx_len.max(64),
+        MAX_BIAS,
+        verify_rows(rows),
+    );
     for (label, bytes) in sizes {
         sampler.push(storage(label, bytes)?);
     }

@@ -65,6 +65,7 @@ fn run_gpu(params: &SamplingParams, logits: &[f32], mask: &[u32], us: &[f32]) ->
             out_ids: &out,
             out_index: 0,
             step: 0,
+            mask_row: 0,
         };
         sample(&mut rec, &state, &target).unwrap();
         pollster::block_on(rec.submit()).unwrap();
@@ -153,6 +154,7 @@ fn mask_of_wrong_length_is_a_shape_error_and_configure_clears_it() {
             out_ids: &out,
             out_index: 0,
             step: 0,
+            mask_row: 0,
         };
         sample(&mut rec, state, &target).unwrap();
         pollster::block_on(rec.submit()).unwrap();
@@ -165,4 +167,72 @@ fn mask_of_wrong_length_is_a_shape_error_and_configure_clears_it() {
     assert_eq!(pick(&state), 3);
     state.clear_mask();
     assert_eq!(pick(&state), vocab as u32 - 1);
+}
+
+/// A verifying pass samples several rows in one submit, each under its own
+/// mask (`set_masks`, `SampleTarget::mask_row`): every row's id is the
+/// reference's under that row's mask, on a vocab that is not a multiple of
+/// 32; a row past the masks uploaded, or more masks than the buffer holds,
+/// is a shape error.
+#[test]
+fn several_rows_sample_under_a_mask_each() {
+    let ctx = ctx();
+    let vocab = 77;
+    let rows = 3;
+    let logits = random_vec(vocab * rows, 61);
+    let masks: Vec<Vec<u32>> = vec![
+        mask_of(vocab, [2, 40, 76]),
+        mask_of(vocab, (0..vocab).filter(|i| i % 3 == 1)),
+        mask_of(vocab, [76]),
+    ];
+    let words: Vec<u32> = masks.concat();
+    let buf = ctx.upload_f32("logits", &logits).unwrap();
+    let out = ctx.create_storage("out_ids", 4 * rows as u64).unwrap();
+    let us = [0.3f32, 0.7, 0.5];
+    for params in modes() {
+        let mut state = SamplerState::with_capacity(ctx, vocab, rows, 64, MAX_BIAS, rows).unwrap();
+        state.configure(ctx, &params, &[]).unwrap();
+        state.set_masks(ctx, &words).unwrap();
+        state.write_randoms(ctx, 0, &us).unwrap();
+        let mut rec = Recorder::new(ctx);
+        for j in 0..rows {
+            let target = SampleTarget {
+                logits: &buf,
+                logits_offset: j * vocab,
+                out_ids: &out,
+                out_index: j,
+                step: j,
+                mask_row: j,
+            };
+            sample(&mut rec, &state, &target).unwrap();
+        }
+        pollster::block_on(rec.submit()).unwrap();
+        let ids = pollster::block_on(ctx.read_u32(&out, 0, rows)).unwrap();
+        for j in 0..rows {
+            let row = &logits[j * vocab..(j + 1) * vocab];
+            assert!(
+                is_allowed(&masks[j], ids[j]),
+                "{params:?}: row {j} picked {}",
+                ids[j]
+            );
+            // The penalty window before row j: the rows sampled before it.
+            let want = reference_masked(&params, row, &ids[..j], us[j], &masks[j]);
+            if want.margin >= MARGIN {
+                assert_eq!(ids[j], want.id, "{params:?}, row {j}");
+            }
+        }
+        // A row past the masks uploaded.
+        let target = SampleTarget {
+            logits: &buf,
+            logits_offset: 0,
+            out_ids: &out,
+            out_index: 0,
+            step: 0,
+            mask_row: rows,
+        };
+        let mut rec = Recorder::new(ctx);
+        assert_shape_err(&sample(&mut rec, &state, &target).unwrap_err(), "sample");
+        let too_many = [words.clone(), masks[0].clone()].concat();
+        assert_shape_err(&state.set_masks(ctx, &too_many).unwrap_err(), "sample");
+    }
 }

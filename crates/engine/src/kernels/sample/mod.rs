@@ -13,10 +13,12 @@
 //! - `randoms`: `[steps]`, `randoms[step]` the uniform `u` in [0, 1) of a
 //!   step (`Sampler::next_uniform` gives the CPU sampler's numbers);
 //! - `scratch`: `[2 * vocab]` u32, overwritten;
-//! - `mask`: `[ceil(vocab / 32)]`, the allowed-token bitmask of constrained
-//!   decoding (bit `i % 32` of word `i / 32` allows token `i`), read only
-//!   while `set_mask` has turned it on; the CPU computes it each step and
-//!   uploads these few words, never reading the logits back.
+//! - `mask`: `[rows * ceil(vocab / 32)]`, allowed-token bitmasks of
+//!   constrained decoding (bit `i % 32` of word `i / 32` allows token `i`),
+//!   read only while `set_masks` has turned them on; the CPU computes them
+//!   and uploads these few words, never reading the logits back. One mask
+//!   for a decode step; one a row for a verifying pass of drafted tokens,
+//!   whose row j samples after the drafts before it (`SampleTarget::mask_row`).
 
 pub mod params;
 
@@ -65,6 +67,8 @@ kernel_params! {
         n_bias: u32,
         /// 1: only tokens whose bit is set in `mask` may be picked
         masked: u32,
+        /// where this sample's mask starts in `mask` (words)
+        mask_offset: u32,
     }
 }
 
@@ -124,6 +128,8 @@ pub struct SamplerState {
     pub randoms: BufferRef,
     pub scratch: BufferRef,
     pub mask: BufferRef,
+    /// Masks `set_masks` uploaded (0: none since `configure`).
+    masks: usize,
 }
 
 /// Where one sample reads its row and writes its id.
@@ -135,6 +141,9 @@ pub struct SampleTarget<'a> {
     pub out_index: usize,
     /// Which random number (`randoms[step]`) this sample uses.
     pub step: usize,
+    /// Which of the masks `set_masks` uploaded restricts it (0 where one
+    /// mask serves every sample; ignored while no mask is on).
+    pub mask_row: usize,
 }
 
 fn err(message: impl Into<String>) -> GpuError {
@@ -156,27 +165,29 @@ impl SamplerState {
         max_steps: usize,
     ) -> Result<SamplerState, GpuError> {
         let mut state =
-            Self::with_capacity(ctx, vocab, max_steps, params.penalty_last_n, MAX_BIAS)?;
+            Self::with_capacity(ctx, vocab, max_steps, params.penalty_last_n, MAX_BIAS, 1)?;
         state.configure(ctx, params, history)?;
         Ok(state)
     }
 
     /// Buffers for any parameters with a penalty window of at most
-    /// `max_history` and at most `max_bias` biased tokens; `configure` sets
-    /// the parameters. A pipeline makes one and reuses it for every
-    /// generation, so its bind groups are made once.
+    /// `max_history`, at most `max_bias` biased tokens and up to
+    /// `mask_rows` masks at once; `configure` sets the parameters. A
+    /// pipeline makes one and reuses it for every generation, so its bind
+    /// groups are made once.
     pub fn with_capacity(
         ctx: &GpuContext,
         vocab: usize,
         max_steps: usize,
         max_history: usize,
         max_bias: usize,
+        mask_rows: usize,
     ) -> Result<SamplerState, GpuError> {
         if vocab == 0 || vocab > u32::MAX as usize / 2 {
             return Err(err(format!("vocab {vocab} is not in 1..2^31")));
         }
         let [bias, history, randoms, scratch, mask] =
-            Self::buffer_sizes(vocab, max_steps, max_history, max_bias)
+            Self::buffer_sizes(vocab, max_steps, max_history, max_bias, mask_rows)
                 .map(|(label, bytes)| ctx.create_storage(label, bytes));
         Ok(SamplerState {
             params: Params::zeroed(),
@@ -186,6 +197,7 @@ impl SamplerState {
             randoms: randoms?,
             scratch: scratch?,
             mask: mask?,
+            masks: 0,
         })
     }
 
@@ -196,13 +208,17 @@ impl SamplerState {
         max_steps: usize,
         max_history: usize,
         max_bias: usize,
+        mask_rows: usize,
     ) -> [(&'static str, u64); 5] {
         [
             ("sample bias", 8 * max_bias.max(1) as u64),
             ("sample history", 4 * (2 + max_history as u64)),
             ("sample randoms", 4 * max_steps.max(1) as u64),
             ("sample scratch", 8 * vocab as u64),
-            ("sample mask", 4 * mask_words(vocab) as u64),
+            (
+                "sample mask",
+                4 * (mask_rows.max(1) * mask_words(vocab)) as u64,
+            ),
         ]
     }
 
@@ -248,7 +264,9 @@ impl SamplerState {
             hist_cap: u32::try_from(cap).map_err(|_| err("penalty_last_n over u32"))?,
             n_bias: (bias.len() / 2) as u32,
             masked: 0,
+            mask_offset: 0,
         };
+        self.masks = 0;
         if !bias.is_empty() {
             ctx.write(&self.bias, 0, bytemuck::cast_slice(&bias));
         }
@@ -261,22 +279,37 @@ impl SamplerState {
     /// Written with `queue.write_buffer`, so it is ordered before the next
     /// submit; `configure` turns the mask off again.
     pub fn set_mask(&mut self, ctx: &GpuContext, words: &[u32]) -> Result<(), GpuError> {
-        let want = mask_words(self.vocab);
-        if words.len() != want {
+        self.set_masks(ctx, words)
+    }
+
+    /// `set_mask` for several samples at once: `words` holds whole masks,
+    /// one after another, and the sample with `mask_row` j reads mask j.
+    pub fn set_masks(&mut self, ctx: &GpuContext, words: &[u32]) -> Result<(), GpuError> {
+        let per = mask_words(self.vocab);
+        let room = self.mask.size() as usize / 4 / per;
+        let rows = words.len() / per;
+        if words.is_empty() || words.len() % per != 0 || rows > room {
             return Err(err(format!(
-                "a mask of {} words for a vocab of {} (needs {want})",
+                "masks of {} words in all for a vocab of {} (needs 1..={room} masks of {per} words)",
                 words.len(),
                 self.vocab
             )));
         }
         ctx.write(&self.mask, 0, bytemuck::cast_slice(words));
         self.params.masked = 1;
+        self.masks = rows;
         Ok(())
+    }
+
+    /// Masks the next samples may read (0 while none is on).
+    pub fn masks(&self) -> usize {
+        self.masks
     }
 
     /// Lets every token be sampled again.
     pub fn clear_mask(&mut self) {
         self.params.masked = 0;
+        self.masks = 0;
     }
 
     /// Capacity of the history ring (`penalty_last_n`).
@@ -313,6 +346,13 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
     check_elems("sample", "randoms", &state.randoms, t.step + 1)?;
     check_elems("sample", "scratch", &state.scratch, 2 * vocab)?;
     check_elems("sample", "mask", &state.mask, mask_words(vocab))?;
+    let masked = state.params.masked != 0;
+    if masked && t.mask_row >= state.masks {
+        return Err(err(format!(
+            "mask {} of the {} uploaded",
+            t.mask_row, state.masks
+        )));
+    }
     check_elems("sample", "history", &state.history, 2 + state.history_cap())?;
     check_elems(
         "sample",
@@ -328,6 +368,11 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
         logits_offset: t.logits_offset as u32,
         out_index: t.out_index as u32,
         step: t.step as u32,
+        mask_offset: if masked {
+            (t.mask_row * mask_words(vocab)) as u32
+        } else {
+            0
+        },
         ..state.params
     };
     let buffers = [

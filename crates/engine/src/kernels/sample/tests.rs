@@ -57,6 +57,7 @@ fn run_gpu(
             out_ids: &out,
             out_index: step + 1,
             step,
+            mask_row: 0,
         };
         sample(&mut rec, &state, &target).unwrap();
     }
@@ -367,6 +368,7 @@ fn bad_inputs_are_typed_errors() {
         out_ids: &out,
         out_index,
         step,
+        mask_row: 0,
     };
     let mut rec = Recorder::new(ctx);
     for (i, t) in [target(0, 3, 0), target(1, 0, 0), target(0, 0, 2)]
@@ -400,6 +402,7 @@ fn sample_timing() {
                 out_ids: &out,
                 out_index: 0,
                 step: 0,
+                mask_row: 0,
             };
             let mut times = Vec::new();
             for _ in 0..4 {

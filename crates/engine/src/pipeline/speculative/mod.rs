@@ -33,8 +33,12 @@ use std::str::FromStr;
 /// the token ring and the logits buffer (`MAX_LOGIT_ROWS`).
 pub const MAX_DRAFT_TOKENS: usize = 16;
 
-/// Default drafted tokens a pass.
-pub const DEFAULT_DRAFT_TOKENS: usize = 8;
+/// Default drafted tokens a pass: with the token before them, 8 rows, what
+/// one workgroup of the several-row matmul takes on every adapter (two
+/// token tiles of 4, `kernels::matmul::linear::prefill_token_tiles`, or
+/// where weights are textures one wide tile of 8, `WIDE_TILE_M`); a ninth
+/// row doubles that work (docs/performance.md: 7 against 8).
+pub const DEFAULT_DRAFT_TOKENS: usize = 7;
 
 /// How a generation drafts tokens, if at all.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

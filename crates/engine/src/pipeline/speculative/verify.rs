@@ -6,6 +6,7 @@ use super::super::step::InferenceStep;
 use super::super::{Pipeline, StepIds, StepOutput};
 use crate::gpu::Recorder;
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::logit_rows;
 
 /// What one pass kept.
 #[derive(Debug, PartialEq)]
@@ -87,11 +88,18 @@ impl Pipeline {
     /// Most rows a verifying pass runs: one step of the batched path, one
     /// sampled token a row.
     pub fn verify_rows(&self) -> usize {
-        self.act
-            .max_rows
-            .min(self.act.max_logit_rows)
-            .min(super::MAX_DRAFT_TOKENS + 1)
+        debug_assert_eq!(self.act.max_logit_rows, logit_rows(self.act.max_rows));
+        verify_rows(self.act.max_rows)
     }
+}
+
+/// Most rows a verifying pass of a pipeline whose steps run `step_rows`
+/// rows runs: its logits rows, and a sampled token (and under a grammar a
+/// mask) a row.
+pub(crate) fn verify_rows(step_rows: usize) -> usize {
+    step_rows
+        .min(logit_rows(step_rows))
+        .min(super::MAX_DRAFT_TOKENS + 1)
 }
 
 #[cfg(test)]
