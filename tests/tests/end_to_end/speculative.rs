@@ -310,10 +310,11 @@ fn drafting_ends_where_plain_decoding_ends() {
     assert_eq!(complete(LOOKUP), plain, "a stop string");
 }
 
-/// Runs plain and drafted under a fresh `grammar` each and checks them
+/// Runs plain and drafted (`speculation`) under a fresh `grammar` each and checks them
 /// equal in ids, end and the cache they leave; the drafted run's stats.
 fn same_under_grammar(
     engine: &mut Engine,
+    speculation: Speculation,
     grammar: &Grammar,
     prompt: &[u32],
     sampling: &SamplingParams,
@@ -334,7 +335,7 @@ fn same_under_grammar(
         )
     };
     let plain = under(engine, Speculation::Off);
-    let drafted = under(engine, LOOKUP);
+    let drafted = under(engine, speculation);
     let what = format!(
         "{what}: {:?}",
         engine.tokenizer.decode(&plain.ids, true).unwrap()
@@ -377,11 +378,19 @@ fn drafting_under_a_grammar_gives_plain_decodings_tokens() {
     );
     let stop = StopCriteria {
         stop_ids: engine.tokenizer.stop_ids(),
-        max_tokens: 160,
+        max_tokens: 96,
     };
     let greedy = SamplingParams::default();
     let grammar = Grammar::JsonSchema(schema);
-    let s = same_under_grammar(&mut engine, &grammar, &prompt, &greedy, &stop, "JSON");
+    let s = same_under_grammar(
+        &mut engine,
+        LOOKUP,
+        &grammar,
+        &prompt,
+        &greedy,
+        &stop,
+        "JSON",
+    );
     assert!(s.accepted > 0, "{s:?}");
 
     let mut engine = load_engine(TINY, 256);
@@ -391,7 +400,7 @@ fn drafting_under_a_grammar_gives_plain_decodings_tokens() {
     // only - or /.
     let grammar = Grammar::Regex("(0[,.]|1[-/])*".into());
     let (mut drafted, mut accepted) = (0, 0);
-    for seed in 0..6 {
+    for seed in 0..4 {
         let sampling = SamplingParams {
             temperature: 1.0,
             frequency_penalty: 0.5,
@@ -401,6 +410,7 @@ fn drafting_under_a_grammar_gives_plain_decodings_tokens() {
         };
         let s = same_under_grammar(
             &mut engine,
+            LOOKUP,
             &grammar,
             &prompt,
             &sampling,
@@ -411,7 +421,7 @@ fn drafting_under_a_grammar_gives_plain_decodings_tokens() {
         accepted += s.accepted;
     }
     assert!(
-        drafted > 30 && accepted > 0 && accepted < drafted,
+        drafted > 20 && accepted > 0 && accepted < drafted,
         "drafts both kept and rejected: {accepted} of {drafted}"
     );
 }
@@ -497,4 +507,17 @@ fn a_draft_model_gives_plain_greedy_and_a_foreign_vocabulary_is_refused() {
         &stop_after(40),
     );
     assert_eq!(again.ids, drafted.ids);
+    // Under a grammar the draft model's drafts (it drafts without the
+    // grammar) are cut where the grammar forbids them.
+    let letters = Grammar::Regex("[A-Za-z ,.']+".into());
+    let s = same_under_grammar(
+        &mut engine,
+        Speculation::Draft { draft_tokens: 4 },
+        &letters,
+        &prompt,
+        &greedy,
+        &stop_after(40),
+        "self-draft under a grammar",
+    );
+    assert!(s.passes > 0 && s.accepted > 0, "{s:?}");
 }
