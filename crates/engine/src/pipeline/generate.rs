@@ -150,6 +150,42 @@ impl Generation {
         }
     }
 
+    /// Tokens a step sampled under the grammar: advanced through it and
+    /// queued with what it forces after them; the last is the next step's
+    /// input (the ring's token, or where tokens are forced, the host
+    /// chunk's first). Ends the generation where the grammar is finished.
+    /// Returns how many of `tokens` were queued (`max_tokens` may cut them).
+    fn take_sampled(&mut self, tokens: &[u32]) -> Result<usize, PipelineError> {
+        let grammar = self.grammar.as_mut().expect("a grammar step");
+        let t = Instant::now();
+        for &id in tokens {
+            grammar.constraint.consume(id)?;
+        }
+        let forced = if grammar.constraint.is_finished() {
+            Vec::new()
+        } else {
+            grammar.constraint.take_forced()?
+        };
+        // Forced tokens may complete it too.
+        let finished = grammar.constraint.is_finished();
+        self.stats.add_mask_seconds(t.elapsed().as_secs_f64());
+        let before = self.queue.len();
+        self.queue(tokens, false);
+        let queued = self.queue.len() - before;
+        self.queue(&forced, true);
+        let last = *tokens.last().expect("a step samples a token");
+        if forced.is_empty() {
+            self.ring_token = last;
+        } else {
+            self.host.push(last);
+            self.host.extend(&forced);
+        }
+        if finished {
+            self.end = Some(FinishReason::Stop);
+        }
+        Ok(queued)
+    }
+
     /// Tokens sampled or queued, not yet past `max_tokens`.
     fn room(&self) -> usize {
         let running = self.in_flight.as_ref().map_or(0, InFlight::steps);
@@ -447,28 +483,7 @@ impl Pipeline {
         } else {
             self.prefill_host(g, u).await?
         };
-        let grammar = g.grammar.as_mut().expect("a grammar step");
-        let t = Instant::now();
-        grammar.constraint.consume(id)?;
-        let forced = if grammar.constraint.is_finished() {
-            Vec::new()
-        } else {
-            grammar.constraint.take_forced()?
-        };
-        // Forced tokens may complete it too.
-        let finished = grammar.constraint.is_finished();
-        g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
-        g.queue(&[id], false);
-        g.queue(&forced, true);
-        if forced.is_empty() {
-            g.ring_token = id;
-        } else {
-            g.host.push(id);
-            g.host.extend(&forced);
-        }
-        if finished {
-            g.end = Some(FinishReason::Stop);
-        }
+        g.take_sampled(&[id])?;
         if let Some(s) = &mut g.stats.speculative {
             s.plain_steps += 1;
             s.plain_seconds += start.elapsed().as_secs_f64();
@@ -503,31 +518,7 @@ impl Pipeline {
         let ctx = self.ctx.clone();
         self.sampler.set_masks(&ctx, &grammar.mask)?;
         let tokens = self.verify_pass(g, &drafts, start).await?;
-        let grammar = g.grammar.as_mut().expect("a grammar step");
-        let t = Instant::now();
-        for &id in &tokens {
-            grammar.constraint.consume(id)?;
-        }
-        let forced = if grammar.constraint.is_finished() {
-            Vec::new()
-        } else {
-            grammar.constraint.take_forced()?
-        };
-        let finished = grammar.constraint.is_finished();
-        g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
-        let last = *tokens.last().expect("a pass gives a token");
-        g.queue(&tokens, false);
-        g.queued_positions = g.queue.len();
-        g.queue(&forced, true);
-        if forced.is_empty() {
-            g.ring_token = last;
-        } else {
-            g.host.push(last);
-            g.host.extend(&forced);
-        }
-        if finished {
-            g.end = Some(FinishReason::Stop);
-        }
+        g.queued_positions = g.take_sampled(&tokens)?;
         Ok(true)
     }
 
