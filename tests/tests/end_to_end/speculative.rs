@@ -75,8 +75,20 @@ fn same_as_plain(
     stop: &StopCriteria,
     what: &str,
 ) -> SpeculativeStats {
+    same_as_plain_drafting(engine, LOOKUP, prompt, sampling, stop, what)
+}
+
+/// `same_as_plain` with another drafter.
+fn same_as_plain_drafting(
+    engine: &mut Engine,
+    speculation: Speculation,
+    prompt: &[u32],
+    sampling: &SamplingParams,
+    stop: &StopCriteria,
+    what: &str,
+) -> SpeculativeStats {
     let plain = run(engine, Speculation::Off, prompt, sampling, stop);
-    let drafted = run(engine, LOOKUP, prompt, sampling, stop);
+    let drafted = run(engine, speculation, prompt, sampling, stop);
     assert_eq!(drafted.ids, plain.ids, "{what}: ids");
     assert_eq!(drafted.finish, plain.finish, "{what}: finish reason");
     assert_eq!(drafted.held, plain.held, "{what}: the cache left behind");
@@ -108,14 +120,31 @@ fn long_prompts() -> Vec<String> {
     vec![lookup[0].clone(), lookup[3].clone(), story.to_string()]
 }
 
+/// Both drafters: lookup, and a draft model (the model drafting for
+/// itself, a second copy on the same device: every draft agrees unless
+/// rounding parts them, so the passes keep the most drafts).
 #[test]
 fn greedy_drafting_equals_plain_greedy_on_the_golden_prompts() {
     for model in [SMOLLM2, QWEN] {
-        let mut engine = load_engine(model, 128);
+        let ctx = wick_tests::gpu();
+        let mut engine = wick_tests::load_engine_on(ctx.clone(), model, 128);
+        engine
+            .set_draft_model(wick_tests::load_engine_on(ctx, model, 128))
+            .unwrap();
+        let draft = Speculation::Draft { draft_tokens: 4 };
         for case in golden("llamacpp_public.json", model).cases {
             let stop = stop_after(case.greedy_ids.len());
             let greedy = SamplingParams::default();
             same_as_plain(&mut engine, &case.prompt_ids, &greedy, &stop, &case.prompt);
+            let s = same_as_plain_drafting(
+                &mut engine,
+                draft,
+                &case.prompt_ids,
+                &greedy,
+                &stop,
+                &case.prompt,
+            );
+            assert!(s.passes > 0 || case.greedy_ids.len() < 2, "{s:?}");
         }
     }
 }
@@ -174,7 +203,13 @@ fn check_greedy(engine: &mut Engine, prompt: &[u32], plain: &[u32], drafted: &[u
 
 #[test]
 fn greedy_drafting_equals_plain_greedy_over_long_generations() {
-    let mut engine = load_engine(SMOLLM2, 512);
+    // Both drafters: lookup, and the model drafting for itself (a second
+    // copy on the same device).
+    let ctx = wick_tests::gpu();
+    let mut engine = wick_tests::load_engine_on(ctx.clone(), SMOLLM2, 512);
+    engine
+        .set_draft_model(wick_tests::load_engine_on(ctx, SMOLLM2, 512))
+        .unwrap();
     let greedy = SamplingParams::default();
     let mut accepted = 0;
     for user in &long_prompts() {
@@ -186,14 +221,17 @@ fn greedy_drafting_equals_plain_greedy_over_long_generations() {
             &greedy,
             &stop_after(256),
         );
-        let drafted = run(&mut engine, LOOKUP, &prompt, &greedy, &stop_after(256));
-        let s = drafted.speculative.expect("stats of a drafted run");
-        eprintln!("{}: {s:?}", &user[..30]);
-        check_greedy(&mut engine, &prompt, &plain.ids, &drafted.ids, user);
-        if plain.ids == drafted.ids {
-            assert_eq!(drafted.held, plain.held, "{user}: the cache left behind");
+        for speculation in [LOOKUP, Speculation::Draft { draft_tokens: 4 }] {
+            let drafted = run(&mut engine, speculation, &prompt, &greedy, &stop_after(256));
+            let s = drafted.speculative.expect("stats of a drafted run");
+            let what = format!("{}, {speculation}", &user[..30]);
+            eprintln!("{what}: {s:?}");
+            check_greedy(&mut engine, &prompt, &plain.ids, &drafted.ids, &what);
+            if plain.ids == drafted.ids {
+                assert_eq!(drafted.held, plain.held, "{what}: the cache left behind");
+            }
+            accepted += s.accepted;
         }
-        accepted += s.accepted;
     }
     assert!(accepted > 0, "the copying replies kept drafts");
 }
