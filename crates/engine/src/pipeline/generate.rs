@@ -86,6 +86,18 @@ pub struct Generation {
     counters_before: CounterSnapshot,
 }
 
+/// What a step under a grammar did about drafting (`grammar_pass`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GrammarPass {
+    /// Nothing drafted: the step samples one token, its mask still to compute.
+    NoDrafts,
+    /// The grammar allowed no draft: the step samples one token under the
+    /// mask that found it (the grammar's next, in `Grammar::mask`).
+    MaskOnly,
+    /// A verifying pass ran.
+    Ran,
+}
+
 /// A grammar being followed: its matcher and the mask buffer it fills.
 struct Grammar {
     constraint: Constraint,
@@ -457,16 +469,22 @@ impl Pipeline {
             return Ok(());
         }
         let drafting = g.speculation != Speculation::Off;
-        if drafting && g.host.is_empty() && g.queue.is_empty() && self.grammar_pass(g).await? {
+        let mut pass = GrammarPass::NoDrafts;
+        if drafting && g.host.is_empty() && g.queue.is_empty() {
+            pass = self.grammar_pass(g).await?;
+        }
+        if pass == GrammarPass::Ran {
             return Ok(());
         }
         let start = Instant::now();
         let grammar = g.grammar.as_mut().expect("a grammar step");
-        let t = Instant::now();
-        grammar.constraint.next_mask(&mut grammar.mask)?;
-        g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
-        if let Some(stats) = &mut g.stats.grammar {
-            stats.masks += 1;
+        if pass == GrammarPass::NoDrafts {
+            let t = Instant::now();
+            grammar.constraint.next_mask(&mut grammar.mask)?;
+            g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
+            if let Some(stats) = &mut g.stats.grammar {
+                stats.masks += 1;
+            }
         }
         self.set_token_mask(&grammar.mask)?;
         if !g.host.is_empty() && g.sampling.penalties_on() {
@@ -494,32 +512,36 @@ impl Pipeline {
     /// A verifying pass under the grammar: the drafts it allows (see
     /// `Constraint::draft_masks`) checked in one pass with a mask a row,
     /// then the tokens kept go through the grammar as sampled ones do.
-    /// False where nothing was drafted or the grammar allows no draft (the
-    /// caller samples one token).
-    async fn grammar_pass(&mut self, g: &mut Generation) -> Result<bool, PipelineError> {
+    /// Where nothing was drafted, or the grammar allows no draft, the caller
+    /// samples one token (in the second case under the mask already in
+    /// `Grammar::mask`).
+    async fn grammar_pass(&mut self, g: &mut Generation) -> Result<GrammarPass, PipelineError> {
         let room = g.room().min(self.ctx_len() - self.pos);
         let k = g.speculation.draft_tokens().min(room.saturating_sub(1));
         if k == 0 {
-            return Ok(false);
+            return Ok(GrammarPass::NoDrafts);
         }
         let mut drafts = self.drafts(g, k).await?;
+        if drafts.is_empty() {
+            return Ok(GrammarPass::NoDrafts);
+        }
         let start = Instant::now();
         let grammar = g.grammar.as_mut().expect("a grammar step");
         let t = Instant::now();
         let kept = grammar.constraint.draft_masks(&drafts, &mut grammar.mask)?;
         g.stats.add_mask_seconds(t.elapsed().as_secs_f64());
-        if kept == 0 {
-            return Ok(false);
-        }
-        drafts.truncate(kept);
         if let Some(stats) = &mut g.stats.grammar {
             stats.masks += kept + 1;
         }
+        if kept == 0 {
+            return Ok(GrammarPass::MaskOnly);
+        }
+        drafts.truncate(kept);
         let ctx = self.ctx.clone();
         self.sampler.set_masks(&ctx, &grammar.mask)?;
         let tokens = self.verify_pass(g, &drafts, start).await?;
         g.queued_positions = g.take_sampled(&tokens)?;
-        Ok(true)
+        Ok(GrammarPass::Ran)
     }
 
     /// Runs the host chunk and samples the token after it with random

@@ -406,7 +406,7 @@ impl Pipeline {
                         out_index: self.tokens.output_slot(j),
                         step: j,
                         // A pass under a grammar uploads a mask a row.
-                        mask_row: j.min(self.sampler.masks().saturating_sub(1)),
+                        mask_row: j,
                     };
                     sample(f.rec, &self.sampler, &target)?;
                 }

@@ -128,7 +128,8 @@ pub struct SamplerState {
     pub randoms: BufferRef,
     pub scratch: BufferRef,
     pub mask: BufferRef,
-    /// Masks `set_masks` uploaded (0: none since `configure`).
+    /// Masks `set_masks` uploaded, which the samples read (0: none since
+    /// `configure` or `clear_mask`, and every token may be picked).
     masks: usize,
 }
 
@@ -296,19 +297,12 @@ impl SamplerState {
             )));
         }
         ctx.write(&self.mask, 0, bytemuck::cast_slice(words));
-        self.params.masked = 1;
         self.masks = rows;
         Ok(())
     }
 
-    /// Masks the next samples may read (0 while none is on).
-    pub fn masks(&self) -> usize {
-        self.masks
-    }
-
     /// Lets every token be sampled again.
     pub fn clear_mask(&mut self) {
-        self.params.masked = 0;
         self.masks = 0;
     }
 
@@ -346,7 +340,7 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
     check_elems("sample", "randoms", &state.randoms, t.step + 1)?;
     check_elems("sample", "scratch", &state.scratch, 2 * vocab)?;
     check_elems("sample", "mask", &state.mask, mask_words(vocab))?;
-    let masked = state.params.masked != 0;
+    let masked = state.masks > 0;
     if masked && t.mask_row >= state.masks {
         return Err(err(format!(
             "mask {} of the {} uploaded",
@@ -368,6 +362,7 @@ pub fn sample(rec: &mut Recorder, state: &SamplerState, t: &SampleTarget) -> Res
         logits_offset: t.logits_offset as u32,
         out_index: t.out_index as u32,
         step: t.step as u32,
+        masked: masked as u32,
         mask_offset: if masked {
             (t.mask_row * mask_words(vocab)) as u32
         } else {
