@@ -29,3 +29,18 @@ fn load_k(i: u32) -> vec4<f32> {
 fn load_v(i: u32) -> vec4<f32> {
     return {{KV_UNPACK}}(v_cache[i]);
 }
+
+// The split form's cut of query row `row` (attention_split.wgsl and its
+// merge): (span, splits), from the keys the row sees, as
+// kernels::attention::split_plan_of_row computes it: about p.wanted splits,
+// none shorter than p.min_span keys (but for a row with fewer) nor longer
+// than 256. Each row is cut as a decode step at its position is, so a
+// verifying pass's rows sum their keys as decode does.
+fn split_of_row(row: u32) -> vec2<u32> {
+    var keys = p.pos0 + row + 1u;
+    if (p.window != 0u) {
+        keys = min(keys, p.window);
+    }
+    let span = min(clamp((keys + p.wanted - 1u) / p.wanted, p.min_span, 256u), max(keys, 1u));
+    return vec2<u32>(span, max((keys + span - 1u) / span, 1u));
+}

@@ -1,8 +1,9 @@
 // Merges the splits of attention_split.wgsl: for each (row, query head,
-// vec4 of the head), with M the largest of the splits' maxima m_s,
-// out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. Splits with no keys
-// carry m = NEG_BIG and weigh exp(NEG_BIG - M) = 0; at least one split of
-// every row holds its own key, so the denominator is >= 1.
+// vec4 of the head), with M the largest of the row's splits' maxima m_s,
+// out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s over the row's own
+// splits (split_of_row); a row of one split was written by the split
+// kernel. Every split holds a key, the last one the row's own, so the
+// denominator is >= 1.
 // Sources: attention_common.wgsl, this file.
 // Dispatch: [ceil(rows * q_heads * head_dim / 4 / 64), 1, 1].
 
@@ -16,14 +17,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let rh = gid.x / d4;                // row * q_heads + head
     let c = gid.x % d4;
+    let splits = split_of_row(rh / p.q_heads).y;
+    if (splits == 1u) {
+        return;
+    }
     let mb = p.rows * p.q_heads * p.splits * p.head_dim + rh * p.splits * 2u;
     var big = NEG_BIG;
-    for (var s = 0u; s < p.splits; s++) {
+    for (var s = 0u; s < splits; s++) {
         big = max(big, part[mb + s * 2u]);
     }
     var l = 0.0;
     var acc = vec4(0.0);
-    for (var s = 0u; s < p.splits; s++) {
+    for (var s = 0u; s < splits; s++) {
         let w = exp(part[mb + s * 2u] - big);
         l += w * part[mb + s * 2u + 1u];
         let pb = (rh * p.splits + s) * p.head_dim + c * 4u;

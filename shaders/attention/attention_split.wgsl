@@ -9,17 +9,18 @@
 // the largest m_s). With one split the workgroup writes out directly.
 //
 // Masking and softcap as attention.wgsl: row r at pos = pos0 + r sees keys
-// lo ..= pos (lo = 0, or pos - W + 1 with a sliding window W); split s covers
-// lo + s * span .. min(lo + (s + 1) * span, pos + 1), possibly empty for the
-// shorter rows of a multi-row call (then m = NEG_BIG, l = 0, acc = 0, which
-// the merge weighs by exp(NEG_BIG - M) = 0).
+// lo ..= pos (lo = 0, or pos - W + 1 with a sliding window W), cut by its
+// own plan (split_of_row: span and splits, as a decode step at pos is cut);
+// split s covers lo + s * span .. min(lo + (s + 1) * span, pos + 1). A
+// row with fewer splits than the dispatch's p.splits leaves the rest at
+// once; with one split it writes out directly.
 //
 // Per workgroup: four barriers, none inside a loop (the span is scored in
 // one pass): q in, scores and local maxima out, per-head max, weights and
 // local sums out. The 4 heads' dot products are accumulated together so that
 // each vec4 of K is loaded once for all of them.
-// part: [rows][q_heads][splits][head_dim] accumulators, then
-// [rows][q_heads][splits][2] (m, l).
+// part: [rows][q_heads][p.splits][head_dim] accumulators, then
+// [rows][q_heads][p.splits][2] (m, l); a row uses its first splits.
 // Sources: attention_common.wgsl, this file.
 // Dispatch: [kv_heads * ceil(group / HG), splits, rows].
 
@@ -43,15 +44,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let nh = min(HG, (kvh + 1u) * p.group - h0);      // query heads here
     let split = wid.y;
     let row = wid.z;
+    let plan = split_of_row(row);
+    if (split >= plan.y) {
+        return; // the row's splits end here: uniform (workgroup ids)
+    }
     let pos = p.pos0 + row;
     var lo = 0u;
     if (p.window != 0u && pos + 1u > p.window) {
         lo = pos + 1u - p.window;
     }
-    let k0 = lo + split * p.span;
+    let k0 = lo + split * plan.x;
     var n = 0u;                                       // keys in this split
     if (k0 <= pos) {
-        n = min(p.span, pos + 1u - k0);
+        n = min(plan.x, pos + 1u - k0);
     }
     let d4 = p.head_dim / 4u;
     let kv_stride = p.kv_heads * d4;
@@ -132,7 +137,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             l += sh_r[g * WG + i];
         }
         let rh = row * p.q_heads + h0 + g;
-        if (p.splits == 1u) {
+        if (plan.y == 1u) {
             // One split holds every visible key, the query's own among them:
             // l >= 1 (the max weighs exp(0)).
             let ob = p.out_offset + rh * p.head_dim + c * 4u;

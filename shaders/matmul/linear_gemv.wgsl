@@ -27,27 +27,30 @@
 // scale * ((x * norm_w) . w), and the lanes that load x for the dot products
 // load each element exactly once, so they sum its squares on the way; the
 // sums travel through the reduction's one barrier with the dot products.
-// One accumulator: the fused form runs one token row (TOKENS == 1; see
-// kernels::linear), and a private array indexed by t would live in memory.
-var<private> sum_sq: f32;
-var<workgroup> sq_partial: array<f32, WG>;
+// One sum a token row (the x reader adds to its token's).
+var<private> sum_sq: array<f32, TOKENS>;
+var<workgroup> sq_partial: array<f32, WG * TOKENS>;
 
 fn stash_lane(lid: u32) {
     #if NORM
-    sq_partial[lid] = sum_sq;
+    for (var t = 0u; t < TOKENS; t++) {
+        sq_partial[t * WG + lid] = sum_sq[t];
+    }
     #endif
 }
 
 // Where the core reduces rows as a tree or with subgroups (REDUCE != 0,
 // GPUs), the lanes' sums of squares become one the same way, as a tree in
-// sq_partial[0]: otherwise every storing lane would add X_LANES of them.
-// After reduce_rows; workgroup-uniform control flow.
+// sq_partial[t * WG] for token row t: otherwise every storing lane would
+// add X_LANES of them. After reduce_rows; workgroup-uniform control flow.
 fn reduce_norm(lid: u32) {
     #if NORM
     if (REDUCE != 0u) {
         for (var s = X_LANES / 2u; s > 0u; s >>= 1u) {
             if (lid < s) {
-                sq_partial[lid] += sq_partial[lid + s];
+                for (var t = 0u; t < TOKENS; t++) {
+                    sq_partial[t * WG + lid] += sq_partial[t * WG + lid + s];
+                }
             }
             workgroupBarrier();
         }
@@ -58,10 +61,10 @@ fn reduce_norm(lid: u32) {
 // 1 / sqrt(mean(x^2) + eps) of token row t (after reduce_norm), or 1.
 fn x_scale(t: u32) -> f32 {
     #if NORM
-    var s = sq_partial[0];
+    var s = sq_partial[t * WG];
     if (REDUCE == 0u) {
         for (var j = 1u; j < X_LANES; j++) {
-            s += sq_partial[j];
+            s += sq_partial[t * WG + j];
         }
     }
     return inverseSqrt(s / f32(p.k) + p.eps);
@@ -88,7 +91,7 @@ fn emit_rows(lid: u32, row0: u32) {
             let r = i / TOKENS;
             let t = i % TOKENS;
             let wrow = row0 + 2u * r;
-            if (wrow < p.rows) {
+            if (wrow < p.rows && t < p.m) {
                 let s = x_scale(t);
                 let g = row_sum(2u * r * TOKENS + t) * s;
                 let u = row_sum((2u * r + 1u) * TOKENS + t) * s;
@@ -101,7 +104,7 @@ fn emit_rows(lid: u32, row0: u32) {
         let r = i / TOKENS;
         let t = i % TOKENS;
         let row = row0 + r;
-        if (row < p.rows) {
+        if (row < p.rows && t < p.m) {
             let o = p.out_offset + t * p.out_stride + row;
             var v = row_sum(i) * x_scale(t) + bias_of(row);
             if (p.accumulate != 0u) {

@@ -27,13 +27,15 @@ fn gemv_partials(lid: u32, row0: u32, w_row0: u32, x_base: u32) {
     for (var U = lid; U < p.units; U += WG) {
         let e = unit_elems(U);
         let masked = U >= p.full_units;
-        for (var t = 0u; t < TOKENS; t++) {
+        // Token rows past p.m (a short slice of the fused linear layer's
+        // rows) are skipped: uniform.
+        for (var t = 0u; t < min(TOKENS, p.m); t++) {
             xs[t] = x_unit(x_base + t * p.k, t, e, masked);
         }
         for (var r = 0u; r < ROWS; r++) {
             // Rows past the part repeat its last row; their sums are dropped.
             let wu = weight_unit(w_row0 + min(row0 + r, p.rows - 1u), U, e, masked);
-            for (var t = 0u; t < TOKENS; t++) {
+            for (var t = 0u; t < min(TOKENS, p.m); t++) {
                 acc[r * TOKENS + t] += dot_unit(wu, xs[t]);
             }
         }
@@ -65,7 +67,7 @@ fn gemv(lid: u32, row0: u32, w_row0: u32, x_base: u32, out_base: u32) {
     if (lid < ROWS * TOKENS) {
         let r = lid / TOKENS;
         let t = lid % TOKENS;
-        if (row0 + r < p.rows) {
+        if (row0 + r < p.rows && t < p.m) {
             out[out_base + t * p.out_stride + row0 + r] = row_sum(lid);
         }
     }

@@ -275,6 +275,10 @@ export interface GenerationStats {
    * accepted, and decode steps run with nothing drafted. */
   speculative?: {
     drafter: "lookup" | "draft";
+    /** Whether the passes ran each row as a decode step would (the output bit for bit plain decoding's: GPUs) or
+     * as a prompt chunk (CPU adapters such as SwiftShader: cheaper there, and where two tokens tie within rounding
+     * the output can part from plain decoding's). */
+    exact: boolean;
     passes: number;
     drafted: number;
     accepted: number;

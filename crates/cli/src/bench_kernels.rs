@@ -8,7 +8,9 @@
 //! 8-bit blocks through the fused linear layer (`x: "q8"`, a decode projection's input
 //! with `--activations q8`). `--tokens N` times the fused linear layer over N
 //! token rows instead (its prefill form, as a model's projections run a
-//! prompt chunk), in multiply-adds per second.
+//! prompt chunk), in multiply-adds per second, and for up to 8 rows beside
+//! it the matrix-vector form a verifying pass runs (each row summed as
+//! decode sums it; with f32 x and, where decode takes it, 8-bit x).
 //! `--load-paths` times instead one plain GEMV (F32 and 4-bit weights) with
 //! its weights and x through each kind of binding (`kernels::bench::load_probe`).
 
@@ -18,9 +20,9 @@ use wick::gpu::GpuContext;
 use wick::kernels::bench::load_probe::{probe_load_paths, ProbeFormat};
 use wick::kernels::bench::{
     copy_bandwidth, gemv_bandwidth, gemv_bandwidth_q8, gemv_bandwidth_vec, matmul_throughput,
-    GemvBench,
+    pass_throughput, GemvBench, PassX,
 };
-use wick::kernels::matmul::linear::q8_dot4_fits;
+use wick::kernels::matmul::linear::{q8_dot4, q8_dot4_fits, AS_DECODE_TOKENS};
 use wick::kernels::matmul::tiled::{vec_core_step, Reduce, VecShape, VEC_WORKGROUP};
 use wick::kernels::norm::rms_q8::Q8_BLOCK;
 use wick::kernels::weights::GPU_DTYPES;
@@ -57,7 +59,8 @@ pub struct BenchKernelsArgs {
     /// Token rows of x per matmul: 1 times the decode GEMV; more times the
     /// prefill form (the fused linear layer over a prompt chunk of that many
     /// tokens, as a model's projections run it) and reports multiply-adds
-    /// per second (GMAC/s).
+    /// per second (GMAC/s); up to 8 also the form of a verifying pass
+    /// (each row summed as decode sums it).
     #[arg(long, default_value_t = 1)]
     pub tokens: usize,
     /// Instead of the formats, time a plain GEMV of the first shape (F32
@@ -176,7 +179,29 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
                 let iters = iters_for(bytes * args.tokens, args.iters);
                 let shape = (rows, cols);
                 let b = matmul_throughput(&ctx, dtype, shape, args.tokens, iters);
-                results.push(row_json(&pollster::block_on(b)?, copy_gbps));
+                let mut r = row_json(&pollster::block_on(b)?, copy_gbps);
+                r["form"] = json!("prefill");
+                results.push(r);
+                if args.tokens <= AS_DECODE_TOKENS {
+                    // The pass's form with f32 x, and with 8-bit x the way
+                    // this adapter's decode takes it.
+                    let mut xs = vec![("as decode", PassX::F32)];
+                    if cols % Q8_BLOCK == 0 && dtype.block_elements() > 1 {
+                        let dot4 = q8_dot4(&ctx, dtype);
+                        let name = if dot4 {
+                            "as decode, x q8 dot4"
+                        } else {
+                            "as decode, x q8"
+                        };
+                        xs.push((name, PassX::Q8 { dot4 }));
+                    }
+                    for (name, x) in xs {
+                        let b = pass_throughput(&ctx, dtype, shape, args.tokens, iters, x);
+                        let mut r = row_json(&pollster::block_on(b)?, copy_gbps);
+                        r["form"] = json!(name);
+                        results.push(r);
+                    }
+                }
                 continue;
             }
             let iters = iters_for(bytes, args.iters);
@@ -208,19 +233,20 @@ pub fn run(args: BenchKernelsArgs) -> CliResult {
     }
     print_adapter(&ctx, copy_gbps);
     if args.tokens > 1 {
-        println!("matmuls of {} token rows (the prefill form)", args.tokens);
+        println!("matmuls of {} token rows", args.tokens);
         println!(
-            "{:<14} {:>14} {:>12} {:>12} {:>10}",
+            "{:<14} {:>14} {:>12} {:>12} {:>10}  form",
             "type", "shape", "bytes", "us/matmul", "GMAC/s"
         );
         for r in &results {
             println!(
-                "{:<14} {:>14} {:>12} {:>12.1} {:>10.2}",
+                "{:<14} {:>14} {:>12} {:>12.1} {:>10.2}  {}",
                 r["dtype"].as_str().unwrap_or(""),
                 format!("{}x{}", r["rows"], r["cols"]),
                 r["weight_bytes"],
                 r["us_per_gemv"].as_f64().unwrap_or(0.0),
-                r["gmac_s"].as_f64().unwrap_or(0.0)
+                r["gmac_s"].as_f64().unwrap_or(0.0),
+                r["form"].as_str().unwrap_or("")
             );
         }
         print_skipped(&skipped);

@@ -23,6 +23,20 @@ pub struct SpeculativeArgs {
     /// is the model's (Qwen2.5 0.5B for Qwen2.5 1.5B).
     #[arg(long, value_name = "FILE")]
     pub draft_model: Option<PathBuf>,
+    /// How a verifying pass runs its rows: exact (each as a decode step
+    /// would: greedy output bit for bit plain decoding's) or batched (as a
+    /// prompt chunk: cheaper on CPU adapters, but where two tokens' logits
+    /// tie within rounding the output can part from plain decoding's).
+    /// Default: exact on GPUs, batched on CPU adapters.
+    #[arg(long, value_name = "FORM")]
+    pub verify: Option<VerifyForm>,
+}
+
+/// `--verify`: how a verifying pass runs its rows.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerifyForm {
+    Exact,
+    Batched,
 }
 
 impl SpeculativeArgs {
@@ -59,6 +73,13 @@ impl SpeculativeArgs {
             (_, Some(_)) => return Err("--draft-model applies with --speculative draft".into()),
             (_, None) => {}
         }
+        if let Some(form) = self.verify {
+            if speculation.draft_tokens() == 0 {
+                return Err("--verify applies with --speculative lookup or draft".into());
+            }
+            let exact = form == VerifyForm::Exact;
+            pollster::block_on(engine.pipeline.set_exact_passes(exact))?;
+        }
         pollster::block_on(engine.pipeline.set_speculation(speculation, warm_up))?;
         Ok(())
     }
@@ -68,6 +89,7 @@ impl SpeculativeArgs {
 pub fn stats_json(s: &wick::pipeline::speculative::SpeculativeStats) -> serde_json::Value {
     serde_json::json!({
         "drafter": s.drafter,
+        "verify": if s.exact { "exact" } else { "batched" },
         "passes": s.passes,
         "drafted": s.drafted,
         "accepted": s.accepted,

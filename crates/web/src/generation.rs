@@ -97,6 +97,9 @@ struct Stats {
 #[serde(rename_all = "camelCase")]
 struct Drafting {
     drafter: String,
+    /// Whether the passes ran each row as a decode step would (output bit
+    /// for bit plain decoding's) or as a prompt chunk.
+    exact: bool,
     /// Verifying passes (each one step over the weights).
     passes: usize,
     drafted: usize,
@@ -126,6 +129,7 @@ impl From<&GenerationStats> for Stats {
             weight_bytes_per_token: s.weight_bytes_per_token,
             speculative: s.speculative.as_ref().map(|d| Drafting {
                 drafter: d.drafter.clone(),
+                exact: d.exact,
                 passes: d.passes,
                 drafted: d.drafted,
                 accepted: d.accepted,

@@ -23,6 +23,9 @@ struct Run {
     finish: FinishReason,
     /// Positions the cache holds after it, and their ids.
     held: Vec<u32>,
+    /// The logits of one more token decoded on the cache it left (where
+    /// the context has room): what the cache's values give.
+    next_logits: Option<Vec<f32>>,
     speculative: Option<SpeculativeStats>,
 }
 
@@ -51,12 +54,37 @@ fn run_under(
     let out =
         pollster::block_on(p.generate(prompt, sampling, stop, grammar, &mut |_| true)).unwrap();
     assert_eq!(p.position(), p.held_ids().len());
+    let held = p.held_ids().to_vec();
+    let next_logits =
+        (p.position() < p.ctx_len()).then(|| pollster::block_on(p.decode(1)).unwrap());
     Run {
         ids: out.ids,
         finish: out.finish_reason,
-        held: p.held_ids().to_vec(),
+        held,
+        next_logits,
         speculative: out.stats.speculative,
     }
+}
+
+/// Checks that `drafted` left the cache `plain` did, value for value:
+/// the logits of one more token on each are the same bits (exact passes
+/// write what decode steps write).
+fn same_cache_values(plain: &Run, drafted: &Run, what: &str) {
+    let bits = |r: &Run| -> Option<Vec<u32>> {
+        r.next_logits
+            .as_ref()
+            .map(|l| l.iter().map(|v| v.to_bits()).collect())
+    };
+    assert!(
+        bits(plain) == bits(drafted),
+        "{what}: one more token's logits differ on the cache the drafted run left"
+    );
+}
+
+/// Verifying passes that run each row as a decode step would (the
+/// default on GPUs; CPU adapters default to passes run as a prompt chunk).
+fn exact_passes(engine: &mut Engine) {
+    pollster::block_on(engine.pipeline.set_exact_passes(true)).unwrap();
 }
 
 fn stop_after(max_tokens: usize) -> StopCriteria {
@@ -93,7 +121,11 @@ fn same_as_plain_drafting(
     assert_eq!(drafted.finish, plain.finish, "{what}: finish reason");
     assert_eq!(drafted.held, plain.held, "{what}: the cache left behind");
     assert!(plain.speculative.is_none());
-    drafted.speculative.expect("stats of a drafted run")
+    let stats = drafted.speculative.clone().expect("stats of a drafted run");
+    if stats.exact {
+        same_cache_values(&plain, &drafted, what);
+    }
+    stats
 }
 
 /// A chat turn in SmolLM2's and Qwen's template (ChatML).
@@ -131,6 +163,7 @@ fn greedy_drafting_equals_plain_greedy_on_the_golden_prompts() {
         engine
             .set_draft_model(wick_tests::load_engine_on(ctx, model, 128))
             .unwrap();
+        exact_passes(&mut engine);
         let draft = Speculation::Draft { draft_tokens: 4 };
         for case in golden("llamacpp_public.json", model).cases {
             let stop = stop_after(case.greedy_ids.len());
@@ -149,56 +182,26 @@ fn greedy_drafting_equals_plain_greedy_on_the_golden_prompts() {
     }
 }
 
-/// Two greedy tokens count as one choice where their logits differ by
-/// less than this. A pass runs its rows through the several-token kernel
-/// forms and a decode step through the one-token form; they add in other
-/// orders, and a cache written by either then holds other roundings: at
-/// one position of SmolLM2 the two paths gave logits 1e-5 apart on the
-/// same cache, and a generation whose cache they wrote differently moved
-/// a logit by 1e-3, enough to flip its two best tokens, which stood
-/// 0.0011 apart. A real error (a wrong position, a kept row the model did
-/// not choose, a cache not rolled back) moves logits by units (see
-/// `wick_tests::TOLERANCE`), far above this.
-const NEAR_TIE: f32 = 0.01;
-
-/// Checks a drafted greedy run against the plain one: equal, or parting at
-/// a near tie; and every drafted token the argmax of the logits of its own
-/// prefix (teacher forced in one prefill), within `NEAR_TIE`.
+/// Checks a drafted greedy run against the plain one: the same ids, bit
+/// for bit (a pass computes each row as a decode step would,
+/// `InferenceStep::Verify`, so even a near tie falls the same way). Where
+/// they part, says how far apart the two tokens' logits were.
 fn check_greedy(engine: &mut Engine, prompt: &[u32], plain: &[u32], drafted: &[u32], what: &str) {
-    let logits_after = |engine: &mut Engine, ids: &[u32]| -> Vec<Vec<f32>> {
-        let tokens: Vec<u32> = prompt
-            .iter()
-            .chain(&ids[..ids.len() - 1])
-            .copied()
-            .collect();
-        engine.pipeline.reset();
-        pollster::block_on(engine.pipeline.prefill(&tokens, ids.len())).unwrap()
-    };
     if let Some(j) = plain.iter().zip(drafted).position(|(a, b)| a != b) {
-        let l = &logits_after(engine, &plain[..=j])[j];
+        let tokens: Vec<u32> = prompt.iter().chain(&plain[..j]).copied().collect();
+        engine.pipeline.reset();
+        let l = pollster::block_on(engine.pipeline.prefill(&tokens, 1)).unwrap();
+        let l = &l[0];
         let top = l.iter().copied().fold(f32::MIN, f32::max);
         let (a, b) = (l[plain[j] as usize], l[drafted[j] as usize]);
-        eprintln!(
-            "{what}: parted at token {j} of {}: logits {a} and {b}, top {top}",
-            plain.len()
-        );
-        assert!(
-            top - a < NEAR_TIE && top - b < NEAR_TIE,
-            "{what}: drafted and plain greedy part at token {j} ({} against {}), not at a near tie: logits {b} and {a}, the top {top}",
+        panic!(
+            "{what}: drafted and plain greedy part at token {j} of {} ({} against {}; logits {b} and {a}, the top {top})",
+            plain.len(),
             drafted[j],
             plain[j]
         );
-    } else {
-        assert_eq!(drafted.len(), plain.len(), "{what}: lengths");
     }
-    for (j, l) in logits_after(engine, drafted).iter().enumerate() {
-        let top = l.iter().copied().fold(f32::MIN, f32::max);
-        let got = l[drafted[j] as usize];
-        assert!(
-            top - got < NEAR_TIE,
-            "{what}: drafted token {j} is {got} below the top {top}"
-        );
-    }
+    assert_eq!(drafted.len(), plain.len(), "{what}: lengths");
 }
 
 #[test]
@@ -210,6 +213,7 @@ fn greedy_drafting_equals_plain_greedy_over_long_generations() {
     engine
         .set_draft_model(wick_tests::load_engine_on(ctx, SMOLLM2, 512))
         .unwrap();
+    exact_passes(&mut engine);
     let greedy = SamplingParams::default();
     let mut accepted = 0;
     for user in &long_prompts() {
@@ -223,13 +227,12 @@ fn greedy_drafting_equals_plain_greedy_over_long_generations() {
         );
         for speculation in [LOOKUP, Speculation::Draft { draft_tokens: 4 }] {
             let drafted = run(&mut engine, speculation, &prompt, &greedy, &stop_after(256));
-            let s = drafted.speculative.expect("stats of a drafted run");
+            let s = drafted.speculative.clone().expect("stats of a drafted run");
             let what = format!("{}, {speculation}", &user[..30]);
             eprintln!("{what}: {s:?}");
             check_greedy(&mut engine, &prompt, &plain.ids, &drafted.ids, &what);
-            if plain.ids == drafted.ids {
-                assert_eq!(drafted.held, plain.held, "{what}: the cache left behind");
-            }
+            assert_eq!(drafted.held, plain.held, "{what}: the cache left behind");
+            same_cache_values(&plain, &drafted, &what);
             accepted += s.accepted;
         }
     }
@@ -516,6 +519,7 @@ fn a_draft_model_gives_plain_greedy_and_a_foreign_vocabulary_is_refused() {
     assert!(refused.is_err(), "no draft model attached yet");
     let draft = wick_tests::load_engine_on(ctx, SMOLLM2, 256);
     engine.set_draft_model(draft).unwrap();
+    exact_passes(&mut engine);
     let greedy = SamplingParams::default();
     let prompt = chat(&engine, &long_prompts()[2]);
     let plain = run(
@@ -558,4 +562,40 @@ fn a_draft_model_gives_plain_greedy_and_a_foreign_vocabulary_is_refused() {
         "self-draft under a grammar",
     );
     assert!(s.passes > 0 && s.accepted > 0, "{s:?}");
+}
+
+/// Exact passes of a mixture of experts (Qwen3-MoE's routed experts, and
+/// Qwen2-MoE's with a shared expert beside them): the router and the
+/// shared expert run a row at a time, the experts a slot at a time, as a
+/// decode step runs them, so a pass of more rows than the experts'
+/// matrix-vector form takes (9) still gives plain greedy's ids and cache,
+/// its values bit for bit (a pass summing in other orders leaves other
+/// roundings, which one more token's logits show). The model drafts for
+/// itself, so the passes are long.
+#[test]
+fn exact_passes_of_a_mixture_of_experts_give_plain_greedy() {
+    for model in ["tiny-qwen3moe.q8_0.gguf", "tiny-qwen2moe.q8_0.gguf"] {
+        let ctx = wick_tests::gpu();
+        let mut engine = wick_tests::load_engine_on(ctx.clone(), model, 160);
+        engine
+            .set_draft_model(wick_tests::load_engine_on(ctx, model, 160))
+            .unwrap();
+        exact_passes(&mut engine);
+        let prompt: Vec<u32> = (0..12).map(|i| 20 + 7 * i).collect();
+        let greedy = SamplingParams::default();
+        let draft = Speculation::Draft { draft_tokens: 8 };
+        let s =
+            same_as_plain_drafting(&mut engine, draft, &prompt, &greedy, &stop_after(96), model);
+        eprintln!("{model}: {s:?}");
+        assert!(s.exact && s.accepted > 0, "{model}: {s:?}");
+        let plain = run(
+            &mut engine,
+            Speculation::Off,
+            &prompt,
+            &greedy,
+            &stop_after(96),
+        );
+        let drafted = run(&mut engine, draft, &prompt, &greedy, &stop_after(96));
+        same_cache_values(&plain, &drafted, model);
+    }
 }

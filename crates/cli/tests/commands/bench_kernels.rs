@@ -64,9 +64,33 @@ fn bench_kernels_times_only_the_named_formats() {
         .as_array()
         .unwrap()
         .iter()
+        .filter(|r| r["form"] == "prefill")
         .map(|r| r["dtype"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(names, ["Q6_K", "F32"]);
+    // Up to 8 rows, each format's prefill form, then an exact pass's: f32
+    // x, and for the quantized format 8-bit x as this adapter's decode
+    // reads it.
+    let forms: Vec<_> = v["gemv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let form = r["form"].as_str().unwrap();
+            let form = form.strip_suffix(" dot4").unwrap_or(form);
+            format!("{} {form}", r["dtype"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        forms,
+        [
+            "Q6_K prefill",
+            "Q6_K as decode",
+            "Q6_K as decode, x q8",
+            "F32 prefill",
+            "F32 as decode"
+        ]
+    );
     fails_with(
         &["bench-kernels", "--dtypes", "Q4_0,Q3_K"],
         "'Q3_K' is not one of",

@@ -429,3 +429,43 @@ fn bench_synthetic_refuses_unknown_names_listing_the_valid_ones() {
         "cannot be used with",
     );
 }
+
+/// `--verify exact` runs each pass's rows as decode steps would: the reply
+/// is plain greedy's, and the stats say which form ran; `--verify` without
+/// drafting, or a form it does not know, is refused by name.
+#[test]
+fn speculative_generate_verifies_as_asked() {
+    let quote = "Repeat this sentence exactly: the quick brown fox jumps over the lazy dog, and the quick brown fox jumps over the lazy dog again.";
+    let run = |extra: &[&str]| {
+        let m = model();
+        let mut args = vec!["generate", "--model", m.to_str().unwrap()];
+        args.extend_from_slice(&["--prompt", quote, "--max-tokens", "24", "--json"]);
+        args.extend_from_slice(extra);
+        wick_json(&args)
+    };
+    let plain = run(&[]);
+    for form in ["exact", "batched"] {
+        let drafted = run(&["--speculative", "lookup", "--verify", form]);
+        let s = &drafted["stats"]["speculative"];
+        assert_eq!(s["verify"], form, "{s}");
+        if form == "exact" {
+            assert_eq!(drafted["ids"], plain["ids"]);
+        }
+    }
+    let m = model();
+    let m = m.to_str().unwrap();
+    let base = [
+        "generate",
+        "--model",
+        m,
+        "--prompt",
+        "Hi",
+        "--max-tokens",
+        "2",
+    ];
+    fails_with(&[&base[..], &["--verify", "exact"]].concat(), "--verify");
+    fails_with(
+        &[&base[..], &["--speculative", "lookup", "--verify", "loose"]].concat(),
+        "--verify",
+    );
+}

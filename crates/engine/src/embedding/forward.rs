@@ -250,6 +250,7 @@ fn project(
             },
             epilogue,
             m,
+            as_decode: false,
         },
         // The normed-rows scratch is read only by a norm, which none has.
         &LinearScratch {

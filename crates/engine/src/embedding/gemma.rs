@@ -226,6 +226,7 @@ pub fn record_gemma(
             q8: None,
         },
         rows: m,
+        as_decode: false,
     };
     for (layer_cfg, block) in cfg.layers.iter().zip(&w.layers) {
         let (Some(q_norm), Some(k_norm), Mlp::Dense(mlp)) =

@@ -448,6 +448,7 @@ impl Embedder {
                     out_stride: layer.w.rows,
                     epilogue: Epilogue::Store,
                     m: seqs,
+                    as_decode: false,
                 },
                 // Read only by normalising projections.
                 &LinearScratch {

@@ -181,6 +181,23 @@ pub struct Tuning {
     /// adapter's textures are wide enough (llvmpipe: a texel fetch is one
     /// gather, a storage load a stall per word).
     pub weights_in_textures: bool,
+    /// A speculative verifying pass runs its rows as decode steps would
+    /// (`InferenceStep::Verify`: bit for bit what decoding them one by one
+    /// gives, so greedy output equals plain decoding's even at near ties):
+    /// GPUs, where a pass's matrix-vector projections read the weights once
+    /// for all its rows. CPU adapters run it as a prefill chunk instead,
+    /// whose register-blocked matmuls cost a fraction of several rows'
+    /// decode sums there; its sums run in other orders, so where two
+    /// tokens' logits stand within rounding of each other a drafted greedy
+    /// run can part from the plain one.
+    pub exact_passes: bool,
+    /// Token rows one matrix-vector pipeline sums at once when a step runs
+    /// several rows as decode (`Linear::as_decode`): 8 on GPUs. 1 on CPU
+    /// adapters: each row then takes decode's own pipeline, since a lane
+    /// holding several rows' sums spills its registers there (llvmpipe ran
+    /// 8 rows of a Q4_1 matrix at 4-50x one row's time, by x reader, where
+    /// 8 one-row dispatches take 8x).
+    pub as_decode_tokens: u32,
 }
 
 impl Tuning {
@@ -223,6 +240,8 @@ impl Tuning {
                 AdapterClass::OtherCpu => Some((16, RowForm::Flat)),
             },
             weights_in_textures: class == AdapterClass::Llvmpipe,
+            exact_passes: !cpu,
+            as_decode_tokens: if cpu { 1 } else { 8 },
         }
     }
 
@@ -233,8 +252,9 @@ impl Tuning {
     /// and the keys are `norm_apart`, `attention_lanes`, `rope_kv_serial`,
     /// `weights_in_textures`, `dot4_every_format` (true/false),
     /// `norm_lanes` (none or 32..=256), `tile_rows` (8, 16 or 32), `gemv_rows` (two of them, `16:8`), `chunked_tile` (none,
-    /// or rows and form: `32:unrolled`), `gemv_reduce` (serial or tree)
-    /// and `attention_split` (workgroups and their fewest keys: `256:32`).
+    /// or rows and form: `32:unrolled`), `gemv_reduce` (serial or tree),
+    /// `attention_split` (workgroups and their fewest keys: `256:32`),
+    /// `exact_passes` (true/false) and `as_decode_tokens` (1..=8).
     /// An unknown key or a value out of range is the error, naming it.
     pub fn overridden(self, spec: &str, subgroups: bool) -> Result<Tuning, String> {
         let spec = spec.trim();
@@ -262,6 +282,13 @@ impl Tuning {
                 "rope_kv_serial" => t.rope_kv_serial = flag()?,
                 "weights_in_textures" => t.weights_in_textures = flag()?,
                 "dot4_every_format" => t.dot4_every_format = flag()?,
+                "exact_passes" => t.exact_passes = flag()?,
+                "as_decode_tokens" => {
+                    t.as_decode_tokens = match value.parse::<u32>() {
+                        Ok(n) if (1..=8).contains(&n) => n,
+                        _ => return Err(bad()),
+                    }
+                }
                 "norm_lanes" => {
                     t.norm_lanes = match value {
                         "none" => None,
@@ -347,11 +374,12 @@ mod tests {
         let cpu = Tuning::for_class(AdapterClass::Llvmpipe, false);
         let t = cpu
             .overridden(
-                "norm_apart=false, tile_rows=8,chunked_tile=none,gemv_rows=4:4",
+                "norm_apart=false, tile_rows=8,chunked_tile=none,gemv_rows=4:4,exact_passes=true,as_decode_tokens=8",
                 false,
             )
             .unwrap();
         assert!(!t.norm_apart && t.tile_rows == 8 && t.chunked_tile.is_none());
+        assert!(t.exact_passes && t.as_decode_tokens == 8);
         assert_eq!(t.gemv_rows, [4, 4]);
         assert_eq!(t.attention_lanes, cpu.attention_lanes);
         let gpu = cpu.overridden("gpu", false).unwrap();
@@ -363,6 +391,8 @@ mod tests {
             "colour=blue",
             "norm_apart",
             "chunked_tile=32:spiral",
+            "as_decode_tokens=9",
+            "exact_passes=1",
         ] {
             let e = cpu.overridden(bad, false).unwrap_err();
             assert!(e.starts_with("WICK_TUNING"), "{bad}: {e}");

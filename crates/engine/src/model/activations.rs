@@ -3,7 +3,7 @@
 //! largest step and counted by the memory preflight from the same shapes.
 
 use crate::gpu::{BufferRef, GpuContext, GpuError};
-use crate::kernels::attention::split_scratch_elems;
+use crate::kernels::attention::{split_scratch_elems, split_scratch_rows};
 use crate::kernels::norm::rms_q8::{Q8Rows, Q8_BLOCK};
 
 use super::config::ModelConfig;
@@ -23,15 +23,16 @@ pub struct Activations {
     /// Rotated queries.
     pub q: BufferRef,
     pub attn: BufferRef,
-    /// Partials of a decode step's split attention (one row).
+    /// Partials of the split attention of the rows a step runs as decode
+    /// (`decode_rows`).
     pub attn_split: BufferRef,
     /// The gated MLP's activations, `[rows][ffn]`.
     pub gate: BufferRef,
     /// Gate/up pairs (prefill form), or up alone: `[rows][2 ffn]`.
     pub up: BufferRef,
     pub logits: BufferRef,
-    /// One normed row in 8-bit blocks (`Q8Rows`: quants, then scales),
-    /// what a decode step's projections read when `q8_input` is on.
+    /// Normed rows in 8-bit blocks (`Q8Rows`: quants, then scales), what
+    /// the projections of rows run as decode read when `q8_input` is on.
     pub h_q8: BufferRef,
     pub h_q8_scales: BufferRef,
     /// Whether decode steps feed their normed rows to the projections in
@@ -42,15 +43,19 @@ pub struct Activations {
 }
 
 impl Activations {
+    /// Scratch for steps of up to `max_rows` rows, the logits of up to
+    /// `max_logit_rows`, and up to `decode_rows` rows run as decode (a
+    /// decode step's one, or a verifying pass's).
     pub fn new(
         ctx: &GpuContext,
         cfg: &ModelConfig,
         max_rows: usize,
         max_logit_rows: usize,
+        decode_rows: usize,
         q8_input: bool,
     ) -> Result<Activations, GpuError> {
         let mut made = Vec::with_capacity(12);
-        for (label, rows, width) in Self::shapes(cfg, max_rows, max_logit_rows) {
+        for (label, rows, width) in Self::shapes(cfg, max_rows, max_logit_rows, decode_rows) {
             made.push(ctx.create_storage(label, f32_bytes(ctx, label, &[rows, width])?)?);
         }
         let [ids, x, h, qkv, q, attn, attn_split, gate, up, logits, h_q8, h_q8_scales]: [BufferRef;
@@ -86,9 +91,12 @@ impl Activations {
         cfg: &ModelConfig,
         max_rows: usize,
         max_logit_rows: usize,
+        decode_rows: usize,
     ) -> [(&'static str, usize, usize); 12] {
         let (q, kv, ffn) = (cfg.q_dim(), cfg.kv_dim(), cfg.dense_ffn());
-        let (q8_words, q8_scales) = Q8Rows::elems(1, cfg.d_model.next_multiple_of(Q8_BLOCK));
+        let decode_rows = decode_rows.max(1);
+        let (q8_words, q8_scales) =
+            Q8Rows::elems(decode_rows, cfg.d_model.next_multiple_of(Q8_BLOCK));
         [
             ("ids", max_rows, 1),
             ("x", max_rows, cfg.d_model),
@@ -99,7 +107,11 @@ impl Activations {
             (
                 "attn_split",
                 1,
-                split_scratch_elems(1, cfg.n_heads, cfg.head_dim),
+                split_scratch_elems(
+                    split_scratch_rows(decode_rows, cfg.n_heads, cfg.head_dim),
+                    cfg.n_heads,
+                    cfg.head_dim,
+                ),
             ),
             ("gate", max_rows, ffn),
             ("up", max_rows, 2 * ffn),

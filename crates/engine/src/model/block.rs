@@ -94,8 +94,8 @@ pub struct BlockScratch<'a> {
     /// also lent to the projections for x's rows in ranges of columns
     /// (`LinearScratch::ranges`: `[rows][2 ffn_dim]`).
     pub up: Option<&'a GpuBuffer>,
-    /// One normed row in 8-bit blocks, where decode steps feed the
-    /// projections so (`ActDtype::Q8`).
+    /// Normed rows in 8-bit blocks (one, or a verifying pass's), where
+    /// decode steps feed the projections so (`ActDtype::Q8`).
     pub q8: Option<Q8Rows<'a>>,
 }
 
@@ -150,17 +150,27 @@ pub struct Layer<'a> {
     pub shape: BlockShape,
     pub scratch: BlockScratch<'a>,
     pub rows: usize,
+    /// Each row computed as a decode step computes it (`InferenceStep::
+    /// as_decode`): the matrix-vector projections, their inputs normed
+    /// ahead as decode norms them.
+    pub as_decode: bool,
 }
 
 impl<'a> Layer<'a> {
+    /// Whether the projections take the matrix-vector form: one row, or
+    /// rows as decode.
+    fn matrix_vector(&self) -> bool {
+        self.rows == 1 || self.as_decode
+    }
+
     /// `qkv = W_qkv · norm(x) (+ bias)`: q, k and v side by side in each row.
     pub fn project_qkv(&self, rec: &mut Recorder, block: &'a Block) -> Result<(), GpuError> {
         let (w, s) = (&block.attn, &self.scratch);
         let norm = Some((&*block.attn_norm, self.shape.eps));
         // The norm goes ahead only for 8-bit x: CPU adapters otherwise run
         // q/k/v with the norm folded in (see `norm_ahead`).
-        let input = match self.rows == 1 && s.q8.is_some() {
-            true => self.norm_ahead(rec, 0, norm)?,
+        let input = match self.matrix_vector() && s.q8.is_some() {
+            true => self.norm_ahead(rec, 0, self.rows, norm)?,
             false => Input::fused(s.x, norm),
         };
         let mut col = 0;
@@ -207,8 +217,8 @@ impl<'a> Layer<'a> {
         let (s, shape) = (&self.scratch, &self.shape);
         let ffn = Rows::whole(s.gate, shape.ffn_dim);
         let norm = Some((norm, shape.eps));
-        let x = match self.rows == 1 {
-            true => self.norm_ahead(rec, 0, norm)?,
+        let x = match self.matrix_vector() {
+            true => self.norm_ahead(rec, 0, self.rows, norm)?,
             false => Input::fused(s.x, norm),
         };
         match &mlp.gate_up {
@@ -232,23 +242,24 @@ impl<'a> Layer<'a> {
         self.project_residual(rec, s.gate, &mlp.down, post_norm)
     }
 
-    /// The input of a one-row projection after a norm (`row` of the
-    /// step): with 8-bit input (`scratch.q8`) the norm writes the row in
-    /// 8-bit blocks, which the projections read instead; otherwise the norm
-    /// is folded into the projection or run ahead into `scratch.h`, as the
-    /// adapter's tuning says (`norm_before_projection`).
+    /// The input of a matrix-vector projection after a norm (`rows` rows
+    /// of the step from `first`): with 8-bit input (`scratch.q8`) the norm
+    /// writes the rows in 8-bit blocks, which the projections read instead;
+    /// otherwise the norm is folded into the projection or run ahead into
+    /// `scratch.h`, as the adapter's tuning says (`norm_before_projection`).
     pub fn norm_ahead(
         &self,
         rec: &mut Recorder,
-        row: usize,
+        first: usize,
+        rows: usize,
         norm: Option<(&'a GpuBuffer, f32)>,
     ) -> Result<Input<'a>, GpuError> {
         let (s, d) = (&self.scratch, self.shape.d_model);
         let Some((weight, eps)) = norm else {
-            return Ok(Input::fused(s.x, None).at(row * d));
+            return Ok(Input::fused(s.x, None).at(first * d));
         };
         if let Some(q8) = s.q8 {
-            rms_norm_q8(rec, s.x, row * d, weight, s.h, 0, &q8, 1, d, eps)?;
+            rms_norm_q8(rec, s.x, first * d, weight, s.h, 0, &q8, rows, d, eps)?;
             return Ok(Input {
                 x: s.h,
                 x_offset: 0,
@@ -256,7 +267,8 @@ impl<'a> Layer<'a> {
                 norm: None,
             });
         }
-        let (x, x_offset, norm) = norm_before_projection(rec, s.x, row * d, weight, eps, s.h, d)?;
+        let (x, x_offset, norm) =
+            norm_before_projection(rec, s.x, first * d, weight, eps, s.h, rows, d)?;
         Ok(Input::fused(x, norm).at(x_offset))
     }
 
@@ -302,6 +314,7 @@ impl<'a> Layer<'a> {
             out_stride: out.stride,
             epilogue,
             m,
+            as_decode: self.as_decode && m > 1,
         };
         let s = &self.scratch;
         // The up buffer is free but while a split gate/up writes it (and

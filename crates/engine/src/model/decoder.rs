@@ -73,6 +73,9 @@ pub struct Forward<'r, 'c> {
     pub kv: KvLayout,
     pub rows: usize,
     pub pos0: u32,
+    /// Each row computed as a decode step computes it (`InferenceStep::
+    /// as_decode`).
+    pub as_decode: bool,
 }
 
 impl Decoder {
@@ -121,6 +124,7 @@ impl Decoder {
                 }),
             },
             rows: f.rows,
+            as_decode: f.as_decode,
         }
     }
 
@@ -213,6 +217,7 @@ impl Decoder {
             window: cfg.window_of(layer),
             softcap: cfg.attn_softcap,
             kv_dtype: f.kv.dtype,
+            as_decode: f.as_decode,
         };
         let layer_offset = f.kv.layer_offset(layer);
         attention(
@@ -250,7 +255,10 @@ impl Decoder {
         // Experts read the normed rows in h; their weighted sum, recorded
         // last, replaces them.
         let dense = (&a.gate, &a.up);
-        moe::record(f.rec, cfg, moe, weights, scratch, &a.h, dense, &a.h, rows)?;
+        let as_decode = f.as_decode;
+        moe::record(
+            f.rec, cfg, moe, weights, scratch, &a.h, dense, &a.h, rows, as_decode,
+        )?;
         match post_norm {
             Some(norm) => rms_norm_add(f.rec, &a.h, 0, norm, &a.x, 0, rows, d, cfg.rms_eps),
             None => add_in_place(f.rec, &a.x, 0, &a.h, 0, rows * d),
@@ -264,8 +272,8 @@ impl Decoder {
         let layer = self.layer(f);
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
         let norm = (&*self.output_norm, cfg.rms_eps);
-        let x = match n == 1 {
-            true => layer.norm_ahead(f.rec, first, Some(norm))?,
+        let x = match n == 1 || f.as_decode {
+            true => layer.norm_ahead(f.rec, first, n, Some(norm))?,
             false => layer.normed_rows(first, norm),
         };
         let out = Rows::whole(&f.act.logits, cfg.vocab_size);

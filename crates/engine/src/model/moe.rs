@@ -8,7 +8,7 @@
 //! rows (decode) run the indexed expert form; longer ones (prefill) group
 //! slots by expert first. Routing never leaves the GPU.
 
-use crate::gpu::{BufferRef, GpuContext, GpuError, Recorder};
+use crate::gpu::{BufferRef, GpuBuffer, GpuContext, GpuError, Recorder};
 use crate::kernels::elementwise::activation::gated_act;
 use crate::kernels::matmul::tiled::{matmul, GEMV_MAX_TOKENS};
 use crate::kernels::moe::{
@@ -162,9 +162,32 @@ impl MoeActivations {
     }
 }
 
+/// `out = x · Wᵀ` for `rows` token rows: one matmul, or with `as_decode`
+/// one a row, each what a decode step's one-row matmul sums.
+#[allow(clippy::too_many_arguments)]
+fn rows_matmul(
+    rec: &mut Recorder,
+    x: &GpuBuffer,
+    w: &QuantMatrix,
+    out: &GpuBuffer,
+    rows: usize,
+    as_decode: bool,
+) -> Result<(), GpuError> {
+    if !as_decode || rows == 1 {
+        return matmul(rec, x, 0, w, out, 0, rows);
+    }
+    for r in 0..rows {
+        matmul(rec, x, r * w.cols, w, out, r * w.rows, 1)?;
+    }
+    Ok(())
+}
+
 /// Records the mixture of experts over the normed rows `h` (token-major,
 /// `rows` of d_model); the result lands in `out` (rows of d_model). `dense`
 /// holds scratch for the shared expert's MLP (`dense_ffn` wide per row).
+/// `as_decode`: each row summed as a decode step sums it (a verifying
+/// pass's rows: the experts a slot at a time, the router and the shared
+/// expert a row at a time).
 #[allow(clippy::too_many_arguments)]
 pub fn record(
     rec: &mut Recorder,
@@ -176,6 +199,7 @@ pub fn record(
     dense: (&BufferRef, &BufferRef),
     out: &BufferRef,
     rows: usize,
+    as_decode: bool,
 ) -> Result<(), GpuError> {
     let routing = Routing {
         expert_of: &act.expert_of,
@@ -184,9 +208,9 @@ pub fn record(
         top_k: moe.top_k,
         n_experts: moe.n_experts,
     };
-    matmul(rec, h, 0, &w.router, &act.router_logits, 0, rows)?;
+    rows_matmul(rec, h, &w.router, &act.router_logits, rows, as_decode)?;
     route(rec, &act.router_logits, 0, &routing, moe.normalize_weights)?;
-    let form = if rows <= GEMV_MAX_TOKENS {
+    let form = if rows <= GEMV_MAX_TOKENS || as_decode {
         ExpertForm::Indexed
     } else {
         ExpertForm::Grouped(group_by_expert(rec, &routing, &act.sorted, &act.tiles)?)
@@ -235,11 +259,11 @@ pub fn record(
         Some(s) => {
             let (gate, up) = dense;
             let width = s.mlp.gate.rows;
-            matmul(rec, h, 0, &s.mlp.gate, gate, 0, rows)?;
-            matmul(rec, h, 0, &s.mlp.up, up, 0, rows)?;
+            rows_matmul(rec, h, &s.mlp.gate, gate, rows, as_decode)?;
+            rows_matmul(rec, h, &s.mlp.up, up, rows, as_decode)?;
             gated_act(rec, gate, 0, up, 0, gate, 0, rows * width, cfg.activation)?;
-            matmul(rec, gate, 0, &s.mlp.down, &act.shared_y, 0, rows)?;
-            matmul(rec, h, 0, &s.gate_inp, &act.shared_gate, 0, rows)?;
+            rows_matmul(rec, gate, &s.mlp.down, &act.shared_y, rows, as_decode)?;
+            rows_matmul(rec, h, &s.gate_inp, &act.shared_gate, rows, as_decode)?;
             Some(SharedExpert {
                 y: &act.shared_y,
                 gate: &act.shared_gate,

@@ -280,6 +280,7 @@ impl Pipeline {
                 grammar: (!free).then(GrammarStats::default),
                 speculative: (speculation != Speculation::Off).then(|| SpeculativeStats {
                     drafter: speculation.to_string(),
+                    exact: self.exact_passes(),
                     ..Default::default()
                 }),
                 ..Default::default()

@@ -154,6 +154,9 @@ pub struct Pipeline {
     draft: Option<Box<Pipeline>>,
     /// Rows of the largest verifying pass whose pipelines were created.
     verify_rows_warmed: usize,
+    /// Verifying passes run their rows as decode steps would
+    /// (`set_exact_passes`).
+    exact_passes: bool,
     /// Next free position in the KV cache.
     pos: usize,
     /// The ids whose K/V the cache holds, for prefix reuse.
@@ -202,7 +205,10 @@ impl Pipeline {
                 cfg.d_model
             )));
         }
-        let act = Activations::new(&ctx, cfg, rows, logit_rows(rows), q8_input)?;
+        // Rows a step may run as decode: an exact verifying pass's.
+        let decode_rows = speculative::verify::verify_rows(rows);
+        let act = Activations::new(&ctx, cfg, rows, logit_rows(rows), decode_rows, q8_input)?;
+        let exact_passes = ctx.tuning.exact_passes;
         let logits = LogitsReader::new(&ctx, cfg.vocab_size, act.max_logit_rows);
         let sampled_per_submit = sampled_per_submit(opts.tokens_per_submit);
         let tokens = TokenRing::new(&ctx, sampled_per_submit)?;
@@ -226,6 +232,7 @@ impl Pipeline {
             speculation: speculative::Speculation::Off,
             draft: None,
             verify_rows_warmed: 0,
+            exact_passes,
             pos: 0,
             held: HeldIds::default(),
         })
@@ -374,6 +381,7 @@ impl Pipeline {
             kv: self.kv.layout,
             rows,
             pos0: step.pos0() as u32,
+            as_decode: step.as_decode(),
         };
         match ids {
             StepIds::Host(ids) => embed::record(&self.ctx, &self.model, &mut f, ids)?,

@@ -9,20 +9,30 @@ pub enum InferenceStep {
     Prefill { pos0: usize, rows: usize },
     /// One generated token at position `pos`.
     Decode { pos: usize },
+    /// A verifying pass: a token and the drafts after it at positions
+    /// `pos0..pos0 + rows`, each row computed exactly as a decode step at
+    /// its position would compute it (the same kernels and sums, bit for
+    /// bit), so keeping them gives what decoding them one by one gives.
+    Verify { pos0: usize, rows: usize },
 }
 
 impl InferenceStep {
     pub fn pos0(self) -> usize {
         match self {
-            InferenceStep::Prefill { pos0, .. } => pos0,
+            InferenceStep::Prefill { pos0, .. } | InferenceStep::Verify { pos0, .. } => pos0,
             InferenceStep::Decode { pos } => pos,
         }
     }
     pub fn rows(self) -> usize {
         match self {
-            InferenceStep::Prefill { rows, .. } => rows,
+            InferenceStep::Prefill { rows, .. } | InferenceStep::Verify { rows, .. } => rows,
             InferenceStep::Decode { .. } => 1,
         }
+    }
+    /// Whether each row runs as a decode step runs it (the matrix-vector
+    /// projections and the split attention): decode, and a verifying pass.
+    pub fn as_decode(self) -> bool {
+        !matches!(self, InferenceStep::Prefill { .. })
     }
 }
 

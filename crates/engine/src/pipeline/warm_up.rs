@@ -69,9 +69,11 @@ impl Pipeline {
     }
 
     /// Prepares the step shapes a verifying pass of up to `rows` rows
-    /// records (`speculative::verify`), so the first pass compiles nothing:
-    /// every matrix-vector width up to `GEMV_MAX_TOKENS`, then the row
-    /// classes of the prefill form, each sampling after every row.
+    /// records (`speculative::verify`), so the first pass compiles nothing.
+    /// Exact passes of a dense model take the same pipelines for any rows
+    /// (the matrix-vector form with its token slices); a mixture of
+    /// experts' matmuls, and a pass run as a prefill chunk, take one a
+    /// width up to `GEMV_MAX_TOKENS`, then the prefill form's row classes.
     pub async fn warm_up_verifying(&mut self, rows: usize) -> Result<(), PipelineError> {
         let ctx = self.ctx.clone();
         let mut rec = Recorder::compile_only(&ctx);
@@ -82,9 +84,12 @@ impl Pipeline {
             .copied()
             .filter(|&r| r > GEMV_MAX_TOKENS && r < rows);
         let mut sizes: Vec<usize> = gemv.chain(tiled).chain([rows]).collect();
+        if self.model.config.moe.is_none() && self.exact_passes() {
+            sizes = vec![rows];
+        }
         sizes.dedup();
         for r in sizes.into_iter().filter(|&r| r >= 2) {
-            let step = InferenceStep::Prefill { pos0: 0, rows: r };
+            let step = self.verify_step(0, r);
             self.record_step(
                 &mut rec,
                 step,

@@ -110,7 +110,8 @@ pub fn footprint(
     let steps = sampled_per_submit(opts.tokens_per_submit) as u64;
     let mut activations = 0u64;
     let logit_rows = logit_rows(rows);
-    for (label, n, width) in Activations::shapes(cfg, rows, logit_rows) {
+    // Rows a step may run as decode: an exact verifying pass's.
+    for (label, n, width) in Activations::shapes(cfg, rows, logit_rows, verify_rows(rows)) {
         activations += storage(label, f32_bytes(ctx, label, &[n, width])?)?;
     }
     if let Some(moe) = &cfg.moe {

@@ -56,6 +56,11 @@ pub struct AttentionArgs {
     pub softcap: Option<f32>,
     /// How the cache stores K and V.
     pub kv_dtype: KvDtype,
+    /// Each row attended as a decode step at its position attends (the
+    /// split form, each row cut by its own plan): a verifying pass's rows
+    /// then give what decode steps give, bit for bit. Otherwise several
+    /// rows take the form fastest for many (prefill).
+    pub as_decode: bool,
 }
 
 impl AttentionArgs {
@@ -100,9 +105,11 @@ kernel_params! {
         kv_offset: u32,
         /// first element of out
         out_offset: u32,
-        /// split form: keys per split (attention_split.wgsl)
-        span: u32,
-        /// split form: splits per row; 1 = write out directly
+        /// split form: a row's splits are about this many (`SplitPlan`)
+        wanted: u32,
+        /// split form: the fewest keys of a split, but for a row with fewer
+        min_span: u32,
+        /// split form: the most splits of any row (the partials' stride)
         splits: u32,
     }
 }
@@ -206,25 +213,36 @@ pub(crate) fn split_targets() -> [SplitTarget; 2] {
     [AdapterClass::OtherCpu, AdapterClass::Gpu].map(|c| Tuning::for_class(c, false).attention_split)
 }
 
-/// How the split form cuts a call: `splits` spans of `span` keys.
+/// How the split form cuts a row: `splits` spans of `span` keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SplitPlan {
     pub span: usize,
     pub splits: usize,
 }
 
-/// The split form's cut for `a`, or `None` when a row sees too many keys.
-pub(crate) fn split_plan(a: &AttentionArgs, target: SplitTarget) -> Option<SplitPlan> {
-    // Rows see at most this many keys (the last row, or a full window).
-    let last = a.pos0 as usize + a.rows;
+/// Splits a row aims for: enough workgroups (`target.workgroups`) over the
+/// call's KV heads and their query heads' chunks.
+fn wanted_splits(a: &AttentionArgs, target: SplitTarget) -> usize {
+    let per_split = a.kv_heads * (a.q_heads / a.kv_heads).div_ceil(SPLIT_HEADS);
+    target.workgroups.div_ceil(per_split).max(1)
+}
+
+/// The split form's cut of row `row` of `a` (each row cut by its own keys,
+/// as a decode step at its position is; attention_split.wgsl computes the
+/// same), or `None` when it sees too many keys.
+pub(crate) fn split_plan_of_row(
+    a: &AttentionArgs,
+    target: SplitTarget,
+    row: usize,
+) -> Option<SplitPlan> {
+    // The row's own key and those before it, or a full window.
+    let last = a.pos0 as usize + row + 1;
     let keys = a.window.map_or(last, |w| last.min(w as usize));
     if keys > SPLIT_SPAN * MAX_SPLITS {
         return None;
     }
-    let per_split = a.kv_heads * (a.q_heads / a.kv_heads).div_ceil(SPLIT_HEADS);
-    let wanted = target.workgroups.div_ceil(per_split).max(1);
     let span = keys
-        .div_ceil(wanted)
+        .div_ceil(wanted_splits(a, target))
         .clamp(target.min_span, SPLIT_SPAN)
         .min(keys.max(1));
     Some(SplitPlan {
@@ -233,11 +251,38 @@ pub(crate) fn split_plan(a: &AttentionArgs, target: SplitTarget) -> Option<Split
     })
 }
 
+/// The split form's cut of `a`'s last row (which sees the most keys), or
+/// `None` when it sees too many.
+pub(crate) fn split_plan(a: &AttentionArgs, target: SplitTarget) -> Option<SplitPlan> {
+    split_plan_of_row(a, target, a.rows.max(1) - 1)
+}
+
+/// The most splits of any row of `a` (`None`: a row sees too many keys).
+fn most_splits(a: &AttentionArgs, target: SplitTarget) -> Option<usize> {
+    (0..a.rows.max(1))
+        .map(|row| split_plan_of_row(a, target, row).map(|p| p.splits))
+        .try_fold(1, |most, splits| splits.map(|s| most.max(s)))
+}
+
 /// f32 elements of the split form's scratch for `rows` rows: partial
-/// outputs and (max, sum) pairs of every split. The pipeline's decode
-/// step allocates it for one row.
+/// outputs and (max, sum) pairs of every split. The pipeline allocates it
+/// for the rows its steps attend as decode (one, or a verifying pass's, as
+/// many as `SPLIT_SCRATCH_BYTES` holds: the form runs its rows in slices
+/// that fit the scratch it is given).
 pub fn split_scratch_elems(rows: usize, q_heads: usize, head_dim: usize) -> usize {
     rows * q_heads * MAX_SPLITS * (head_dim + 2)
+}
+
+/// The most bytes the pipeline gives the split form's scratch beyond one
+/// row's: rows past what it holds run in further slices.
+pub const SPLIT_SCRATCH_BYTES: usize = 32 << 20;
+
+/// Rows of split scratch a pipeline allocates for steps attending up to
+/// `rows` rows as decode: all of them where `SPLIT_SCRATCH_BYTES` holds
+/// them, else as many as it does, at least one.
+pub fn split_scratch_rows(rows: usize, q_heads: usize, head_dim: usize) -> usize {
+    let row_bytes = 4 * split_scratch_elems(1, q_heads, head_dim);
+    rows.min(SPLIT_SCRATCH_BYTES / row_bytes.max(1)).max(1)
 }
 
 fn check_args(a: &AttentionArgs) -> Result<(), GpuError> {
@@ -290,8 +335,9 @@ fn check_args(a: &AttentionArgs) -> Result<(), GpuError> {
 /// element offsets; the rows' own keys must already be in the cache
 /// (`kv::kv_write` earlier in the same step). `layer_offset` must be a
 /// multiple of 4, as every `KvLayout::layer_offset` is. `split_scratch`
-/// holds the split form's partials, which decode steps (one row) take: it
-/// must have `split_scratch_elems(1, ..)` elements (a shape error if not).
+/// holds the split form's partials, which decode steps (one row, or rows
+/// `as_decode`) take: it must have `split_scratch_elems(rows, ..)`
+/// elements (a shape error if not).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     rec: &mut Recorder,
@@ -309,7 +355,8 @@ pub fn attention(
     let tuning = rec.ctx().tuning;
     let longest_row = args.pos0 as usize + args.rows;
     let target = tuning.attention_split;
-    let form = if args.rows == 1 && split_plan(args, target).is_some() {
+    let decode = args.rows == 1 || args.as_decode;
+    let form = if decode && split_plan(args, target).is_some() {
         AttentionForm::Split { target }
     } else if tuning.attention_lanes && args.rows > 1 && longest_row <= LANES_MAX_KEYS {
         AttentionForm::Lanes
@@ -378,7 +425,8 @@ pub(crate) fn attention_form(
         q_offset: q_offset as u32,
         kv_offset: layer_offset as u32,
         out_offset: out_offset as u32,
-        span: 0,
+        wanted: 0,
+        min_span: 0,
         splits: 0,
     };
     let buffers = [q, k_cache, v_cache, out];
@@ -419,7 +467,7 @@ pub(crate) fn attention_form(
             );
         }
         AttentionForm::Split { target } => {
-            let Some(plan) = split_plan(a, target) else {
+            let Some(splits) = most_splits(a, target) else {
                 return Err(shape_err(
                     KERNEL,
                     format!(
@@ -429,37 +477,53 @@ pub(crate) fn attention_form(
                     ),
                 ));
             };
-            let elems = a.rows * a.q_heads * plan.splits * (a.head_dim + 2);
-            check_elems(KERNEL, "split_scratch", split_scratch, elems)?;
-            params.span = plan.span as u32;
-            params.splits = plan.splits as u32;
+            // The partials of one row; the rows run in slices of as many
+            // as the scratch holds (each row cut by its own plan, so a
+            // slice gives the bits the whole would).
+            let per_row = a.q_heads * splits * (a.head_dim + 2);
+            check_elems(KERNEL, "split_scratch", split_scratch, per_row)?;
+            let fit = (split_scratch.size() / 4 / per_row as u64).min(a.rows as u64) as usize;
+            params.wanted = wanted_splits(a, target) as u32;
+            params.min_span = target.min_span as u32;
+            params.splits = splits as u32;
             let buffers = [q, k_cache, v_cache, out, split_scratch];
             let chunks = (a.q_heads / a.kv_heads).div_ceil(SPLIT_HEADS);
             let x = (a.kv_heads * chunks) as u32;
-            dispatch_kernel(
-                rec,
-                "attention_split",
-                include_str!("../../../../../shaders/attention/attention_split.wgsl"),
-                dtype,
-                0,
-                Vec::new,
-                &params,
-                &buffers,
-                [x, plan.splits as u32, a.rows as u32],
-            );
-            if plan.splits > 1 {
-                let lanes = (a.rows * a.q_heads * a.head_dim / 4) as u32;
+            let row_elems = a.q_heads * a.head_dim;
+            for first in (0..a.rows).step_by(fit) {
+                let rows = fit.min(a.rows - first);
+                let slice = Params {
+                    rows: rows as u32,
+                    pos0: a.pos0 + first as u32,
+                    q_offset: (q_offset + first * row_elems) as u32,
+                    out_offset: (out_offset + first * row_elems) as u32,
+                    ..params
+                };
                 dispatch_kernel(
                     rec,
-                    "attention_merge",
-                    include_str!("../../../../../shaders/attention/attention_merge.wgsl"),
+                    "attention_split",
+                    include_str!("../../../../../shaders/attention/attention_split.wgsl"),
                     dtype,
                     0,
                     Vec::new,
-                    &params,
+                    &slice,
                     &buffers,
-                    [lanes.div_ceil(64), 1, 1],
+                    [x, splits as u32, rows as u32],
                 );
+                if splits > 1 {
+                    let lanes = (rows * row_elems / 4) as u32;
+                    dispatch_kernel(
+                        rec,
+                        "attention_merge",
+                        include_str!("../../../../../shaders/attention/attention_merge.wgsl"),
+                        dtype,
+                        0,
+                        Vec::new,
+                        &slice,
+                        &buffers,
+                        [lanes.div_ceil(64), 1, 1],
+                    );
+                }
             }
         }
     }

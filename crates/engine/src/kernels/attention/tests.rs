@@ -134,6 +134,51 @@ fn run(a: &AttentionArgs, q: &[f32], k_rows: &[f32], v_rows: &[f32]) -> (Vec<f32
         pollster::block_on(rec.submit()).unwrap();
         results.push(pollster::block_on(ctx.read_f32(&gout, out_off, q.len())).unwrap());
     }
+    // The split form cuts each row as a decode step at its position: row
+    // by row (one-row calls, as decode steps make) it gives the same bits.
+    if a.rows > 1 {
+        for (form, whole) in forms.iter().zip(&results).skip(2) {
+            let mut rec = Recorder::new(ctx);
+            for r in 0..a.rows {
+                let one = AttentionArgs {
+                    rows: 1,
+                    pos0: a.pos0 + r as u32,
+                    ..*a
+                };
+                let at = r * a.q_heads * a.head_dim;
+                let (k, v) = (&*gk, &*gv);
+                let (q_at, out_at) = (q_off + at, out_off + at);
+                attention_form(
+                    &mut rec, *form, &gq, q_at, k, v, layer_off, &gout, out_at, &scratch, &one,
+                )
+                .unwrap();
+            }
+            pollster::block_on(rec.submit()).unwrap();
+            let rows = pollster::block_on(ctx.read_f32(&gout, out_off, q.len())).unwrap();
+            // And in slices: a scratch of two rows' partials.
+            let two = ctx
+                .create_storage(
+                    "split",
+                    8 * split_scratch_elems(1, a.q_heads, a.head_dim) as u64,
+                )
+                .unwrap();
+            let mut rec = Recorder::new(ctx);
+            let (k, v) = (&*gk, &*gv);
+            attention_form(
+                &mut rec, *form, &gq, q_off, k, v, layer_off, &gout, out_off, &two, a,
+            )
+            .unwrap();
+            pollster::block_on(rec.submit()).unwrap();
+            let sliced = pollster::block_on(ctx.read_f32(&gout, out_off, q.len())).unwrap();
+            for (i, ((x, y), z)) in whole.iter().zip(&rows).zip(&sliced).enumerate() {
+                assert_eq!(
+                    (x.to_bits(), z.to_bits()),
+                    (y.to_bits(), y.to_bits()),
+                    "{form:?} at {i}: {x} for the rows at once, {z} two rows at a time, {y} row by row ({a:?})"
+                );
+            }
+        }
+    }
     let got = results[0].clone();
     for (form, other) in forms.iter().zip(&results).skip(1) {
         assert_eq!(other.len(), got.len());
@@ -166,6 +211,7 @@ fn args(
         window: None,
         softcap: None,
         kv_dtype: KvDtype::F32,
+        as_decode: false,
     }
 }
 

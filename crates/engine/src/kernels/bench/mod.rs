@@ -124,13 +124,47 @@ pub async fn gemv_bandwidth_q8(
     gemv_bandwidth_in(ctx, dtype, rows, cols, iters, Input::Q8 { dot4 }, 1).await
 }
 
+/// What x a verifying pass's projection reads (`pass_throughput`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PassX {
+    /// f32 rows (the output and down projections, and every projection on
+    /// adapters without 8-bit activations).
+    F32,
+    /// Rows in 8-bit blocks, in integer dot products or not (the normed
+    /// projections with `--activations q8`).
+    Q8 { dot4: bool },
+}
+
+/// Times at least `iters` matmuls of `tokens` (1..=8) token rows through a
+/// `rows x cols` matrix of `dtype` in the form a verifying pass runs its
+/// projections: the fused linear layer's matrix-vector form, each row
+/// summed as a decode step sums it (`Linear::as_decode`). Side by side with
+/// `matmul_throughput`, what a pass pays for being exact.
+pub async fn pass_throughput(
+    ctx: &GpuContext,
+    dtype: GgmlType,
+    (rows, cols): (usize, usize),
+    tokens: usize,
+    iters: usize,
+    x: PassX,
+) -> Result<GemvBench, GpuError> {
+    let input = match x {
+        PassX::F32 => Input::AsDecode,
+        PassX::Q8 { dot4 } => Input::Q8 { dot4 },
+    };
+    gemv_bandwidth_in(ctx, dtype, rows, cols, iters, input, tokens).await
+}
+
 /// How the timed GEMVs get x.
 #[derive(Clone, Copy)]
 enum Input {
-    /// f32 x through `matmul`, in the form it picks or this one.
+    /// f32 x through `matmul`, in the form it picks or this one (one token
+    /// row), or through the fused linear layer's prefill form (more).
     Matmul(Option<Form>),
-    /// 8-bit x through `linear`, in integer dot products or not
-    /// (`linear::q8_dot4`).
+    /// f32 x through `linear`'s matrix-vector form, each row as decode.
+    AsDecode,
+    /// 8-bit x through `linear`'s matrix-vector form (each row as decode),
+    /// in integer dot products or not (`linear::q8_dot4`).
     Q8 { dot4: bool },
 }
 
@@ -165,8 +199,8 @@ async fn gemv_bandwidth_in(
         .collect::<Result<Vec<_>, _>>()?;
     let x_values = pseudo_random(tokens * cols, 2);
     let x = ctx.upload_f32("bench x", &x_values)?;
-    // The 8-bit x of the GEMVs that take it: the first token row.
-    let (q, scales) = quantize_row_q8(&x_values[..cols]);
+    // The 8-bit x of the GEMVs that take it: every token row's blocks.
+    let (q, scales) = quantize_row_q8(&x_values);
     let words: Vec<u32> = q
         .chunks(4)
         .map(|b| b.iter().rev().fold(0u32, |w, &v| w << 8 | v as u8 as u32))
@@ -239,8 +273,14 @@ impl Gemvs<'_> {
     }
 
     /// `m` rows of x (and its 8-bit blocks, if given) through `w` into y,
-    /// stored plainly.
-    fn stored<'b>(&'b self, w: &'b QuantMatrix, x_q8: Option<Q8Rows<'b>>, m: usize) -> Linear<'b> {
+    /// stored plainly; `as_decode` picks the matrix-vector form for several.
+    fn stored<'b>(
+        &'b self,
+        w: &'b QuantMatrix,
+        x_q8: Option<Q8Rows<'b>>,
+        m: usize,
+        as_decode: bool,
+    ) -> Linear<'b> {
         Linear {
             x: self.x,
             x_q8,
@@ -253,6 +293,7 @@ impl Gemvs<'_> {
             out_stride: w.rows,
             epilogue: Epilogue::Store,
             m,
+            as_decode,
         }
     }
 
@@ -264,16 +305,25 @@ impl Gemvs<'_> {
             // A prompt chunk: the fused linear layer's prefill form, as a
             // model's projections run it (without a norm it needs no scratch).
             Input::Matmul(None) => {
-                let op = self.stored(w, None, self.tokens);
+                let op = self.stored(w, None, self.tokens, false);
                 let scratch = LinearScratch {
                     normed: y,
                     ranges: Some(self.ranges),
                 };
                 linear(rec, &op, &scratch)
             }
+            Input::AsDecode => {
+                let op = self.stored(w, None, self.tokens, true);
+                // The matrix-vector form needs no scratch.
+                let scratch = LinearScratch {
+                    normed: y,
+                    ranges: None,
+                };
+                linear(rec, &op, &scratch)
+            }
             Input::Q8 { dot4 } => {
-                let op = self.stored(w, Some(self.x8), 1);
-                // One row: the matrix-vector form needs no scratch.
+                let op = self.stored(w, Some(self.x8), self.tokens, true);
+                // The matrix-vector form needs no scratch.
                 let scratch = LinearScratch {
                     normed: y,
                     ranges: None,

@@ -61,9 +61,14 @@ pub(crate) const X_STORAGE: &str = "var<storage, read> x: array<vec4<f32>>;";
 /// The same for 8-bit x (XQ_DECL, linear_x_q8*.wgsl).
 pub(crate) const XQ_STORAGE: &str = "var<storage, read> xq: array<vec4<u32>>;";
 
-/// The defines of the vec4 core in `shape`; the caller adds its x reader's
-/// declaration (X_DECL for f32 x, XQ_DECL for 8-bit x).
-pub(crate) fn vec_core_defines(fmt: GpuFormat, shape: VecShape) -> Vec<Define<'static>> {
+/// The defines of the vec4 core in `shape` over `tokens` token rows; the
+/// caller adds its x reader's declaration (X_DECL for f32 x, XQ_DECL for
+/// 8-bit x).
+pub(crate) fn vec_core_defines(
+    fmt: GpuFormat,
+    shape: VecShape,
+    tokens: u32,
+) -> Vec<Define<'static>> {
     let mut defines = fmt.defines();
     defines.extend([
         ("LANES", shape.lanes.to_string().into()),
@@ -75,8 +80,11 @@ pub(crate) fn vec_core_defines(fmt: GpuFormat, shape: VecShape) -> Vec<Define<'s
             if shape.chunked { "true" } else { "false" }.into(),
         ),
         ("REDUCE", shape.reduce.code().to_string().into()),
+        ("TOKENS", tokens.to_string().into()),
     ]);
-    defines.extend(crate::kernels::matmul::matvec_tile::defines(fmt, shape));
+    defines.extend(crate::kernels::matmul::matvec_tile::defines(
+        fmt, shape, tokens,
+    ));
     defines
 }
 

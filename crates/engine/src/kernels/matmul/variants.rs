@@ -128,7 +128,7 @@ impl Variant {
         let mut flags = Vec::new();
         let (name, sources) = match self.shape {
             Shape::Vec(v) => {
-                defines = vec_core_defines(fmt, v);
+                defines = vec_core_defines(fmt, v, 1);
                 defines.push(("X_DECL", X_STORAGE.into()));
                 flags = vec_core_flags(fmt, v);
                 let name = format!(

@@ -51,6 +51,7 @@ fn outputs(ctx: &GpuContext, dtype: GgmlType) -> Vec<Vec<f32>> {
             out_stride: n,
             epilogue: Epilogue::Store,
             m: rows,
+            as_decode: false,
         };
         let mut rec = Recorder::new(ctx);
         let scratch = LinearScratch {

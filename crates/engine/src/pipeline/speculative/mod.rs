@@ -116,6 +116,10 @@ impl fmt::Display for Speculation {
 pub struct SpeculativeStats {
     /// Which drafter ("lookup", "draft").
     pub drafter: String,
+    /// Whether the passes ran their rows as decode steps would (bit for
+    /// bit plain decoding's output) or as a prompt chunk
+    /// (`Pipeline::set_exact_passes`).
+    pub exact: bool,
     /// Passes that verified drafts (each one step over the weights).
     pub passes: usize,
     /// Tokens drafted over all passes.

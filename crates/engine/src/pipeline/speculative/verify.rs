@@ -1,6 +1,8 @@
 //! The verifying pass: the token after the cache and the drafts after it
-//! run as one step of the batched path; a token is sampled after every row
-//! on the GPU, and only those ids are read back.
+//! run as one step (`InferenceStep::Verify`: each row through decode's
+//! kernels and sums, several rows a dispatch; or, where passes are not
+//! exact, a prefill chunk); a token is sampled after every row on the GPU,
+//! and only those ids are read back.
 
 use super::super::step::InferenceStep;
 use super::super::{Pipeline, StepIds, StepOutput};
@@ -64,7 +66,7 @@ impl Pipeline {
         let ctx = self.ctx.clone();
         let mut rec = Recorder::new(&ctx);
         let pos0 = self.pos;
-        let step = InferenceStep::Prefill { pos0, rows };
+        let step = self.verify_step(pos0, rows);
         self.held.forget_from(pos0);
         self.record_step(
             &mut rec,
@@ -85,8 +87,41 @@ impl Pipeline {
         Ok(verified)
     }
 
-    /// Most rows a verifying pass runs: one step of the batched path, one
-    /// sampled token a row.
+    /// The step a verifying pass of `rows` rows from `pos0` runs: each row
+    /// as a decode step at its position would run (what the pass keeps is
+    /// then what decoding one by one gives), or where passes are not exact
+    /// a prefill chunk.
+    pub(crate) fn verify_step(&self, pos0: usize, rows: usize) -> InferenceStep {
+        match self.exact_passes {
+            true => InferenceStep::Verify { pos0, rows },
+            false => InferenceStep::Prefill { pos0, rows },
+        }
+    }
+
+    /// Whether verifying passes run their rows as decode steps would.
+    pub fn exact_passes(&self) -> bool {
+        self.exact_passes
+    }
+
+    /// Sets whether verifying passes run their rows as decode steps would
+    /// (`InferenceStep::Verify`: drafted greedy output is then bit for bit
+    /// plain decoding's) or as a prefill chunk (cheaper on CPU adapters;
+    /// where two tokens' logits tie within rounding, a drafted greedy run
+    /// can part from the plain one there). The default is the adapter's
+    /// (`Tuning::exact_passes`: exact on GPUs). Prepares the pipelines the
+    /// other form's passes use, up to the rows already prepared.
+    pub async fn set_exact_passes(&mut self, exact: bool) -> Result<(), PipelineError> {
+        if exact == self.exact_passes {
+            return Ok(());
+        }
+        self.exact_passes = exact;
+        if self.verify_rows_warmed > 0 {
+            self.warm_up_verifying(self.verify_rows_warmed).await?;
+        }
+        Ok(())
+    }
+
+    /// Most rows a verifying pass runs: one step, one sampled token a row.
     pub fn verify_rows(&self) -> usize {
         debug_assert_eq!(self.act.max_logit_rows, logit_rows(self.act.max_rows));
         verify_rows(self.act.max_rows)

@@ -1,7 +1,8 @@
-//! The fused linear layer's matrix-vector form (decode: one token row):
-//! which core and which x reader a projection runs on, and its dispatches.
-//! One dispatch per matrix part does the whole layer (linear_gemv.wgsl):
-//! norm prologue, epilogue, bias.
+//! The fused linear layer's matrix-vector form (decode: one token row; a
+//! verifying pass: several, each summed as decode sums it): which core and
+//! which x reader a projection runs on, and its dispatches. One dispatch
+//! per matrix part (and slice of token rows) does the whole layer
+//! (linear_gemv.wgsl): norm prologue, epilogue, bias.
 
 use super::{Epilogue, Forced, Linear, ACT_WGSL};
 use crate::format::quant::GgmlType;
@@ -60,6 +61,10 @@ pub fn q8_dot4(ctx: &GpuContext, dtype: GgmlType) -> bool {
     q8_dot4_fits(&ctx.features, dtype) && (nibbles || ctx.tuning.dot4_every_format)
 }
 
+/// Most token rows one matrix-vector pipeline takes (a verifying pass of
+/// the default 7 drafts in one dispatch); more run a slice a dispatch.
+pub const AS_DECODE_TOKENS: usize = 8;
+
 /// x (and the norm's weights) as uniform arrays: how many vec4s each.
 #[derive(Clone, Copy, Debug)]
 struct UniformX {
@@ -73,9 +78,11 @@ struct UniformX {
 /// bindings: where weights live in textures (llvmpipe, `WeightStore`), for
 /// the same reason (a uniform load takes no per-lane loop there; docs/kernels.md,
 /// "What bounds the GEMV on lavapipe"), when the row from the buffer's
-/// start fits one uniform binding.
+/// start fits one uniform binding: one token row (decode).
 fn x_uniform(ctx: &GpuContext, op: &Linear, q8: bool) -> Option<UniformX> {
-    if ctx.weight_store != WeightStore::Textures {
+    // Several rows read x from storage: a uniform array's length is the
+    // shader's, and one pipeline serves passes of every length.
+    if ctx.weight_store != WeightStore::Textures || op.m > 1 {
         return None;
     }
     let k = op.w.cols as u64;
@@ -146,14 +153,46 @@ pub(super) fn record(rec: &mut Recorder, op: &Linear, forced: Forced) -> Result<
         Some(on) => on,
         None => q8_dot4(rec.ctx(), op.w.dtype),
     };
-    record_gemv(rec, op, core, dot4);
+    record_gemv(rec, op, core, dot4, forced.tokens);
     Ok(())
 }
 
-/// The matrix-vector form: one token row (`op.m == 1`) on `core`.
+/// Token rows the pipeline of `core` takes for an op of `m` rows: one for
+/// one (decode), else the adapter's `Tuning::as_decode_tokens` (or what
+/// `forced` names), fewer where the workgroup memory holds fewer rows'
+/// sums (each row's lane sums, and with a norm the lanes' sums of squares,
+/// per token row): one pipeline for every pass, which runs its rows a
+/// slice of that many a dispatch (`Params::m` the slice's rows).
+fn tokens_per_dispatch(
+    ctx: &GpuContext,
+    core: GemvCore,
+    norm: bool,
+    m: usize,
+    forced: Option<usize>,
+) -> usize {
+    if m == 1 {
+        return 1;
+    }
+    let (sums, workgroup) = match core {
+        GemvCore::Unit { rows } => (rows * 64, 64),
+        GemvCore::Vec(v) => (v.rows() * v.lanes, v.workgroup),
+    };
+    let per_token = 4 * (sums + norm as u32 * workgroup) as usize;
+    let room = ctx.limits.max_compute_workgroup_storage_size as usize / per_token.max(1);
+    let wanted = forced.unwrap_or(ctx.tuning.as_decode_tokens as usize);
+    wanted.min(room).clamp(1, AS_DECODE_TOKENS)
+}
+
+/// The matrix-vector form: `op.m` token rows on `core`, each summed as a
+/// one-row op sums it (a slice of rows a dispatch, `tokens_per_dispatch`).
 /// `dot4`: 8-bit x (if given) in integer dot products.
-fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
-    debug_assert_eq!(op.m, 1, "the matrix-vector form takes one token row");
+fn record_gemv(
+    rec: &mut Recorder,
+    op: &Linear,
+    core: GemvCore,
+    dot4: bool,
+    forced_tokens: Option<usize>,
+) {
     let w = op.w;
     let (norm, bias) = (op.norm.is_some(), op.bias.is_some());
     let glu = matches!(op.epilogue, Epilogue::Glu(_));
@@ -180,8 +219,9 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
     let dot4 = dot4 && q8.is_some();
     let first_extra = 4 + vec_shape.is_some() as usize + q8.is_some() as usize;
     let uniform = vec_shape.and_then(|_| x_uniform(rec.ctx(), op, q8.is_some()));
-    // Lanes 0 is the unit core; rows, lanes, workgroup size and the lane
-    // order fix the rest.
+    let tokens = tokens_per_dispatch(rec.ctx(), core, norm, op.m, forced_tokens);
+    // Lanes 0 is the unit core; rows, lanes, workgroup size, the lane
+    // order and the token rows fix the rest.
     let (lanes, chunked, reduce) = vec_shape.map_or((0, 0, 0), |v| {
         (
             v.lanes | v.workgroup << 16,
@@ -202,14 +242,17 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
             code,
             act as u32 | uniform.map_or(0, |u| u.x_vec4s << 8),
             lanes,
-            reduce | uniform.map_or(0, |u| u.norm_vec4s << 8),
+            reduce | uniform.map_or(0, |u| u.norm_vec4s << 8) | (tokens as u32) << 24,
         ],
     };
     let make = || {
         let (mut defines, mut flags, sources) = match core {
             GemvCore::Unit { rows } => {
                 let mut d = fmt.defines();
-                d.extend([("ROWS", rows.to_string().into()), ("TOKENS", "1".into())]);
+                d.extend([
+                    ("ROWS", rows.to_string().into()),
+                    ("TOKENS", tokens.to_string().into()),
+                ]);
                 (
                     d,
                     vec![("SG", false)],
@@ -224,7 +267,7 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
                 )
             }
             GemvCore::Vec(v) => {
-                let mut d = vec_core_defines(fmt, v);
+                let mut d = vec_core_defines(fmt, v, tokens as u32);
                 let x_reader: &[&'static str] = match (q8, dot4) {
                     (Some(_), true) => &[X_Q8_DOT4, quant_dot4_wgsl(fmt)],
                     (Some(_), false) => &[MATVEC_STEP_F32, X_Q8],
@@ -289,19 +332,23 @@ fn record_gemv(rec: &mut Recorder, op: &Linear, core: GemvCore, dot4: bool) {
             .into(),
         }
     };
-    for part in &w.parts {
+    for (part, first) in w
+        .parts
+        .iter()
+        .flat_map(|part| (0..op.m).step_by(tokens).map(move |first| (part, first)))
+    {
         let out_row0 = if glu {
             part.first_row / 2
         } else {
             part.first_row
         };
-        let out_offset = op.out_offset + out_row0;
+        let out_offset = op.out_offset + first * op.out_stride + out_row0;
         let mut p = Params::new(
             w,
             part,
-            1,
+            tokens.min(op.m - first),
             part.rows,
-            op.x_offset,
+            op.x_offset + first * w.cols,
             out_offset,
             op.out_stride,
         );

@@ -8,8 +8,9 @@
 //! are interleaved pairs, see `Epilogue::Glu`).
 //!
 //! Decode (one token row): one matrix-vector dispatch per matrix part does
-//! all of it (linear_gemv.wgsl; `linear_gemv.rs` picks its core and x
-//! reader). Several rows (prefill): the register-blocked matmul with every
+//! all of it (linear_gemv.wgsl; `gemv.rs` picks its core and x reader). A
+//! verifying pass's rows (`Linear::as_decode`) take the same form, each
+//! row summed as decode sums it. Several rows (prefill): the register-blocked matmul with every
 //! epilogue (linear_tiled.wgsl: a tile's rows are whole gate/up pairs), plus
 //! a norm dispatch into scratch before it: a tile sees only part of a row,
 //! so it cannot normalise it. Where weights are textures (llvmpipe) it reads
@@ -83,8 +84,9 @@ pub struct Linear<'a> {
     /// x's row again, in 8-bit blocks (`rms_norm_q8` writes both): the
     /// matrix-vector vec4 core reads these instead for quantized weights,
     /// three loads per 32 values where f32 takes eight (what bounds it on
-    /// CPU adapters). Decode only (`m == 1`), without `norm`, x from offset
-    /// 0; F32/F16 weights and the other cores read x.
+    /// CPU adapters). The matrix-vector form only (one row, or `as_decode`),
+    /// `m` rows of them, without `norm`, x from offset 0; F32/F16 weights
+    /// and the other cores read x.
     pub x_q8: Option<Q8Rows<'a>>,
     pub w: &'a QuantMatrix,
     /// Added to each output row: the buffer and the element of W's row 0.
@@ -95,6 +97,12 @@ pub struct Linear<'a> {
     pub out_stride: usize,
     pub epilogue: Epilogue,
     pub m: usize,
+    /// Each token row summed as a one-row op sums it (the matrix-vector
+    /// form, `AS_DECODE_TOKENS` rows a dispatch): row t's outputs equal,
+    /// bit for bit, those of a one-row op on row t, so a verifying pass's
+    /// rows give what decode steps give. Otherwise several rows take the
+    /// form fastest for many (prefill).
+    pub as_decode: bool,
 }
 
 /// Scratch the prefill form needs: `m * w.cols` f32 for the normed x.
@@ -178,13 +186,13 @@ impl Linear<'_> {
             }
         }
         if let Some(q8) = &self.x_q8 {
-            if m != 1 || self.norm.is_some() || self.x_offset != 0 {
+            if (m != 1 && !self.as_decode) || self.norm.is_some() || self.x_offset != 0 {
                 return Err(shape_err(
                     K,
-                    "8-bit x is for one token row from offset 0, without a norm",
+                    "8-bit x is for the matrix-vector form (one token row, or rows as decode sums them) from offset 0, without a norm",
                 ));
             }
-            q8.check(K, 1, w.cols)?;
+            q8.check(K, m, w.cols)?;
         }
         if let Some((bias, offset)) = self.bias {
             check_elems(K, "bias", bias, offset + w.rows)?;
@@ -208,13 +216,14 @@ impl Linear<'_> {
     }
 }
 
-/// The x of a one-row projection after an RMSNorm of `dim` elements of
-/// `x` from `x_offset` (`weight`, `eps`): the norm folded into the
-/// projection (`Linear::norm`), or, where the adapter's tuning says
+/// The x of a matrix-vector projection (one row, or `rows` as decode)
+/// after an RMSNorm of each row's `dim` elements of `x` from `x_offset`
+/// (`weight`, `eps`): the norm folded into the projection
+/// (`Linear::norm`), or, where the adapter's tuning says
 /// (`Tuning::norm_apart`: CPU adapters, where the folded form ran wide
 /// projections slower than the dispatch it saves), run ahead into `scratch`
 /// from element 0. Returns the projection's x, its offset and its norm.
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub fn norm_before_projection<'a>(
     rec: &mut Recorder,
     x: &'a GpuBuffer,
@@ -222,10 +231,11 @@ pub fn norm_before_projection<'a>(
     weight: &'a GpuBuffer,
     eps: f32,
     scratch: &'a GpuBuffer,
+    rows: usize,
     dim: usize,
 ) -> Result<(&'a GpuBuffer, usize, Option<(&'a GpuBuffer, f32)>), GpuError> {
     if rec.ctx().tuning.norm_apart {
-        rms_norm(rec, x, x_offset, weight, scratch, 0, 1, dim, eps)?;
+        rms_norm(rec, x, x_offset, weight, scratch, 0, rows, dim, eps)?;
         return Ok((scratch, 0, None));
     }
     Ok((x, x_offset, Some((weight, eps))))
@@ -257,7 +267,7 @@ pub(crate) fn linear_as(
             ));
         }
     }
-    if op.m == 1 {
+    if op.m == 1 || op.as_decode {
         return gemv::record(rec, op, forced);
     }
     let (x, x_offset) = match op.norm {
@@ -304,6 +314,9 @@ pub(crate) struct Forced {
     /// `q8_dot4_fits`; 8-bit x always takes the vec4 core, as `Linear::check`
     /// admits it only from offset 0 of rows whose blocks are whole steps).
     pub dot4: Option<bool>,
+    /// Token rows a matrix-vector pipeline sums at once for several rows
+    /// `as_decode` (`Tuning::as_decode_tokens`), 1..=`AS_DECODE_TOKENS`.
+    pub tokens: Option<usize>,
 }
 
 /// The register-blocked form over `op.w`, x from `x_offset` of `x` (the
@@ -481,7 +494,7 @@ impl TiledVariant {
 }
 mod gemv;
 mod window;
-pub use gemv::{q8_dot4, q8_dot4_fits};
+pub use gemv::{q8_dot4, q8_dot4_fits, AS_DECODE_TOKENS};
 
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,7 @@ fn one_row<'a>(x: &'a GpuBuffer, w: &'a QuantMatrix, out: &'a GpuBuffer) -> Line
         out_stride: w.rows,
         epilogue: Epilogue::Store,
         m: 1,
+        as_decode: false,
     }
 }
 

@@ -94,7 +94,17 @@ fn reference(
 /// sentinels) and x rows from element 3 (the unit matrix-vector core) or 4
 /// (a vec4: the vec4 core where the row length allows).
 fn run(c: &Case, dtype: GgmlType, part_rows: Option<usize>, stride_pad: usize, seed: u64) {
-    run_at(c, dtype, part_rows, stride_pad, seed, 3, None, X8::None)
+    run_at(
+        c,
+        dtype,
+        part_rows,
+        stride_pad,
+        seed,
+        3,
+        None,
+        X8::None,
+        None,
+    )
 }
 
 /// How a test hands x to the layer.
@@ -128,6 +138,7 @@ fn run_at(
     x_offset: usize,
     vec_shape: Option<VecShape>,
     x8: X8,
+    as_decode: Option<usize>,
 ) {
     let q8 = x8 != X8::None;
     let ctx = ctx();
@@ -174,9 +185,10 @@ fn run_at(
     let quantized = dtype.block_elements() > 1;
     let (qx, x) = if q8 {
         assert!(
-            m == 1 && !c.norm && x_offset == 0,
-            "8-bit x: one row, no norm"
+            (m == 1 || as_decode.is_some()) && !c.norm && x_offset == 0,
+            "8-bit x: the matrix-vector form, no norm"
         );
+        assert_eq!(k % 32, 0, "8-bit x: rows of whole blocks");
         let (q, d) = quantize_row_q8(&x);
         let words: Vec<u32> = q
             .chunks_exact(4)
@@ -220,6 +232,7 @@ fn run_at(
         out_stride: stride,
         epilogue: c.epilogue,
         m,
+        as_decode: as_decode.is_some(),
     };
     let mut rec = Recorder::new(ctx);
     let scratch = LinearScratch {
@@ -229,13 +242,56 @@ fn run_at(
     let forced = Forced {
         vec_shape,
         dot4: Some(x8 == X8::Dot4),
+        tokens: as_decode,
     };
     linear_as(&mut rec, &op, &scratch, forced).unwrap();
     pollster::block_on(rec.submit()).unwrap();
     let got = pollster::block_on(ctx.read_f32(&gout, 0, out_init.len())).unwrap();
+    if as_decode.is_some() {
+        // Each row as its own one-row op (a decode step): the same bits.
+        let one = ctx.upload_f32("out one row", &out_init).unwrap();
+        let row_q8: Vec<_> = (0..m)
+            .map(|t| {
+                qx.as_ref().map(|(quants, scales)| {
+                    let words = pollster::block_on(ctx.read_u32(quants, t * k / 4, k / 4)).unwrap();
+                    let pairs =
+                        pollster::block_on(ctx.read_f32(scales, t * k / 16, k / 16)).unwrap();
+                    (
+                        ctx.upload_u32("xq row", &words).unwrap(),
+                        ctx.upload_f32("xd row", &pairs).unwrap(),
+                    )
+                })
+            })
+            .collect();
+        let mut rec = Recorder::new(ctx);
+        for (t, q) in row_q8.iter().enumerate() {
+            let row = Linear {
+                // 8-bit x: the row's own blocks from 0 (quantized weights
+                // read only those).
+                x_offset: if q.is_some() { 0 } else { x_offset + t * k },
+                x_q8: q.as_ref().map(|(quants, scales)| Q8Rows { quants, scales }),
+                out: &one,
+                out_offset: out_off + t * stride,
+                m: 1,
+                as_decode: false,
+                ..op
+            };
+            linear_as(&mut rec, &row, &scratch, forced).unwrap();
+        }
+        pollster::block_on(rec.submit()).unwrap();
+        let rows = pollster::block_on(ctx.read_f32(&one, 0, out_init.len())).unwrap();
+        for (i, (a, b)) in got.iter().zip(&rows).enumerate() {
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "{dtype} k {k} n {n} m {m} {:?} {vec_shape:?} {x8:?} {as_decode:?} tokens: out[{i}] {a} as decode, {b} a row at a time",
+                c.epilogue
+            );
+        }
+    }
     let (want, scale) = reference(c, &x, &norm_w, &wv, &bias[2..], &prev);
     let what = format!(
-        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride} x at {x_offset} {vec_shape:?} {x8:?}",
+        "{dtype} k {k} n {n} m {m} norm {} bias {} {:?} parts {part_rows:?} stride {stride} x at {x_offset} {vec_shape:?} {x8:?} as decode {as_decode:?}",
         c.norm, c.bias, c.epilogue
     );
     // As assert_dot_close (testutil): f32 sums of k products, plus the norm's
@@ -342,10 +398,10 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
                 epilogue,
             };
             let seed = (d * 10 + e) as u64;
-            run_at(&case, dtype, None, 0, seed, 4, shape, X8::None);
+            run_at(&case, dtype, None, 0, seed, 4, shape, X8::None, None);
             if !norm {
                 for x8 in x8_readers(dtype) {
-                    run_at(&case, dtype, None, 0, seed, 0, shape, x8);
+                    run_at(&case, dtype, None, 0, seed, 0, shape, x8, None);
                 }
             }
         }
@@ -360,13 +416,23 @@ fn linear_vec_core_matches_reference_for_every_dtype_and_epilogue() {
         epilogue: Epilogue::Add,
     };
     for shape in vec_shapes(GgmlType::Q8_0, case.k, case.n) {
-        run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 4, shape, X8::None);
+        run_at(
+            &case,
+            GgmlType::Q8_0,
+            Some(6),
+            11,
+            5,
+            4,
+            shape,
+            X8::None,
+            None,
+        );
         let case = Case {
             norm: false,
             ..case
         };
         for x8 in x8_readers(GgmlType::Q8_0) {
-            run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 0, shape, x8);
+            run_at(&case, GgmlType::Q8_0, Some(6), 11, 5, 0, shape, x8, None);
         }
     }
 }
@@ -456,7 +522,17 @@ fn linear_prefill_over_more_x_than_one_uniform_window() {
         // More bytes of x than a 64 KiB uniform binding (lavapipe's) holds.
         assert!(4 * (4 + case.m * case.k) > 65536);
         let parts = (i % 2 == 0 && n == 70).then_some(6);
-        run_at(&case, dtype, parts, 3, 40 + i as u64, 4, None, X8::None);
+        run_at(
+            &case,
+            dtype,
+            parts,
+            3,
+            40 + i as u64,
+            4,
+            None,
+            X8::None,
+            None,
+        );
     }
 }
 
@@ -490,6 +566,109 @@ fn linear_prefill_sums_ranges_of_rows_too_long_for_a_window() {
         };
         assert!(4 * 16 * case.k > 65536, "rows too long for 16 a window");
         let parts = (i % 2 == 1).then_some(6);
-        run_at(&case, dtype, parts, 5, 60 + i as u64, 4, None, X8::None);
+        run_at(
+            &case,
+            dtype,
+            parts,
+            5,
+            60 + i as u64,
+            4,
+            None,
+            X8::None,
+            None,
+        );
+    }
+}
+
+/// A verifying pass's projections (`Linear::as_decode`): several token
+/// rows in the matrix-vector form give, bit for bit, what each row gives
+/// as a one-row op (a decode step), and match the reference. Every format
+/// on the adapter's vec4 shape and a GPU's, each x reader (f32 from an
+/// offset, with and without the folded norm; 8-bit blocks, to f32 and in
+/// integer dot products), 1, 3 and 8 token rows a pipeline over 2, 5 and
+/// 9 rows (a pass longer than a pipeline's rows runs in slices, the last
+/// one short), split parts, strided and added-into output rows; and the
+/// unit core (F32 rows of 37, not whole vec4 steps).
+#[test]
+fn rows_as_decode_equal_one_row_ops_bit_for_bit() {
+    let mut case_no = 0u64;
+    for (d, dtype) in GPU_DTYPES.into_iter().enumerate() {
+        let (k, n) = match dtype.block_elements() {
+            1 => (96, 40),
+            32 => (128, 40),
+            _ => (512, 40),
+        };
+        let fmt = crate::kernels::weights::GpuFormat::of(dtype).unwrap();
+        let gpu = VecShape::for_class(
+            None,
+            crate::kernels::matmul::vec_shape::Reduce::choose(false, false),
+            fmt,
+            k,
+            n,
+        );
+        for (s, shape) in [None, Some(gpu)].into_iter().enumerate() {
+            let (tokens, m) = [(8, 9), (3, 5), (1, 2)][(d + s) % 3];
+            let epilogue = EPILOGUES[(d + 2 * s) % EPILOGUES.len()];
+            let glu = matches!(epilogue, Epilogue::Glu(_));
+            let norm = (d + s) % 2 == 0;
+            let case = Case {
+                k,
+                n,
+                m,
+                norm,
+                bias: !glu && d % 2 == 1,
+                epilogue,
+            };
+            case_no += 1;
+            let parts = (d % 3 == 0).then_some(8);
+            run_at(
+                &case,
+                dtype,
+                parts,
+                3,
+                300 + case_no,
+                4,
+                shape,
+                X8::None,
+                Some(tokens),
+            );
+            if !norm && dtype.block_elements() > 1 {
+                for x8 in x8_readers(dtype) {
+                    run_at(
+                        &case,
+                        dtype,
+                        None,
+                        0,
+                        400 + case_no,
+                        0,
+                        shape,
+                        x8,
+                        Some(tokens),
+                    );
+                }
+            }
+        }
+    }
+    // The unit core: rows that are not whole vec4 steps.
+    for (i, norm) in [false, true].into_iter().enumerate() {
+        let case = Case {
+            k: 37,
+            n: 22,
+            m: 5,
+            norm,
+            bias: !norm,
+            epilogue: [Epilogue::Add, Epilogue::Glu(Activation::Silu)][i],
+        };
+        run_at(
+            &case,
+            GgmlType::F32,
+            None,
+            2,
+            500 + i as u64,
+            3,
+            None,
+            X8::None,
+            Some(4),
+        );
     }
 }
