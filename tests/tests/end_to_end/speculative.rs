@@ -87,6 +87,19 @@ fn exact_passes(engine: &mut Engine) {
     pollster::block_on(engine.pipeline.set_exact_passes(true)).unwrap();
 }
 
+/// `model` with a second copy of itself attached as its draft model (on
+/// the same device), verifying with exact passes: every draft is what the
+/// model's own decode steps give, so the passes keep the most drafts.
+fn drafting_for_itself(model: &str, ctx_len: usize) -> Engine {
+    let ctx = wick_tests::gpu();
+    let mut engine = wick_tests::load_engine_on(ctx.clone(), model, ctx_len);
+    engine
+        .set_draft_model(wick_tests::load_engine_on(ctx, model, ctx_len))
+        .unwrap();
+    exact_passes(&mut engine);
+    engine
+}
+
 fn stop_after(max_tokens: usize) -> StopCriteria {
     StopCriteria {
         stop_ids: Vec::new(),
@@ -153,17 +166,11 @@ fn long_prompts() -> Vec<String> {
 }
 
 /// Both drafters: lookup, and a draft model (the model drafting for
-/// itself, a second copy on the same device: every draft agrees unless
-/// rounding parts them, so the passes keep the most drafts).
+/// itself, `drafting_for_itself`), with exact passes.
 #[test]
 fn greedy_drafting_equals_plain_greedy_on_the_golden_prompts() {
     for model in [SMOLLM2, QWEN] {
-        let ctx = wick_tests::gpu();
-        let mut engine = wick_tests::load_engine_on(ctx.clone(), model, 128);
-        engine
-            .set_draft_model(wick_tests::load_engine_on(ctx, model, 128))
-            .unwrap();
-        exact_passes(&mut engine);
+        let mut engine = drafting_for_itself(model, 128);
         let draft = Speculation::Draft { draft_tokens: 4 };
         for case in golden("llamacpp_public.json", model).cases {
             let stop = stop_after(case.greedy_ids.len());
@@ -206,14 +213,8 @@ fn check_greedy(engine: &mut Engine, prompt: &[u32], plain: &[u32], drafted: &[u
 
 #[test]
 fn greedy_drafting_equals_plain_greedy_over_long_generations() {
-    // Both drafters: lookup, and the model drafting for itself (a second
-    // copy on the same device).
-    let ctx = wick_tests::gpu();
-    let mut engine = wick_tests::load_engine_on(ctx.clone(), SMOLLM2, 512);
-    engine
-        .set_draft_model(wick_tests::load_engine_on(ctx, SMOLLM2, 512))
-        .unwrap();
-    exact_passes(&mut engine);
+    // Both drafters: lookup, and the model drafting for itself.
+    let mut engine = drafting_for_itself(SMOLLM2, 512);
     let greedy = SamplingParams::default();
     let mut accepted = 0;
     for user in &long_prompts() {
@@ -502,7 +503,7 @@ fn drafting_options_out_of_range_are_refused() {
 /// A draft model: greedy ids equal plain greedy's, and a draft whose
 /// vocabulary differs is refused naming the first differing token. The
 /// model drafts for itself here (the same file loaded twice on one
-/// device), so every draft is kept unless rounding parts them: the
+/// device) with exact passes, so the passes keep nearly every draft: the
 /// mechanics (the draft's cache following the sequence, its rollback, one
 /// submit of drafts a pass) are what this checks; the 0.5B drafting for
 /// the 1.5B is measured in docs/performance.md.
@@ -580,12 +581,7 @@ fn a_draft_model_gives_plain_greedy_and_a_foreign_vocabulary_is_refused() {
 #[test]
 fn exact_passes_of_a_mixture_of_experts_give_plain_greedy() {
     for model in ["tiny-qwen3moe.q8_0.gguf", "tiny-qwen2moe.q8_0.gguf"] {
-        let ctx = wick_tests::gpu();
-        let mut engine = wick_tests::load_engine_on(ctx.clone(), model, 160);
-        engine
-            .set_draft_model(wick_tests::load_engine_on(ctx, model, 160))
-            .unwrap();
-        exact_passes(&mut engine);
+        let mut engine = drafting_for_itself(model, 160);
         let prompt: Vec<u32> = (0..12).map(|i| 20 + 7 * i).collect();
         let greedy = SamplingParams::default();
         let draft = Speculation::Draft { draft_tokens: 8 };

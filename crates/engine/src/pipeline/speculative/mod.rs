@@ -1,8 +1,8 @@
 //! Speculative decoding: several tokens per pass over the weights.
 //!
 //! A drafter proposes the next few tokens cheaply; one step runs the last
-//! sampled token and the drafts through the model at once (the batched path
-//! prefill uses), samples a token after every row on the GPU, and keeps the
+//! sampled token and the drafts through the model at once (`verify`),
+//! samples a token after every row on the GPU, and keeps the
 //! drafts up to the first one that differs from what was sampled before it,
 //! plus that sampled token. The cache positions past the kept rows are
 //! given back and overwritten by the next step.
@@ -12,10 +12,12 @@
 //! keep the draft where they agree": each kept token is the one the model
 //! samples at its position from the same random number plain decoding would
 //! use there (`Sampler::peek_uniforms`), so with temperature or without, a
-//! seed gives the tokens plain decoding gives. The only difference is
-//! arithmetic: a step of several rows multiplies through another kernel
-//! form than a one-token step, so logits differ in the last bits, and a
-//! token whose two best logits tie within that rounding can go either way.
+//! seed gives the tokens plain decoding gives. Exact passes (GPUs' default)
+//! compute each row as a decode step would, so the logits and the cache
+//! are decode's bit for bit. Batched passes (CPU adapters' default) run as
+//! a prompt chunk, whose kernels sum in other orders: logits differ in the
+//! last bits, and a token whose two best logits tie within that rounding
+//! can go either way.
 //!
 //! Drafters: `lookup` (the tokens that followed the last earlier match of
 //! the sequence's last n-gram: prompt lookup decoding), and `draft` (a
